@@ -1,0 +1,46 @@
+"""tritnum: ternary numerics for NumPy.
+
+{-1, 0, +1} data packed at 1.6-2 bits per value, with NumPy reference,
+numba CPU and numba CUDA kernels behind one API.
+
+>>> import numpy as np, tritnum as tn
+>>> p = tn.pack(np.array([[1, 0, -1], [0, 0, 1]]), "base3")
+>>> tn.unpack(p)
+array([[ 1,  0, -1],
+       [ 0,  0,  1]], dtype=int8)
+"""
+
+from __future__ import annotations
+
+from . import errors
+from ._dispatch import cuda_available, get_device, set_device, use_device
+from ._warmup import warmup
+from .errors import (
+    DeviceUnavailableError,
+    FormatError,
+    InvalidTritsError,
+    ShapeMismatchError,
+    TritnumError,
+)
+from .packing import FORMATS, PackedTrits, pack, unpack
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FORMATS",
+    "DeviceUnavailableError",
+    "FormatError",
+    "InvalidTritsError",
+    "PackedTrits",
+    "ShapeMismatchError",
+    "TritnumError",
+    "__version__",
+    "cuda_available",
+    "errors",
+    "get_device",
+    "pack",
+    "set_device",
+    "unpack",
+    "use_device",
+    "warmup",
+]

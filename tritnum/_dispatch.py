@@ -1,0 +1,183 @@
+"""Device policy and the kernel registry.
+
+Kernels register per ``(operation, device)``. Backend modules are imported on
+first use, so ``import tritnum`` neither imports numba nor touches CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import importlib
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import _config
+from .errors import DeviceUnavailableError
+
+__all__ = [
+    "cuda_available",
+    "get_device",
+    "is_cuda_array",
+    "kernel",
+    "register",
+    "resolve_device",
+    "set_device",
+    "use_device",
+]
+
+_BACKENDS = {
+    "numpy": "tritnum._kernels.reference",
+    "cpu": "tritnum._kernels.cpu",
+    "cuda": "tritnum._kernels.cuda",
+}
+_REGISTRY: dict[tuple[str, str], Callable[..., Any]] = {}
+
+_default_device: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "tritnum_default_device", default=_config.DEFAULT_DEVICE
+)
+_warned_fallback = False
+
+
+def register(op: str, device: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as the kernel of ``op`` on ``device`` (used by backend modules)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _REGISTRY[op, device] = fn
+        return fn
+
+    return decorate
+
+
+def kernel(op: str, device: str) -> Callable[..., Any]:
+    """The kernel of ``op`` for a resolved ``device``, importing its backend on first use."""
+    key = (op, device)
+    if key not in _REGISTRY:
+        importlib.import_module(_BACKENDS[device])
+    return _REGISTRY[key]
+
+
+@functools.cache
+def cuda_available() -> bool:
+    """Whether a CUDA GPU (or numba's CUDA simulator) can run tritnum's kernels.
+
+    Returns
+    -------
+    bool
+        False when numba-cuda is not installed or no GPU is visible.
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> isinstance(tn.cuda_available(), bool)
+    True
+    """
+    try:
+        from numba import cuda
+    except ImportError:
+        return False
+    try:
+        return bool(cuda.is_available())
+    except Exception:  # a broken driver is "not available", not a crash
+        return False
+
+
+def _check_name(device: str) -> str:
+    if not isinstance(device, str) or device not in _config.DEVICES:
+        raise ValueError(
+            f"device must be one of {', '.join(map(repr, _config.DEVICES))}, got {device!r}"
+        )
+    return device
+
+
+def set_device(device: str) -> None:
+    """Set the default device for every tritnum operation.
+
+    Parameters
+    ----------
+    device : {"auto", "cpu", "cuda", "numpy"}
+        ``"auto"`` follows the data: arrays on the GPU run there, NumPy arrays
+        on the CPU kernels. ``"numpy"`` is the pure-NumPy reference.
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> tn.set_device("cpu")
+    >>> tn.get_device()
+    'cpu'
+    >>> tn.set_device("auto")
+    """
+    _default_device.set(_check_name(device))
+
+
+def get_device() -> str:
+    """The current default device (see :func:`set_device`).
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> tn.get_device() in ("auto", "cpu", "cuda", "numpy")
+    True
+    """
+    return _default_device.get()
+
+
+@contextlib.contextmanager
+def use_device(device: str) -> Iterator[None]:
+    """Context manager that sets the default device inside a ``with`` block.
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> with tn.use_device("numpy"):
+    ...     tn.get_device()
+    'numpy'
+    """
+    token = _default_device.set(_check_name(device))
+    try:
+        yield
+    finally:
+        _default_device.reset(token)
+
+
+def is_cuda_array(obj: Any) -> bool:
+    """Whether ``obj`` lives on a GPU (exposes ``__cuda_array_interface__``)."""
+    return hasattr(obj, "__cuda_array_interface__")
+
+
+def _fallback_warning() -> None:
+    global _warned_fallback
+    if not _warned_fallback:
+        _warned_fallback = True
+        warnings.warn(
+            "tritnum's default device is 'cuda' but no usable GPU was found; running on "
+            "the CPU instead. Silence this with tn.set_device('auto') or TRITNUM_DEVICE=auto.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+def resolve_device(device: str, *arrays: Any) -> str:
+    """The concrete device (``numpy``, ``cpu`` or ``cuda``) an operation runs on.
+
+    An explicit ``device`` argument wins and ``"cuda"`` without a GPU raises
+    :class:`DeviceUnavailableError`. ``"auto"`` defers to the default device;
+    a default of ``"auto"`` follows the data, and a default of ``"cuda"``
+    without a GPU falls back to the CPU with one warning per process.
+    """
+    if _check_name(device) != "auto":
+        if device == "cuda" and not cuda_available():
+            raise DeviceUnavailableError(
+                "device='cuda' was requested but no usable CUDA GPU was found "
+                "(install the 'cuda' extra and check the driver, or use device='cpu')"
+            )
+        return device
+    default = get_device()
+    if default == "auto":
+        return "cuda" if any(is_cuda_array(a) for a in arrays) else "cpu"
+    if default == "cuda" and not cuda_available():
+        _fallback_warning()
+        return "cpu"
+    return default

@@ -1,0 +1,71 @@
+"""Checks at the public boundary: every dtype, rank and value before a kernel runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._dispatch import is_cuda_array
+from .errors import InvalidTritsError, ShapeMismatchError
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(flat, shape))
+
+
+def trit_array(x: Any, name: str = "trits") -> Any:
+    """``x`` as an integer array of rank >= 1 that kernels can read.
+
+    Raises TypeError for float, complex, bool and object input (pointing to
+    ``tn.quantize``) and ShapeMismatchError for a scalar. Values are checked by
+    the kernels, which report back; :func:`raise_invalid_trits` names the culprit.
+    """
+    if is_cuda_array(x):
+        from numba import cuda
+
+        a = cuda.as_cuda_array(x)
+    else:
+        a = np.asarray(x)
+    kind = a.dtype.kind
+    if kind in "fc":
+        raise TypeError(
+            f"{name} must be an integer array of trits in {{-1, 0, 1}}, got dtype "
+            f"{a.dtype}; to turn real-valued weights into trits use tn.quantize(w)"
+        )
+    if kind not in "iu":
+        raise TypeError(
+            f"{name} must be an integer array of trits in {{-1, 0, 1}}, got dtype {a.dtype}"
+        )
+    if a.ndim == 0:
+        raise ShapeMismatchError(
+            f"{name} must have at least one dimension, got a scalar",
+            expected="ndim >= 1",
+            actual=(),
+        )
+    if isinstance(a, np.ndarray) and not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    if a.dtype == np.uint64:  # uint64 + int mixes to float in numba: narrow it here
+        from ._arrays import to_host
+
+        host = to_host(a)
+        if host.size and host.max() > 1:
+            raise_invalid_trits(host, name)
+        a = a.view(np.int64)
+    return a
+
+
+def raise_invalid_trits(a: Any, name: str = "trits") -> None:
+    """Raise InvalidTritsError naming the first value of ``a`` outside {-1, 0, 1}."""
+    from ._arrays import to_host
+
+    host = to_host(a)
+    flat = host.reshape(-1) if host.flags.c_contiguous else np.ravel(host)
+    bad = np.flatnonzero((flat < -1) | (flat > 1))
+    if not bad.size:  # pragma: no cover - kernels only report real offenders
+        raise InvalidTritsError(f"{name} holds a value outside {{-1, 0, 1}}")
+    idx = _index(bad[0], host.shape)
+    raise InvalidTritsError(
+        f"{name}[{', '.join(map(str, idx))}] = {flat[bad[0]]} is not a trit; "
+        "values must be -1, 0 or +1"
+    )

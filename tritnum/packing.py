@@ -1,0 +1,281 @@
+"""Packing trits into the formats of DESIGN §2, and back.
+
+``pack`` works along the last axis and keeps the logical shape; each row is
+padded on its own to a whole storage unit:
+
+============  ======================================  =============
+format        storage                                 bits per trit
+============  ======================================  =============
+``"2bit"``    uint8, 4 trits per byte, code t + 1     2
+``"base3"``   uint8, 5 trits per byte (GGUF TQ1_0)    1.6
+``"bitplane"`` uint64 plus and minus planes            2
+============  ======================================  =============
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import _arrays
+from ._dispatch import is_cuda_array, kernel, resolve_device
+from ._formats import FORMATS, Format, get_format
+from ._kernels.reference import bad_unit
+from ._validate import raise_invalid_trits, trit_array
+from .errors import FormatError, InvalidTritsError
+
+__all__ = ["FORMATS", "PackedTrits", "pack", "unpack"]
+
+_CORRUPT = {
+    "2bit": "2bit codes are 0, 1 or 2, and padding is code 1",
+    "base3": "not a canonical base-3 byte, or padding that is not trit 0",
+    "bitplane": "a trit with both its plus and minus bit set, or padding bits set",
+}
+
+
+class PackedTrits:
+    """Trits packed along the last axis: a buffer, a logical shape and a format.
+
+    Build one with :func:`pack`, or wrap bytes from elsewhere with
+    ``PackedTrits(data, shape, format)``; the buffer's dtype and shape are
+    checked here, its codes when it is unpacked or converted.
+
+    Parameters
+    ----------
+    data : array_like or GPU array
+        ``(..., nbytes)`` uint8 for "2bit" and "base3", ``(..., 2, nwords)``
+        uint64 (plus plane, then minus plane) for "bitplane".
+    shape : tuple of int
+        The logical shape of the trits (rank >= 1).
+    format : {"2bit", "base3", "bitplane"}
+        The packed format.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> p = tn.pack(np.array([[1, 0, -1, 1, 1]], dtype=np.int8))
+    >>> p
+    PackedTrits(shape=(1, 5), format='2bit', nbytes=2, device='cpu')
+    >>> p.data
+    array([[134,  86]], dtype=uint8)
+    >>> tn.PackedTrits(p.data, (1, 5), "2bit").unpack()
+    array([[ 1,  0, -1,  1,  1]], dtype=int8)
+    """
+
+    __slots__ = ("_data", "_format", "_shape")
+
+    def __init__(self, data: Any, shape: tuple[int, ...], format: str = "2bit") -> None:
+        fmt = get_format(format)
+        try:
+            shape = tuple(int(s) for s in shape)
+        except TypeError:
+            raise TypeError(f"shape must be a tuple of ints, got {shape!r}") from None
+        if not shape or min(shape) < 0:
+            raise FormatError(f"shape must have rank >= 1 and no negative sizes, got {shape}")
+        if is_cuda_array(data):
+            data = _arrays.to_gpu(data)
+            if not data.is_c_contiguous():
+                raise FormatError("a GPU buffer for PackedTrits must be C-contiguous")
+        else:
+            data = np.ascontiguousarray(data)
+        expected = fmt.data_shape(shape)
+        if data.dtype != fmt.dtype or tuple(data.shape) != expected:
+            raise FormatError(
+                f"a {fmt.name!r} buffer for shape {shape} must be {fmt.dtype} of shape "
+                f"{expected}, got {data.dtype} of shape {tuple(data.shape)}"
+            )
+        self._data = data
+        self._shape = shape
+        self._format = fmt
+
+    @property
+    def data(self) -> Any:
+        """The packed buffer (NumPy array, or numba device array on the GPU)."""
+        return self._data
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical shape of the trits."""
+        return self._shape
+
+    @property
+    def format(self) -> str:
+        """The format name."""
+        return self._format.name
+
+    @property
+    def ndim(self) -> int:
+        """Number of logical dimensions."""
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        """Number of trits."""
+        return math.prod(self._shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the packed buffer."""
+        return int(self._data.nbytes)
+
+    @property
+    def device(self) -> str:
+        """``"cuda"`` when the buffer lives on the GPU, else ``"cpu"``."""
+        return "cuda" if is_cuda_array(self._data) else "cpu"
+
+    def unpack(self, *, device: str = "auto") -> Any:
+        """The trits as int8 of :attr:`shape`; see :func:`unpack`."""
+        return unpack(self, device=device)
+
+    def to(self, format: str, *, device: str = "auto") -> PackedTrits:
+        """The same trits in another format, re-encoded without unpacking to int8.
+
+        Returns ``self`` when ``format`` is already the format. Corrupt codes
+        raise :class:`~tritnum.errors.InvalidTritsError`.
+
+        Examples
+        --------
+        >>> import numpy as np, tritnum as tn
+        >>> p = tn.pack(np.array([1, -1, 0], dtype=np.int8)).to("bitplane")
+        >>> p.data
+        array([[1],
+               [2]], dtype=uint64)
+        """
+        dst = get_format(format)
+        if dst is self._format:
+            return self
+        dev = resolve_device(device, self._data)
+        data = _arrays.as_rows(self._data, self._format.planes)
+        out, ok = kernel("convert", dev)(
+            _arrays.for_device(data, dev), self._format, dst, self._shape[-1]
+        )
+        if not ok:
+            _raise_corrupt(self)
+        out = _arrays.place(out, self.device == "cuda")
+        return PackedTrits(out.reshape(dst.data_shape(self._shape)), self._shape, dst.name)
+
+    def __repr__(self) -> str:
+        return (
+            f"PackedTrits(shape={self._shape}, format={self.format!r}, "
+            f"nbytes={self.nbytes}, device={self.device!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PackedTrits):
+            return NotImplemented
+        return (
+            self._shape == other._shape
+            and self._format is other._format
+            and np.array_equal(_arrays.to_host(self._data), _arrays.to_host(other._data))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _raise_corrupt(packed: PackedTrits) -> None:
+    fmt = packed._format
+    lead = packed.shape[:-1]
+    data = _arrays.to_host(packed.data)
+    row, unit = bad_unit(_arrays.as_rows(data, fmt.planes), fmt, packed.shape[-1])
+    where = (*np.unravel_index(row, lead), unit) if lead else (unit,)
+    where = tuple(int(i) for i in where)
+    if fmt.planes == 2:
+        plus, minus = data[(*where[:-1], 0, where[-1])], data[(*where[:-1], 1, where[-1])]
+        found = f"word {where} has plus={plus:#018x}, minus={minus:#018x}"
+    else:
+        found = f"byte {where} = {data[where]:#04x}"
+    raise InvalidTritsError(f"corrupt {fmt.name!r} data: {found}: {_CORRUPT[fmt.name]}")
+
+
+def pack(trits: Any, format: str = "2bit", *, device: str = "auto") -> PackedTrits:
+    """Pack trits along the last axis into ``format``.
+
+    Parameters
+    ----------
+    trits : array_like of int, or GPU array
+        Values in {-1, 0, +1}, any integer dtype, rank >= 1; read-only and
+        non-contiguous arrays are read in place where possible.
+    format : {"2bit", "base3", "bitplane"}
+        The storage format (DESIGN §2).
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run; ``"auto"`` follows the default device and the data.
+
+    Returns
+    -------
+    PackedTrits
+        On the GPU when ``trits`` was, else on the host.
+
+    Raises
+    ------
+    InvalidTritsError
+        A value outside {-1, 0, 1}; the message names the first one.
+    TypeError
+        Float, complex, bool or object input (use :func:`tritnum.quantize`).
+    FormatError
+        An unknown format.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> t = np.array([-1, 0, 1, 1, 0, -1, 0], dtype=np.int8)
+    >>> tn.pack(t).data  # codes t + 1, four per byte, low bits first
+    array([164,  81], dtype=uint8)
+    >>> tn.pack(t, "base3").data
+    array([55, 43], dtype=uint8)
+    >>> tn.unpack(tn.pack(t, "bitplane"))
+    array([-1,  0,  1,  1,  0, -1,  0], dtype=int8)
+    """
+    fmt = get_format(format)
+    a = trit_array(trits)
+    dev = resolve_device(device, a)
+    data, ok = kernel("pack", dev)(_arrays.for_device(_arrays.as_rows(a), dev), fmt)
+    if not ok:
+        raise_invalid_trits(a)
+    data = _arrays.place(data, is_cuda_array(a))
+    return PackedTrits(data.reshape(fmt.data_shape(a.shape)), a.shape, fmt.name)
+
+
+def unpack(packed: PackedTrits, *, device: str = "auto") -> Any:
+    """Unpack to an int8 array of the original shape (the exact inverse of :func:`pack`).
+
+    Parameters
+    ----------
+    packed : PackedTrits
+        From :func:`pack`, or wrapping a buffer from elsewhere.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run; ``"auto"`` follows the default device and the data.
+
+    Returns
+    -------
+    numpy.ndarray or GPU array
+        int8 trits of ``packed.shape``, where ``packed.data`` lives.
+
+    Raises
+    ------
+    InvalidTritsError
+        A code no encoder writes (2bit code 3, a non-canonical base3 byte, both
+        bitplane bits set, non-zero padding), naming the first bad unit.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> tn.unpack(tn.PackedTrits(np.array([[86]], dtype=np.uint8), (1, 2), "2bit"))
+    array([[1, 0]], dtype=int8)
+    """
+    if not isinstance(packed, PackedTrits):
+        raise TypeError(
+            f"unpack takes a tn.PackedTrits (from tn.pack, or tn.PackedTrits(data, shape, "
+            f"format) for a buffer from elsewhere), got {type(packed).__name__}"
+        )
+    fmt: Format = packed._format
+    dev = resolve_device(device, packed.data)
+    data = _arrays.as_rows(packed.data, fmt.planes)
+    out, ok = kernel("unpack", dev)(_arrays.for_device(data, dev), fmt, packed.shape[-1])
+    if not ok:
+        _raise_corrupt(packed)
+    return _arrays.place(out, packed.device == "cuda").reshape(packed.shape)
+
+
+FORMATS = tuple(FORMATS)
