@@ -59,11 +59,11 @@ def _decode(data: np.ndarray, fmt: Format, n: int) -> tuple[np.ndarray, np.ndarr
         minus = ((data[:, 1, :, None] >> _BITS) & np.uint64(1)).astype(np.uint8)
         codes = 1 + plus - minus
         valid = (plus & minus) == 0
-    codes = codes.reshape(rows, -1)
-    valid = valid.reshape(rows, -1).copy()
+    units = data.shape[-1]
+    codes = codes.reshape(rows, units * fmt.per_unit)
+    valid = valid.reshape(rows, units * fmt.per_unit).copy()
     valid[:, n:] &= codes[:, n:] == 1  # padding is trit 0
-    units = valid.reshape(rows, -1, fmt.per_unit).all(axis=-1)
-    return codes, units
+    return codes, valid.reshape(rows, units, fmt.per_unit).all(axis=-1)
 
 
 def bad_unit(data: np.ndarray, fmt: Format, n: int) -> tuple[int, int] | None:

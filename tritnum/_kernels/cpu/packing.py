@@ -115,9 +115,10 @@ def _pack2_flat(words, out):
             x = words[j]
             # per-byte +1 without carries between bytes: codes 0..2 when valid
             x = ((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x01010101)) ^ (x & np.uint32(0x80808080))
-            seen |= x
+            # high bit set in each byte whose code is 3 or more
+            seen |= ((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x7D7D7D7D)) | x
             out[j] = np.uint8((x | (x >> 6) | (x >> 12) | (x >> 18)) & np.uint32(0xFF))
-        if seen & np.uint32(0xFCFCFCFC):
+        if seen & np.uint32(0x80808080):
             bad += 1
     return bad
 
@@ -154,12 +155,14 @@ def _pack3_flat(u8, out):
             c2 = (np.uint16(u8[5 * j + 2]) + one) & np.uint16(255)
             c3 = (np.uint16(u8[5 * j + 3]) + one) & np.uint16(255)
             c4 = (np.uint16(u8[5 * j + 4]) + one) & np.uint16(255)
-            seen |= c0 | c1 | c2 | c3 | c4
+            # bit 8 set when a code is 3 or more
+            seen |= (c0 + np.uint16(253)) | (c1 + np.uint16(253)) | (c2 + np.uint16(253)) | (
+                c3 + np.uint16(253)) | (c4 + np.uint16(253))
             q = np.uint32(c0 * np.uint16(81) + c1 * np.uint16(27) + c2 * np.uint16(9)
                           + c3 * np.uint16(3) + c4)
             # (q * 256 + 242) // 243 for q <= 242, exactly
             out[j] = np.uint8(((q * np.uint32(256) + np.uint32(242)) * np.uint32(17262)) >> 22)
-        if seen & np.uint16(0xFC):
+        if seen & np.uint16(0xFF00):
             bad += 1
     return bad
 
@@ -187,6 +190,7 @@ def _packbp_rows(words, out, half):
     rows, m = words.shape
     tasks = (m + CHUNK - 1) // CHUNK
     low = np.uint64(0x0101010101010101)
+    high7 = np.uint64(0x7F7F7F7F7F7F7F7F)
     gather = np.uint64(0x0102040810204080)  # byte i's low bit -> bit 56 + i
     bad = 0
     for t in prange(rows * tasks):
@@ -195,8 +199,9 @@ def _packbp_rows(words, out, half):
         seen = np.uint64(0)
         for i in range(lo, min(m, lo + CHUNK)):
             x = words[r, i]
-            # high bit set in a byte unless it is 0x00, 0x01 or 0xFF
-            seen |= ((x & np.uint64(0x7F7F7F7F7F7F7F7F)) + np.uint64(0x7E7E7E7E7E7E7E7E)) & ~x
+            # per-byte code t + 1, then the high bit of each byte whose code is 3 or more
+            code = ((x & high7) + low) ^ (x & ~high7)
+            seen |= ((code & high7) + np.uint64(0x7D7D7D7D7D7D7D7D)) | code
             minus = (x >> np.uint64(7)) & low
             plus = x & ~minus & low
             out[r, i] = np.uint8((plus * gather) >> np.uint64(56))

@@ -1,0 +1,148 @@
+"""Packing on every CPU-side backend against the NumPy reference (byte-exact)."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tritnum as tn
+from tritnum.testing import packed_trits, trit_arrays, trit_shapes
+
+BACKENDS = ["numpy", "cpu"]
+FORMATS = list(tn.FORMATS)
+
+
+def reference_pack(a, fmt):
+    """An independent scalar transcription of DESIGN §2 (pure Python, row by row)."""
+    a = np.asarray(a).reshape(math.prod(a.shape[:-1]), a.shape[-1])
+    out = []
+    for row in a.tolist():
+        n = len(row)
+        if fmt == "2bit":
+            codes = [t + 1 for t in row] + [1] * (-n % 4)
+            out.append([sum(codes[i + k] << (2 * k) for k in range(4))
+                        for i in range(0, len(codes), 4)])
+        elif fmt == "base3":
+            codes = [t + 1 for t in row] + [1] * (-n % 5)
+            qs = [sum(codes[i + k] * 3 ** (4 - k) for k in range(5)) for i in range(0, len(codes), 5)]
+            out.append([(q * 256 + 242) // 243 for q in qs])
+        else:
+            nw = -(-n // 64)
+            plus = [sum(1 << (j % 64) for j in range(64 * w, min(n, 64 * w + 64)) if row[j] == 1)
+                    for w in range(nw)]
+            minus = [sum(1 << (j % 64) for j in range(64 * w, min(n, 64 * w + 64)) if row[j] == -1)
+                     for w in range(nw)]
+            out.append([plus, minus])
+    return out
+
+
+@given(trit_arrays(trit_shapes(max_dims=2, max_side=140)), st.sampled_from(FORMATS))
+def test_reference_matches_scalar_transcription(a, fmt):
+    packed = tn.pack(a, fmt, device="numpy")
+    flat = packed.data.reshape(math.prod(a.shape[:-1]), *packed.data.shape[a.ndim - 1:])
+    assert flat.tolist() == reference_pack(a, fmt)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@given(a=trit_arrays(), fmt=st.sampled_from(FORMATS))
+def test_round_trip(a, fmt, device):
+    packed = tn.pack(a, fmt, device=device)
+    assert packed.shape == a.shape and packed.format == fmt
+    ref = tn.pack(a, fmt, device="numpy")
+    np.testing.assert_array_equal(packed.data, ref.data)
+    out = tn.unpack(packed, device=device)
+    assert out.dtype == np.int8 and out.shape == a.shape
+    np.testing.assert_array_equal(out, a)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@given(
+    rows=st.integers(1, 3),
+    units=st.integers(1, 4),
+    fmt=st.sampled_from(FORMATS),
+    data=st.data(),
+)
+def test_fast_path_lengths(rows, units, fmt, device, data):
+    """Contiguous int8 rows filling whole units (4, 5, 64 trits) take the word kernels."""
+    n = units * 320
+    a = data.draw(trit_arrays((rows, n), dtype=np.int8))
+    packed = tn.pack(a, fmt, device=device)
+    np.testing.assert_array_equal(packed.data, tn.pack(a, fmt, device="numpy").data)
+    np.testing.assert_array_equal(tn.unpack(packed, device=device), a)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@given(p=packed_trits(), dst=st.sampled_from(FORMATS))
+def test_convert_round_trip(p, dst, device):
+    converted = p.to(dst, device=device)
+    assert converted.format == dst and converted.shape == p.shape
+    expected = tn.pack(tn.unpack(p, device="numpy"), dst, device="numpy")
+    assert converted == expected
+    assert converted.to(p.format, device=device) == p
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+              ">i4"]
+)
+def test_integer_dtypes(dtype, fmt, device):
+    rng = np.random.default_rng(1)
+    a = rng.integers(-1, 2, size=(3, 67))
+    if np.dtype(dtype).kind == "u":
+        a = np.abs(a)
+    x = a.astype(dtype)
+    np.testing.assert_array_equal(tn.unpack(tn.pack(x, fmt, device=device)), a)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_non_contiguous_and_read_only(fmt, device):
+    rng = np.random.default_rng(2)
+    base = rng.integers(-1, 2, size=(6, 2, 330)).astype(np.int8)
+    views = [base[:, 0, ::2], base[::2, 1, 3:], base.transpose(2, 0, 1), base[..., ::-1]]
+    for v in views:
+        ro = v.copy()
+        ro.flags.writeable = False
+        for x in (v, ro):
+            np.testing.assert_array_equal(tn.unpack(tn.pack(x, fmt, device=device)), x)
+            assert tn.pack(x, fmt, device=device) == tn.pack(np.ascontiguousarray(x), fmt)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("shape", [(0,), (1,), (0, 5), (5, 0), (2, 0, 3), (1, 1, 1)])
+def test_empty_and_single(shape, fmt, device):
+    a = np.ones(shape, np.int8)
+    packed = tn.pack(a, fmt, device=device)
+    units = -(-shape[-1] // {"2bit": 4, "base3": 5, "bitplane": 64}[fmt])
+    planes = (2,) if fmt == "bitplane" else ()
+    assert packed.data.shape == (*shape[:-1], *planes, units)
+    np.testing.assert_array_equal(tn.unpack(packed, device=device), a)
+
+
+def test_list_input_and_properties():
+    p = tn.pack([[1, 0, -1], [1, 1, 1]], "base3")
+    assert p.shape == (2, 3) and p.ndim == 2 and p.size == 6
+    assert p.nbytes == 2 and p.device == "cpu"
+    assert repr(p) == "PackedTrits(shape=(2, 3), format='base3', nbytes=2, device='cpu')"
+    assert p.to("base3") is p
+    assert p != tn.pack([[1, 0, -1], [1, 1, 0]], "base3")
+    assert p != tn.pack([[1, 0, -1], [1, 1, 1]], "2bit").to("bitplane")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_long_row_split_across_tasks(fmt):
+    """A single row longer than one parallel task (and not a whole number of units)."""
+    rng = np.random.default_rng(3)
+    n = 64 * 5 * 1100 + 3
+    a = rng.integers(-1, 2, size=n).astype(np.int8)
+    for x in (a, a[:-3]):
+        packed = tn.pack(x, fmt, device="cpu")
+        assert packed == tn.pack(x, fmt, device="numpy")
+        np.testing.assert_array_equal(tn.unpack(packed, device="cpu"), x)
+        for dst in FORMATS:
+            assert packed.to(dst, device="cpu") == tn.pack(x, dst, device="numpy")
