@@ -71,7 +71,7 @@ def test_unknown_format_lists_valid_ones(bad):
 
 
 def test_unpack_needs_packed():
-    with pytest.raises(TypeError, match="unpack takes a tn.PackedTrits"):
+    with pytest.raises(TypeError, match=r"unpack takes a tn\.PackedTrits"):
         tn.unpack(np.zeros(4, np.uint8))
 
 

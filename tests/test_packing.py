@@ -26,7 +26,8 @@ def reference_pack(a, fmt):
                         for i in range(0, len(codes), 4)])
         elif fmt == "base3":
             codes = [t + 1 for t in row] + [1] * (-n % 5)
-            qs = [sum(codes[i + k] * 3 ** (4 - k) for k in range(5)) for i in range(0, len(codes), 5)]
+            qs = [sum(codes[i + k] * 3 ** (4 - k) for k in range(5))
+                  for i in range(0, len(codes), 5)]
             out.append([(q * 256 + 242) // 243 for q in qs])
         else:
             nw = -(-n // 64)

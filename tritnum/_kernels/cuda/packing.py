@@ -1,4 +1,4 @@
-"""CUDA packing kernels: one thread per storage unit, grid-stride over rows × units.
+"""CUDA packing kernels: one thread per storage unit, grid-stride over rows x units.
 
 The per-unit codecs are the same functions the CPU kernels use
 (:mod:`..codecs`), compiled as device functions. Bad input is counted into a

@@ -1,0 +1,141 @@
+"""Device policy (DESIGN §4): defaults, context, env vars, fallbacks, lazy CUDA."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tritnum as tn
+from tritnum import _dispatch
+
+
+def run_python(code, **env):
+    import os
+
+    full_env = {**os.environ, **env}
+    full_env.pop("NUMBA_ENABLE_CUDASIM", None)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
+                          capture_output=True, text=True, check=False)
+
+
+def test_import_touches_neither_numba_nor_cuda():
+    out = run_python("""
+        import sys, tritnum
+        print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_set_get_and_context():
+    assert tn.get_device() == "auto"
+    with tn.use_device("numpy"):
+        assert tn.get_device() == "numpy"
+        with tn.use_device("cpu"):
+            assert tn.get_device() == "cpu"
+        assert tn.get_device() == "numpy"
+    assert tn.get_device() == "auto"
+    tn.set_device("cpu")
+    try:
+        assert tn.get_device() == "cpu"
+    finally:
+        tn.set_device("auto")
+    with pytest.raises(ValueError, match="device must be one of"):
+        tn.set_device("gpu")
+    with pytest.raises(ValueError, match="device must be one of"):
+        tn.pack([1], device="tpu")
+
+
+def test_default_device_picks_the_backend(monkeypatch):
+    calls = []
+    for dev in ("numpy", "cpu"):
+        real = _dispatch.kernel("pack", dev)
+        monkeypatch.setitem(_dispatch._REGISTRY, ("pack", dev),
+                            lambda *a, _d=dev, _r=real: calls.append(_d) or _r(*a))
+    tn.pack([1, 0])
+    with tn.use_device("numpy"):
+        tn.pack([1, 0])
+        tn.pack([1, 0], device="cpu")  # an explicit argument wins over the default
+    assert calls == ["cpu", "numpy", "cpu"]
+
+
+@pytest.mark.skipif(tn.cuda_available(), reason="this machine has a GPU")
+def test_explicit_cuda_without_gpu_raises():
+    with pytest.raises(tn.DeviceUnavailableError, match="device='cuda'"):
+        tn.pack([1, 0], device="cuda")
+
+
+@pytest.mark.skipif(tn.cuda_available(), reason="this machine has a GPU")
+def test_cuda_default_falls_back_with_one_warning():
+    out = run_python("""
+        import warnings, numpy as np, tritnum as tn
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as seen:
+            a = tn.pack(np.array([1, 0, -1]))
+            b = tn.pack(np.array([1, 1]), "base3")
+        print(tn.get_device(), len(seen), a.device)
+        print(seen[0].message)
+    """, TRITNUM_DEVICE="cuda")
+    assert out.returncode == 0, out.stderr
+    first, message = out.stdout.strip().split("\n", 1)
+    assert first == "cuda 1 cpu"
+    assert "TRITNUM_DEVICE=auto" in message
+
+
+def test_bad_env_device_is_reported():
+    out = run_python("import tritnum", TRITNUM_DEVICE="gpu")
+    assert out.returncode != 0 and "TRITNUM_DEVICE='gpu'" in out.stderr
+
+
+def test_cache_switch_is_read_once():
+    out = run_python("""
+        import numpy as np, tritnum as tn
+        from tritnum._kernels.cpu import packing
+        print(packing._pack_rows._cache.__class__.__name__)
+    """, TRITNUM_CACHE="0")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "NullCache"
+
+
+def test_warmup_compiles_then_calls_are_cheap():
+    assert tn.warmup("cpu") >= 0
+    from tritnum._kernels.cpu import packing
+
+    assert packing._pack_rows.signatures and packing._pack2_flat.signatures
+
+
+def test_info_command():
+    out = run_python("import sys; from tritnum.__main__ import main; sys.exit(main(['info']))")
+    assert out.returncode == 0, out.stderr
+    for key in ("tritnum", "numba", "cuda available", "threads", "kernel cache"):
+        assert key in out.stdout
+
+
+def test_bench_command_reports_every_row(tmp_path):
+    import json
+
+    path = tmp_path / "bench.json"
+    out = run_python(f"""
+        import sys; from tritnum.__main__ import main
+        args = ['bench', '--quick', '--rows', '4', '--cols', '640', '--json', {str(path)!r}]
+        sys.exit(main(args))
+    """)
+    assert out.returncode == 0, out.stderr
+    results = json.loads(path.read_text())["results"]
+    names = {(r["name"], r["baseline_name"]) for r in results}
+    for fmt in tn.FORMATS:
+        assert (f"pack {fmt}", "np.packbits") in names
+        assert (f"unpack {fmt}", "numpy reference") in names
+    assert all(r["seconds"] > 0 and r["baseline_seconds"] > 0 for r in results)
+    assert "speedup" in out.stdout
+
+
+def test_follows_data_on_host():
+    assert _dispatch.resolve_device("auto", np.zeros(3)) == "cpu"
+
+    class FakeGpuArray:
+        __cuda_array_interface__ = {}
+
+    assert _dispatch.resolve_device("auto", FakeGpuArray()) == "cuda"

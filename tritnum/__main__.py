@@ -1,0 +1,89 @@
+"""Command line: ``python -m tritnum {info,bench}``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from importlib import metadata
+from typing import Any
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment() -> dict[str, Any]:
+    """Versions, devices, threads and cache settings of this process."""
+    import numba
+
+    import tritnum
+
+    from . import _config
+    from ._dispatch import cuda_available, get_device
+
+    return {
+        "tritnum": tritnum.__version__,
+        "python": platform.python_version(),
+        "numpy": _version("numpy"),
+        "numba": numba.__version__,
+        "numba-cuda": _version("numba-cuda"),
+        "cpu": _cpu_name(),
+        "cores": os.cpu_count(),
+        "threads": numba.config.NUMBA_NUM_THREADS,
+        "threading layer": numba.config.THREADING_LAYER,
+        "cuda available": cuda_available(),
+        "cuda simulator": bool(numba.config.ENABLE_CUDASIM),
+        "default device": get_device(),
+        "kernel cache": "on" if _config.CACHE else "off (TRITNUM_CACHE=0)",
+        "cache dir": numba.config.CACHE_DIR or os.path.join(
+            os.path.dirname(tritnum.__file__), "_kernels", "cpu", "__pycache__"),
+    }
+
+
+def _info(args: argparse.Namespace) -> int:
+    for key, value in environment().items():
+        print(f"{key:>16}: {value}")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from ._bench import main
+
+    return main(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the sub-command."""
+    parser = argparse.ArgumentParser(prog="python -m tritnum", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="versions, devices, threads and kernel cache").set_defaults(
+        func=_info)
+    bench = sub.add_parser("bench", help="speed ratios against baselines, in one run")
+    bench.add_argument("--quick", action="store_true", help="less data, 3 repeats")
+    bench.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "numpy"])
+    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bench.add_argument("--rows", type=int, default=None, help="rows of trits (default 4096)")
+    bench.add_argument("--cols", type=int, default=16000, help="trits per row")
+    bench.set_defaults(func=_bench)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

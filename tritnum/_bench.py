@@ -1,0 +1,133 @@
+"""``python -m tritnum bench``: each kernel family against its baseline, in one run.
+
+Every row times tritnum and its baseline alternately in the same process and
+reports the median of each and the speedup (baseline time / tritnum time).
+``bar`` is the speedup the project's issues ask for on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ._formats import FORMATS
+
+
+@dataclass
+class Case:
+    """One measurement: tritnum's ``run`` against ``baseline`` on the same data."""
+
+    family: str
+    name: str
+    run: Callable[[], Any]
+    baseline_name: str
+    baseline: Callable[[], Any]
+    bar: float | None = None  # required speedup, if any
+    repeats: int | None = None  # fewer for slow baselines
+
+
+@dataclass
+class Result:
+    """The medians of one :class:`Case`."""
+
+    family: str
+    name: str
+    seconds: float
+    baseline_name: str
+    baseline_seconds: float
+    speedup: float
+    bar: float | None
+    meets_bar: bool | None
+
+
+def _time(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure(case: Case, repeats: int) -> Result:
+    """Warm both sides up once, then time them alternately ``repeats`` times."""
+    case.run()
+    case.baseline()
+    repeats = min(repeats, case.repeats or repeats)
+    ours, theirs = [], []
+    for _ in range(repeats):
+        ours.append(_time(case.run))
+        theirs.append(_time(case.baseline))
+    t, b = statistics.median(ours), statistics.median(theirs)
+    speedup = b / t
+    return Result(case.family, case.name, t, case.baseline_name, b, speedup, case.bar,
+                  None if case.bar is None else speedup >= case.bar)
+
+
+def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
+    """pack/unpack of ``rows x cols`` trits against np.packbits and the NumPy reference."""
+    from .packing import pack, unpack
+
+    rng = np.random.default_rng(0)
+    trits = rng.integers(-1, 2, size=(rows, cols), dtype=np.int8)
+    bools = trits > 0
+    bits = np.packbits(bools)
+    cases = []
+    for name in FORMATS:
+        packed = pack(trits, name)
+        # DESIGN §7 bars: 2bit pack <= 1.25x and unpack <= 1x the bit baselines, others <= 2x
+        pack_bar, unpack_bar = (0.8, 1.0) if name == "2bit" else (0.5, 0.5)
+        cases += [
+            Case("packing", f"pack {name}", lambda n=name: pack(trits, n, device=device),
+                 "np.packbits", lambda: np.packbits(bools), pack_bar),
+            Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
+                 "np.unpackbits", lambda: np.unpackbits(bits), unpack_bar),
+            Case("packing", f"pack {name}", lambda n=name: pack(trits, n, device=device),
+                 "numpy reference", lambda n=name: pack(trits, n, device="numpy"), 10.0, 3),
+            Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
+                 "numpy reference", lambda p=packed: unpack(p, device="numpy"), 10.0, 3),
+        ]
+    return cases
+
+
+def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
+        rows: int | None = None) -> list[Result]:
+    """Measure every case; ``quick`` uses a quarter of the data and 3 repeats."""
+    rows = rows or (1024 if quick else 4096)
+    repeats = 3 if quick else 7
+    return [measure(case, repeats) for case in packing_cases(rows, cols, device)]
+
+
+def table(results: list[Result]) -> str:
+    """The results as a plain-text table."""
+    head = ("family", "case", "tritnum ms", "baseline", "baseline ms", "speedup", "bar")
+    rows = [head] + [
+        (r.family, r.name, f"{r.seconds * 1e3:.2f}", r.baseline_name,
+         f"{r.baseline_seconds * 1e3:.2f}", f"{r.speedup:.2f}x",
+         "" if r.bar is None else f">={r.bar:g}x {'ok' if r.meets_bar else 'MISSED'}")
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(args: Any) -> int:
+    """Entry point of ``python -m tritnum bench``."""
+    from .__main__ import environment
+
+    env = environment()
+    print(f"tritnum bench: {env['cpu']}, {env['threads']} threads, numpy {env['numpy']}, "
+          f"numba {env['numba']}; speedup = baseline time / tritnum time (median)")
+    results = run(quick=args.quick, device=args.device, cols=args.cols, rows=args.rows)
+    print(table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"environment": env, "results": [asdict(r) for r in results]}, f,
+                      indent=2)
+    return 0
