@@ -111,14 +111,15 @@ def _pack2_flat(words, out):
     bad = 0
     for c in prange((m + CHUNK - 1) // CHUNK):
         seen = np.uint32(0)
+        threes = np.uint32(0)
         for j in range(c * CHUNK, min(m, c * CHUNK + CHUNK)):
             x = words[j]
             # per-byte +1 without carries between bytes: codes 0..2 when valid
             x = ((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x01010101)) ^ (x & np.uint32(0x80808080))
-            # high bit set in each byte whose code is 3 or more
-            seen |= ((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x7D7D7D7D)) | x
+            seen |= x  # a code of 4 or more sets a high bit of its byte
+            threes |= x & (x >> 1)  # code 3 sets the low bit
             out[j] = np.uint8((x | (x >> 6) | (x >> 12) | (x >> 18)) & np.uint32(0xFF))
-        if seen & np.uint32(0x80808080):
+        if (seen & np.uint32(0xFCFCFCFC)) | (threes & np.uint32(0x01010101)):
             bad += 1
     return bad
 
@@ -148,21 +149,19 @@ def _pack3_flat(u8, out):
     bad = 0
     one = np.uint16(1)
     for c in prange((m + CHUNK - 1) // CHUNK):
-        seen = np.uint16(0)
+        top = np.uint16(0)
         for j in range(c * CHUNK, min(m, c * CHUNK + CHUNK)):
             c0 = (np.uint16(u8[5 * j]) + one) & np.uint16(255)
             c1 = (np.uint16(u8[5 * j + 1]) + one) & np.uint16(255)
             c2 = (np.uint16(u8[5 * j + 2]) + one) & np.uint16(255)
             c3 = (np.uint16(u8[5 * j + 3]) + one) & np.uint16(255)
             c4 = (np.uint16(u8[5 * j + 4]) + one) & np.uint16(255)
-            # bit 8 set when a code is 3 or more
-            seen |= (c0 + np.uint16(253)) | (c1 + np.uint16(253)) | (c2 + np.uint16(253)) | (
-                c3 + np.uint16(253)) | (c4 + np.uint16(253))
+            top = max(top, c0, c1, c2, c3, c4)
             q = np.uint32(c0 * np.uint16(81) + c1 * np.uint16(27) + c2 * np.uint16(9)
                           + c3 * np.uint16(3) + c4)
             # (q * 256 + 242) // 243 for q <= 242, exactly
             out[j] = np.uint8(((q * np.uint32(256) + np.uint32(242)) * np.uint32(17262)) >> 22)
-        if seen & np.uint16(0xFF00):
+        if top > 2:
             bad += 1
     return bad
 
@@ -184,29 +183,46 @@ def _unpack3_flat(data, table, canonical, out):
     return bad
 
 
+@jit(inline="always")
+def _gather_low_bits(flags):
+    """The low bit of each byte of a uint64 whose other bits are 0, as one byte (byte i -> bit i)."""
+    flags |= flags >> np.uint64(7)  # each byte: bits 0-1
+    flags |= flags >> np.uint64(14)  # bits 0-3
+    flags |= flags >> np.uint64(28)  # bits 0-7
+    return np.uint8(flags & np.uint64(0xFF))
+
+
 @jit(parallel=True)
 def _packbp_rows(words, out, half):
-    """8 trits per uint64 word (one per byte) to one byte of each bit plane."""
+    """8 trits per uint64 word (one per byte) to one byte of each bit plane.
+
+    The planes are written in two passes over the chunk (it stays in cache): one
+    output stream per loop vectorizes, two interleaved streams do not.
+    """
     rows, m = words.shape
     tasks = (m + CHUNK - 1) // CHUNK
     low = np.uint64(0x0101010101010101)
     high7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-    gather = np.uint64(0x0102040810204080)  # byte i's low bit -> bit 56 + i
     bad = 0
     for t in prange(rows * tasks):
         r = t // tasks
         lo = (t % tasks) * CHUNK
+        hi = min(m, lo + CHUNK)
+        src = words[r]
+        plus = out[r, :half]
+        minus = out[r, half:]
         seen = np.uint64(0)
-        for i in range(lo, min(m, lo + CHUNK)):
-            x = words[r, i]
-            # per-byte code t + 1, then the high bit of each byte whose code is 3 or more
+        threes = np.uint64(0)
+        for i in range(lo, hi):
+            x = src[i]
+            # per-byte code t + 1 (no carries between bytes): as in _pack2_flat
             code = ((x & high7) + low) ^ (x & ~high7)
-            seen |= ((code & high7) + np.uint64(0x7D7D7D7D7D7D7D7D)) | code
-            minus = (x >> np.uint64(7)) & low
-            plus = x & ~minus & low
-            out[r, i] = np.uint8((plus * gather) >> np.uint64(56))
-            out[r, half + i] = np.uint8((minus * gather) >> np.uint64(56))
-        if seen & np.uint64(0x8080808080808080):
+            seen |= code
+            threes |= code & (code >> np.uint64(1))
+            plus[i] = _gather_low_bits(x & ~(x >> np.uint64(7)) & low)
+        for i in range(lo, hi):
+            minus[i] = _gather_low_bits((src[i] >> np.uint64(7)) & low)
+        if (seen & np.uint64(0xFCFCFCFCFCFCFCFC)) | (threes & low):
             bad += 1
     return bad
 
