@@ -1,10 +1,12 @@
-"""CPU packing kernels: a general row kernel per direction, and SWAR fast paths.
+"""CPU packing kernels: word-parallel (SWAR) rows, with the shared codecs for tails.
 
-The general kernels (any integer dtype, any strides, rows padded on their own)
-run the shared per-unit codecs of :mod:`..codecs`. The fast paths take
-C-contiguous int8 rows whose length fills whole storage units, i.e. one flat
-stream, and work on machine words: 4 trits per uint32 for "2bit", 8 per uint64
-for "bitplane". Work is split into tasks of ``CHUNK`` units over rows and within
+Pack kernels take int8 rows with a unit stride along the last axis (other
+integer dtypes and strides are first narrowed into such a copy). The whole
+storage units of each row are packed machine words at a time, 4 trits per
+uint32 for "2bit" and 8 per uint64 for "bitplane", read and written with
+unaligned loads so that rows may start at any byte; the last, padded unit of a
+row goes through the per-unit codecs of :mod:`..codecs`, as do format
+conversions. Work is split into tasks of ``CHUNK`` units over rows and within
 long rows, run with ``prange``. Kernels return how many tasks met bad input.
 """
 
@@ -18,8 +20,9 @@ from ..._formats import Format
 from .. import codecs
 from ..layout import byte_rows
 from ._jit import jit
+from ._unaligned import load_u32, load_u64, store_u32, store_u64
 
-CHUNK = 1 << 14  # storage units per parallel task
+CHUNK = 1 << 14  # storage units per parallel task (a multiple of 8)
 
 _encode_unit = jit(inline="always")(codecs.encode_unit)
 _store_unit = jit(inline="always")(codecs.store_unit)
@@ -28,48 +31,247 @@ _unit_ok = jit(inline="always")(codecs.unit_ok)
 _UNIT_TRITS = codecs.UNIT_TRITS
 
 
-# ---------------------------------------------------------------- general rows
-@jit(parallel=True)
-def _pack_rows(a, fmt, out, half, units):
-    rows, n = a.shape
+@jit(inline="always")
+def _encode_tail(fmt, src, dst, u0, units, n, half):
+    """Encode units ``u0..units`` of a row (the padded end) with the codecs."""
     per = _UNIT_TRITS[fmt]
+    for u in range(u0, units):
+        value = _encode_unit(fmt, src, u * per, max(min(per, n - u * per), 0))
+        if value < 0:
+            return False
+        _store_unit(fmt, dst, u, half, value)
+    return True
+
+
+@jit(inline="always")
+def _decode_tail(fmt, src, dst, u0, units, n, half):
+    """Check and decode units ``u0..units`` of a packed row with the codecs."""
+    per = _UNIT_TRITS[fmt]
+    for u in range(u0, units):
+        if not _unit_ok(fmt, src, u, n, half):
+            return False
+        for j in range(u * per, min(u * per + per, n)):
+            dst[j] = _read_code(fmt, src, j, half) - 1
+    return True
+
+
+@jit(parallel=True)
+def _narrow(a, out):
+    """Copy trits of any integer dtype and strides into int8 rows, checking them."""
+    rows, n = a.shape
+    bad = 0
+    for r in prange(rows):
+        for j in range(n):
+            v = a[r, j]
+            if v < -1 or v > 1:
+                bad += 1
+                break
+            out[r, j] = v
+    return bad
+
+
+# ------------------------------------------------------------------------ pack
+@jit(parallel=True)
+def _pack2(a, out, half):
+    """4 trits (one uint32 load) to one 2bit byte."""
+    rows, n = a.shape
+    units = out.shape[1]
+    full = n // 4
     tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
     for t in prange(rows * tasks):
         r = t // tasks
         lo = (t % tasks) * CHUNK
+        hi = min(units, lo + CHUNK)
         src = a[r]
         dst = out[r]
-        for u in range(lo, min(units, lo + CHUNK)):
-            start = u * per
-            value = _encode_unit(fmt, src, start, max(min(per, n - start), 0))
-            if value < 0:
-                bad += 1
-                break
-            _store_unit(fmt, dst, u, half, value)
+        seen = np.uint32(0)
+        threes = np.uint32(0)
+        for j in range(lo, min(hi, full)):
+            x = load_u32(src, 4 * j)
+            # per-byte +1 without carries between bytes: codes 0..2 when valid
+            x = ((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x01010101)) ^ (x & np.uint32(0x80808080))
+            seen |= x  # a code of 4 or more sets a high bit of its byte
+            threes |= x & (x >> 1)  # code 3 sets the low bit
+            dst[j] = np.uint8((x | (x >> 6) | (x >> 12) | (x >> 18)) & np.uint32(0xFF))
+        ok = ((seen & np.uint32(0xFCFCFCFC)) | (threes & np.uint32(0x01010101))) == 0
+        if lo <= full < hi:
+            ok &= _encode_tail(0, src, dst, full, units, n, half)
+        if not ok:
+            bad += 1
     return bad
 
 
 @jit(parallel=True)
-def _unpack_rows(data, fmt, n, half, units, out):
-    rows = data.shape[0]
-    per = _UNIT_TRITS[fmt]
+def _pack3(a, out, half):
+    """5 trits to one base3 byte; / 243 as a multiply-shift."""
+    rows, n = a.shape
+    units = out.shape[1]
+    full = n // 5
+    tasks = (units + CHUNK - 1) // CHUNK
+    one = np.uint16(1)
+    bad = 0
+    for t in prange(rows * tasks):
+        r = t // tasks
+        lo = (t % tasks) * CHUNK
+        hi = min(units, lo + CHUNK)
+        src = a[r]
+        dst = out[r]
+        top = np.uint16(0)
+        for j in range(lo, min(hi, full)):
+            c0 = (np.uint16(np.uint8(src[5 * j])) + one) & np.uint16(255)
+            c1 = (np.uint16(np.uint8(src[5 * j + 1])) + one) & np.uint16(255)
+            c2 = (np.uint16(np.uint8(src[5 * j + 2])) + one) & np.uint16(255)
+            c3 = (np.uint16(np.uint8(src[5 * j + 3])) + one) & np.uint16(255)
+            c4 = (np.uint16(np.uint8(src[5 * j + 4])) + one) & np.uint16(255)
+            top = max(top, c0, c1, c2, c3, c4)
+            q = np.uint32(c0 * np.uint16(81) + c1 * np.uint16(27) + c2 * np.uint16(9)
+                          + c3 * np.uint16(3) + c4)
+            # (q * 256 + 242) // 243 for q <= 242, exactly
+            dst[j] = np.uint8(((q * np.uint32(256) + np.uint32(242)) * np.uint32(17262)) >> 22)
+        ok = top <= 2
+        if lo <= full < hi:
+            ok &= _encode_tail(1, src, dst, full, units, n, half)
+        if not ok:
+            bad += 1
+    return bad
+
+
+@jit(inline="always")
+def _gather_low_bits(flags):
+    """Bit 0 of each byte of a uint64 (its other bits 0) packed into one byte: byte i -> bit i."""
+    flags |= flags >> np.uint64(7)  # each byte: bits 0-1
+    flags |= flags >> np.uint64(14)  # bits 0-3
+    flags |= flags >> np.uint64(28)  # bits 0-7
+    return np.uint8(flags & np.uint64(0xFF))
+
+
+@jit(parallel=True)
+def _packbp(a, out, half):
+    """8 trits (one uint64 load) to one byte of each bit plane.
+
+    The planes are written in two passes over the chunk (it stays in cache): one
+    output stream per loop vectorizes, two interleaved streams do not.
+    """
+    rows, n = a.shape
+    full = 8 * (n // 64)  # bytes per plane covered by whole words
+    tasks = (half + CHUNK - 1) // CHUNK
+    low = np.uint64(0x0101010101010101)
+    high7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+    bad = 0
+    for t in prange(rows * tasks):
+        r = t // tasks
+        lo = (t % tasks) * CHUNK
+        hi = min(half, lo + CHUNK)
+        src = a[r]
+        dst = out[r]
+        plus = dst[:half]
+        minus = dst[half:]
+        seen = np.uint64(0)
+        threes = np.uint64(0)
+        for i in range(lo, min(hi, full)):
+            x = load_u64(src, 8 * i)
+            # per-byte code t + 1 (no carries between bytes): as in _pack2
+            code = ((x & high7) + low) ^ (x & ~high7)
+            seen |= code
+            threes |= code & (code >> np.uint64(1))
+            plus[i] = _gather_low_bits(x & ~(x >> np.uint64(7)) & low)
+        for i in range(lo, min(hi, full)):
+            minus[i] = _gather_low_bits((load_u64(src, 8 * i) >> np.uint64(7)) & low)
+        ok = ((seen & np.uint64(0xFCFCFCFCFCFCFCFC)) | (threes & low)) == 0
+        if lo <= full < hi:
+            ok &= _encode_tail(2, src, dst, full, half, n, half)
+        if not ok:
+            bad += 1
+    return bad
+
+
+# ---------------------------------------------------------------------- unpack
+@jit(parallel=True)
+def _unpack2(data, half, out):
+    """One 2bit byte to 4 int8 trits written as one uint32."""
+    rows, n = out.shape
+    units = data.shape[1]
+    full = n // 4
     tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
     for t in prange(rows * tasks):
         r = t // tasks
         lo = (t % tasks) * CHUNK
+        hi = min(units, lo + CHUNK)
         src = data[r]
         dst = out[r]
-        for u in range(lo, min(units, lo + CHUNK)):
-            if not _unit_ok(fmt, src, u, n, half):
-                bad += 1
-                break
-            for j in range(u * per, min(u * per + per, n)):
-                dst[j] = _read_code(fmt, src, j, half) - 1
+        threes = np.uint32(0)
+        for j in range(lo, min(hi, full)):
+            b = np.uint32(src[j])
+            x = (b | (b << 6) | (b << 12) | (b << 18)) & np.uint32(0x03030303)
+            threes |= x & (x >> 1)
+            # per-byte code - 1 without borrows: 0 -> 0xFF (-1), 1 -> 0, 2 -> 1
+            store_u32(dst, 4 * j, ((x | np.uint32(0x80808080)) - np.uint32(0x01010101))
+                      ^ np.uint32(0x80808080))
+        ok = (threes & np.uint32(0x01010101)) == 0
+        if lo <= full < hi:
+            ok &= _decode_tail(0, src, dst, full, units, n, half)
+        if not ok:
+            bad += 1
     return bad
 
 
+@jit(parallel=True)
+def _unpack3(data, half, table, canonical, out):
+    """One base3 byte to 5 int8 trits through a 256-entry table."""
+    rows, n = out.shape
+    units = data.shape[1]
+    full = n // 5
+    tasks = (units + CHUNK - 1) // CHUNK
+    bad = 0
+    for t in prange(rows * tasks):
+        r = t // tasks
+        lo = (t % tasks) * CHUNK
+        hi = min(units, lo + CHUNK)
+        src = data[r]
+        dst = out[r]
+        ok = True
+        for j in range(lo, min(hi, full)):
+            b = src[j]
+            ok &= canonical[b]
+            for k in range(5):
+                dst[5 * j + k] = table[b, k]
+        if lo <= full < hi:
+            ok &= _decode_tail(1, src, dst, full, units, n, half)
+        if not ok:
+            bad += 1
+    return bad
+
+
+@jit(parallel=True)
+def _unpackbp(data, half, spread, out):
+    """One byte of each bit plane to 8 int8 trits written as one uint64."""
+    rows, n = out.shape
+    full = 8 * (n // 64)
+    tasks = (half + CHUNK - 1) // CHUNK
+    bad = 0
+    for t in prange(rows * tasks):
+        r = t // tasks
+        lo = (t % tasks) * CHUNK
+        hi = min(half, lo + CHUNK)
+        src = data[r]
+        dst = out[r]
+        both = np.uint8(0)
+        for i in range(lo, min(hi, full)):
+            plus = src[i]
+            minus = src[half + i]
+            both |= plus & minus
+            store_u64(dst, 8 * i, spread[plus] | (spread[minus] * np.uint64(0xFF)))
+        ok = both == 0
+        if lo <= full < hi:
+            ok &= _decode_tail(2, src, dst, full, half, n, half)
+        if not ok:
+            bad += 1
+    return bad
+
+
+# --------------------------------------------------------------------- convert
 @jit(parallel=True)
 def _check_rows(data, fmt, n, half, units):
     rows = data.shape[0]
@@ -103,150 +305,6 @@ def _convert_rows(src, sfmt, shalf, dst, dfmt, dhalf, dunits, n):
     return 0
 
 
-# ------------------------------------------------------- fast paths (flat int8)
-@jit(parallel=True)
-def _pack2_flat(words, out):
-    """4 trits per uint32 word (one per byte) to one 2bit byte."""
-    m = out.size
-    bad = 0
-    for c in prange((m + CHUNK - 1) // CHUNK):
-        seen = np.uint32(0)
-        threes = np.uint32(0)
-        for j in range(c * CHUNK, min(m, c * CHUNK + CHUNK)):
-            x = words[j]
-            # per-byte +1 without carries between bytes: codes 0..2 when valid
-            x = ((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x01010101)) ^ (x & np.uint32(0x80808080))
-            seen |= x  # a code of 4 or more sets a high bit of its byte
-            threes |= x & (x >> 1)  # code 3 sets the low bit
-            out[j] = np.uint8((x | (x >> 6) | (x >> 12) | (x >> 18)) & np.uint32(0xFF))
-        if (seen & np.uint32(0xFCFCFCFC)) | (threes & np.uint32(0x01010101)):
-            bad += 1
-    return bad
-
-
-@jit(parallel=True)
-def _unpack2_flat(data, words):
-    """One 2bit byte to 4 int8 trits written as one uint32 word."""
-    m = data.size
-    bad = 0
-    for c in prange((m + CHUNK - 1) // CHUNK):
-        seen = np.uint32(0)
-        for j in range(c * CHUNK, min(m, c * CHUNK + CHUNK)):
-            b = np.uint32(data[j])
-            x = (b | (b << 6) | (b << 12) | (b << 18)) & np.uint32(0x03030303)
-            seen |= x & (x >> 1)  # code 3
-            # per-byte code - 1 without borrows: 0 -> 0xFF (-1), 1 -> 0, 2 -> 1
-            words[j] = ((x | np.uint32(0x80808080)) - np.uint32(0x01010101)) ^ np.uint32(0x80808080)
-        if seen & np.uint32(0x01010101):
-            bad += 1
-    return bad
-
-
-@jit(parallel=True)
-def _pack3_flat(u8, out):
-    """5 trits (int8 seen as uint8) to one base3 byte; /243 as a multiply-shift."""
-    m = out.size
-    bad = 0
-    one = np.uint16(1)
-    for c in prange((m + CHUNK - 1) // CHUNK):
-        top = np.uint16(0)
-        for j in range(c * CHUNK, min(m, c * CHUNK + CHUNK)):
-            c0 = (np.uint16(u8[5 * j]) + one) & np.uint16(255)
-            c1 = (np.uint16(u8[5 * j + 1]) + one) & np.uint16(255)
-            c2 = (np.uint16(u8[5 * j + 2]) + one) & np.uint16(255)
-            c3 = (np.uint16(u8[5 * j + 3]) + one) & np.uint16(255)
-            c4 = (np.uint16(u8[5 * j + 4]) + one) & np.uint16(255)
-            top = max(top, c0, c1, c2, c3, c4)
-            q = np.uint32(c0 * np.uint16(81) + c1 * np.uint16(27) + c2 * np.uint16(9)
-                          + c3 * np.uint16(3) + c4)
-            # (q * 256 + 242) // 243 for q <= 242, exactly
-            out[j] = np.uint8(((q * np.uint32(256) + np.uint32(242)) * np.uint32(17262)) >> 22)
-        if top > 2:
-            bad += 1
-    return bad
-
-
-@jit(parallel=True)
-def _unpack3_flat(data, table, canonical, out):
-    """One base3 byte to 5 int8 trits through a 256-entry table."""
-    m = data.size
-    bad = 0
-    for c in prange((m + CHUNK - 1) // CHUNK):
-        ok = True
-        for j in range(c * CHUNK, min(m, c * CHUNK + CHUNK)):
-            b = data[j]
-            ok &= canonical[b]
-            for k in range(5):
-                out[5 * j + k] = table[b, k]
-        if not ok:
-            bad += 1
-    return bad
-
-
-@jit(inline="always")
-def _gather_low_bits(flags):
-    """The low bit of each byte of a uint64 whose other bits are 0, as one byte (byte i -> bit i)."""
-    flags |= flags >> np.uint64(7)  # each byte: bits 0-1
-    flags |= flags >> np.uint64(14)  # bits 0-3
-    flags |= flags >> np.uint64(28)  # bits 0-7
-    return np.uint8(flags & np.uint64(0xFF))
-
-
-@jit(parallel=True)
-def _packbp_rows(words, out, half):
-    """8 trits per uint64 word (one per byte) to one byte of each bit plane.
-
-    The planes are written in two passes over the chunk (it stays in cache): one
-    output stream per loop vectorizes, two interleaved streams do not.
-    """
-    rows, m = words.shape
-    tasks = (m + CHUNK - 1) // CHUNK
-    low = np.uint64(0x0101010101010101)
-    high7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-    bad = 0
-    for t in prange(rows * tasks):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        hi = min(m, lo + CHUNK)
-        src = words[r]
-        plus = out[r, :half]
-        minus = out[r, half:]
-        seen = np.uint64(0)
-        threes = np.uint64(0)
-        for i in range(lo, hi):
-            x = src[i]
-            # per-byte code t + 1 (no carries between bytes): as in _pack2_flat
-            code = ((x & high7) + low) ^ (x & ~high7)
-            seen |= code
-            threes |= code & (code >> np.uint64(1))
-            plus[i] = _gather_low_bits(x & ~(x >> np.uint64(7)) & low)
-        for i in range(lo, hi):
-            minus[i] = _gather_low_bits((src[i] >> np.uint64(7)) & low)
-        if (seen & np.uint64(0xFCFCFCFCFCFCFCFC)) | (threes & low):
-            bad += 1
-    return bad
-
-
-@jit(parallel=True)
-def _unpackbp_rows(data, half, spread, words):
-    """One byte of each bit plane to 8 int8 trits written as one uint64 word."""
-    rows, m = words.shape
-    tasks = (m + CHUNK - 1) // CHUNK
-    bad = 0
-    for t in prange(rows * tasks):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        both = np.uint8(0)
-        for i in range(lo, min(m, lo + CHUNK)):
-            plus = data[r, i]
-            minus = data[r, half + i]
-            both |= plus & minus
-            words[r, i] = spread[plus] | (spread[minus] * np.uint64(0xFF))
-        if both:
-            bad += 1
-    return bad
-
-
 def _base3_tables() -> tuple[np.ndarray, np.ndarray]:
     """Trits of every byte (DESIGN §2 digit formula) and which bytes are canonical."""
     byte = np.arange(256)
@@ -260,53 +318,44 @@ _SPREAD = (((np.arange(256)[:, None] >> np.arange(8)) & 1) << (8 * np.arange(8))
     axis=1).astype(np.uint64)  # bit i of a byte -> byte i of a word
 
 
-def _flat_ok(a: np.ndarray, fmt: Format) -> bool:
-    """Whether int8 rows can take the word-parallel fast path."""
-    return (a.dtype == np.int8 and a.flags.c_contiguous and a.shape[1] % fmt.per_unit == 0
-            and a.ctypes.data % 8 == 0)
+def _int8_rows(a: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``a`` itself when it is int8 with a unit stride along rows, else a checked int8 copy."""
+    if a.dtype == np.int8 and (a.shape[1] <= 1 or a.strides[1] == 1):
+        return a, True
+    out = np.empty(a.shape, np.int8)
+    return out, _narrow(a, out) == 0
 
 
 @register("pack", "cpu")
 def pack(a: np.ndarray, fmt: Format) -> tuple[np.ndarray, bool]:
-    rows, n = a.shape
-    out = np.zeros(fmt.data_shape((rows, n)), fmt.dtype)
+    out = np.empty(fmt.data_shape(a.shape), fmt.dtype)
     dst, half = byte_rows(out, fmt)
-    if out.size == 0:
-        bad = 0
-    elif _flat_ok(a, fmt) and fmt.name == "2bit":
-        bad = _pack2_flat(a.reshape(-1).view(np.uint32), out.reshape(-1))
-    elif _flat_ok(a, fmt) and fmt.name == "base3":
-        bad = _pack3_flat(a.reshape(-1).view(np.uint8), out.reshape(-1))
-    elif _flat_ok(a, fmt):
-        bad = _packbp_rows(a.view(np.uint64), dst, half)
-    else:
-        bad = _pack_rows(a, fmt.code, dst, half, half or dst.shape[1])
-    return out, bad == 0
+    a, ok = _int8_rows(a)
+    if not ok or out.size == 0:
+        return out, ok
+    kernel = {"2bit": _pack2, "base3": _pack3, "bitplane": _packbp}[fmt.name]
+    return out, kernel(a, dst, half) == 0
 
 
 @register("unpack", "cpu")
 def unpack(data: np.ndarray, fmt: Format, n: int) -> tuple[np.ndarray, bool]:
-    rows = data.shape[0]
-    out = np.empty((rows, n), np.int8)
+    out = np.empty((data.shape[0], n), np.int8)
     src, half = byte_rows(data, fmt)
-    flat = n % fmt.per_unit == 0
     if out.size == 0:
-        bad = 0
-    elif flat and fmt.name == "2bit":
-        bad = _unpack2_flat(src.reshape(-1), out.reshape(-1).view(np.uint32))
-    elif flat and fmt.name == "base3":
-        bad = _unpack3_flat(src.reshape(-1), _BASE3_TRITS, _BASE3_CANONICAL, out.reshape(-1))
-    elif flat:
-        bad = _unpackbp_rows(src, half, _SPREAD, out.view(np.uint64))
+        return out, True
+    if fmt.name == "2bit":
+        bad = _unpack2(src, half, out)
+    elif fmt.name == "base3":
+        bad = _unpack3(src, half, _BASE3_TRITS, _BASE3_CANONICAL, out)
     else:
-        bad = _unpack_rows(src, fmt.code, n, half, half or src.shape[1], out)
+        bad = _unpackbp(src, half, _SPREAD, out)
     return out, bad == 0
 
 
 @register("convert", "cpu")
 def convert(data: np.ndarray, sfmt: Format, dfmt: Format, n: int) -> tuple[np.ndarray, bool]:
     rows = data.shape[0]
-    out = np.zeros(dfmt.data_shape((rows, n)), dfmt.dtype)
+    out = np.empty(dfmt.data_shape((rows, n)), dfmt.dtype)
     src, shalf = byte_rows(data, sfmt)
     dst, dhalf = byte_rows(out, dfmt)
     if out.size == 0:
