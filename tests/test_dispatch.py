@@ -93,7 +93,7 @@ def test_cache_switch_is_read_once():
     out = run_python("""
         import numpy as np, tritnum as tn
         from tritnum._kernels.cpu import packing
-        print(packing._pack_rows._cache.__class__.__name__)
+        print(packing._pack2._cache.__class__.__name__)
     """, TRITNUM_CACHE="0")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "NullCache"
@@ -103,7 +103,7 @@ def test_warmup_compiles_then_calls_are_cheap():
     assert tn.warmup("cpu") >= 0
     from tritnum._kernels.cpu import packing
 
-    assert packing._pack_rows.signatures and packing._pack2_flat.signatures
+    assert packing._pack2.signatures and packing._unpackbp.signatures
 
 
 def test_info_command():

@@ -13,9 +13,7 @@ from ._dispatch import is_cuda_array
 def to_host(a: Any) -> np.ndarray:
     """A NumPy array of ``a`` (copied back from the GPU when it lives there)."""
     if is_cuda_array(a):
-        from numba import cuda
-
-        return cuda.as_cuda_array(a).copy_to_host()
+        return to_gpu(a).copy_to_host()
     return np.asarray(a)
 
 
@@ -23,6 +21,8 @@ def to_gpu(a: Any) -> Any:
     """A numba device array of ``a`` (no copy when it already lives on the GPU)."""
     from numba import cuda
 
+    if getattr(a, "__cuda_ndarray__", False):  # a numba device array (or the simulator's)
+        return a
     if is_cuda_array(a):
         return cuda.as_cuda_array(a)
     return cuda.to_device(np.ascontiguousarray(a))

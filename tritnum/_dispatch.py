@@ -144,7 +144,9 @@ def use_device(device: str) -> Iterator[None]:
 
 def is_cuda_array(obj: Any) -> bool:
     """Whether ``obj`` lives on a GPU (exposes ``__cuda_array_interface__``)."""
-    return hasattr(obj, "__cuda_array_interface__")
+    return hasattr(obj, "__cuda_array_interface__") or bool(
+        getattr(obj, "__cuda_ndarray__", False)
+    )
 
 
 def _fallback_warning() -> None:

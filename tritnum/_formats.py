@@ -27,6 +27,7 @@ class Format:
 
     def data_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Shape of the packed buffer for a logical ``shape`` packed along the last axis."""
+        shape = tuple(shape)  # the CUDA simulator's shapes refuse negative indices
         units = self.units(shape[-1])
         return (*shape[:-1], 2, units) if self.planes == 2 else (*shape[:-1], units)
 

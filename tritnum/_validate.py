@@ -22,9 +22,9 @@ def trit_array(x: Any, name: str = "trits") -> Any:
     the kernels, which report back; :func:`raise_invalid_trits` names the culprit.
     """
     if is_cuda_array(x):
-        from numba import cuda
+        from ._arrays import to_gpu
 
-        a = cuda.as_cuda_array(x)
+        a = to_gpu(x)
     else:
         a = np.asarray(x)
     kind = a.dtype.kind

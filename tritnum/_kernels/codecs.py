@@ -24,7 +24,7 @@ def encode_unit(fmt, src, start, count):
         plus = 0
         minus = 0
         for k in range(count):
-            t = src[start + k]
+            t = int(src[start + k])
             if t == 1:
                 plus |= 1 << k
             elif t == -1:
@@ -36,7 +36,7 @@ def encode_unit(fmt, src, start, count):
     for k in range(4 if fmt == 0 else 5):
         c = 1
         if k < count:
-            c = src[start + k] + 1
+            c = int(src[start + k]) + 1
             if c < 0 or c > 2:
                 return -1
         if fmt == 0:
@@ -60,15 +60,15 @@ def store_unit(fmt, row, u, half, value):
 def read_code(fmt, row, j, half):
     """Code (trit + 1) of trit ``j`` of a packed uint8 row; 3 marks a corrupt 2bit code."""
     if fmt == 0:
-        return (row[j >> 2] >> ((j & 3) << 1)) & 3
+        return (int(row[j >> 2]) >> ((j & 3) << 1)) & 3
     if fmt == 1:
-        v = row[j // 5]
+        v = int(row[j // 5])
         for _ in range(j % 5):
             v = (v * 3) & 255
         return (v * 3) >> 8
     b = j >> 3
     s = j & 7
-    return 1 + ((row[b] >> s) & 1) - ((row[half + b] >> s) & 1)
+    return 1 + ((int(row[b]) >> s) & 1) - ((int(row[half + b]) >> s) & 1)
 
 
 def unit_ok(fmt, row, u, n, half):
@@ -78,14 +78,14 @@ def unit_ok(fmt, row, u, n, half):
     bits set in both planes, and padding that is not trit 0.
     """
     if fmt == 2:
-        plus = row[u]
-        minus = row[half + u]
+        plus = int(row[u])
+        minus = int(row[half + u])
         valid = n - 8 * u
         pad = 0
         if valid < 8:
             pad = 255 ^ ((1 << max(valid, 0)) - 1)
         return (plus & minus) == 0 and ((plus | minus) & pad) == 0
-    b = row[u]
+    b = int(row[u])
     if fmt == 0:
         for k in range(4):
             c = (b >> (2 * k)) & 3

@@ -17,10 +17,10 @@ from .. import codecs
 from ..layout import byte_rows
 from ._launch import THREADS, blocks, count, counter
 
-_encode_unit = cuda.jit(device=True)(codecs.encode_unit)
-_store_unit = cuda.jit(device=True)(codecs.store_unit)
-_read_code = cuda.jit(device=True)(codecs.read_code)
-_unit_ok = cuda.jit(device=True)(codecs.unit_ok)
+_encode_unit = cuda.jit(device=True, inline="always")(codecs.encode_unit)
+_store_unit = cuda.jit(device=True, inline="always")(codecs.store_unit)
+_read_code = cuda.jit(device=True, inline="always")(codecs.read_code)
+_unit_ok = cuda.jit(device=True, inline="always")(codecs.unit_ok)
 _UNIT_TRITS = codecs.UNIT_TRITS
 
 

@@ -1,0 +1,133 @@
+"""Every CUDA kernel compiles to PTX: the check the CUDA simulator cannot make.
+
+The simulator runs kernels as Python, so it accepts code that numba's CUDA target rejects
+(Python lists, NumPy calls, type errors). This compiles each kernel of
+``tritnum/_kernels/cuda/packing.py`` with NVVM for the signatures tritnum launches it with,
+for ``cc=(8, 0)``, without a GPU. It runs in the main pytest process (no simulator).
+
+Skipped only when NVVM is genuinely unavailable (no numba-cuda, no libNVVM, or the
+simulator is on in this process); with ``TRITNUM_REQUIRE_PTX=1`` (CI) it fails instead.
+
+The shared codecs are ``cuda.jit(device=True, inline="always")`` functions: inlined at
+the Numba IR level, so compiling a kernel needs no driver (numba-cuda 0.30 asks the
+driver for a compute capability when a kernel calls a non-inlined device function).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+
+import pytest
+
+CC = (8, 0)
+REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
+KERNEL_MODULE = "tritnum._kernels.cuda.packing"
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE:
+        pytest.fail(f"TRITNUM_REQUIRE_PTX=1 but PTX cannot be compiled here: {reason}",
+                    pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    """``numba.cuda`` with a working NVVM, or a skip (a failure under TRITNUM_REQUIRE_PTX=1)."""
+    try:
+        from numba import cuda
+    except ImportError as exc:
+        _unavailable(f"numba-cuda is not installed ({exc}); install the 'cuda' extra")
+    try:
+        from numba.cuda.core import config
+    except ImportError:  # older numba-cuda
+        from numba.core import config
+    if getattr(config, "ENABLE_CUDASIM", 0):
+        _unavailable("NUMBA_ENABLE_CUDASIM is on in this process (it replaces NVVM); "
+                     "run this file in the main pytest process")
+    try:
+        from numba.cuda.cudadrv import nvvm
+        from numba.cuda.cudadrv.error import NvvmSupportError
+    except ImportError as exc:
+        _unavailable(f"numba-cuda has no NVVM bindings ({exc})")
+    if not nvvm.is_available():
+        _unavailable("libNVVM is not available (numba-cuda[cu13] provides it)")
+
+    def probe(a):
+        a[0] = 1
+
+    try:
+        cuda.compile_ptx(probe, "void(int32[::1])", cc=CC)
+    except NvvmSupportError as exc:
+        _unavailable(f"libNVVM cannot be loaded: {exc}")
+    return cuda
+
+
+@pytest.fixture(scope="module")
+def kernels(cuda):
+    """The module's kernels (not device functions), by name."""
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    module = importlib.import_module(KERNEL_MODULE)
+    return {
+        name: obj
+        for name, obj in vars(module).items()
+        if isinstance(obj, CUDADispatcher) and not obj.targetoptions.get("device")
+    }
+
+
+def _signatures():
+    """Argument types tritnum launches each kernel with (see the wrappers in the module).
+
+    Scalars are Python ints (typed int64); packed buffers are C-contiguous uint8 rows
+    (bitplane words viewed as bytes); trits are 2-D rows of any integer dtype (uint64 is
+    viewed as int64 before launch), C-contiguous when copied from the host, any layout
+    ("A") when they already live on the GPU; the bad-input counter is int32[::1].
+    """
+    from numba import types as nt
+
+    i64 = nt.int64
+    bad = nt.Array(nt.int32, 1, "C")
+    rows_u8 = nt.Array(nt.uint8, 2, "C")
+    trits_out = nt.Array(nt.int8, 2, "C")
+    trit_inputs = [
+        (dtype, layout)
+        for dtype in (nt.int8, nt.int16, nt.int64)
+        for layout in ("C", "A")
+    ] + [(nt.int32, "C"), (nt.uint8, "C"), (nt.uint16, "A"), (nt.uint32, "A")]
+    return {
+        "pack_rows": [
+            ((nt.Array(dtype, 2, layout), i64, rows_u8, i64, i64, bad), f"{dtype}-{layout}")
+            for dtype, layout in trit_inputs
+        ],
+        "unpack_rows": [((rows_u8, i64, i64, i64, i64, trits_out, bad), "uint8-C")],
+        "check_rows": [((rows_u8, i64, i64, i64, i64, bad), "uint8-C")],
+        "convert_rows": [((rows_u8, i64, i64, rows_u8, i64, i64, i64, i64), "uint8-C")],
+    }
+
+
+SIGNATURES = _signatures() if importlib.util.find_spec("numba") else {}
+CASES = [
+    pytest.param(name, sig, id=f"{name}[{label}]")
+    for name, sigs in SIGNATURES.items()
+    for sig, label in sigs
+]
+
+
+def test_every_kernel_has_signatures(kernels):
+    assert set(kernels) == set(SIGNATURES), (
+        f"kernels in {KERNEL_MODULE} and the signatures compiled here differ: "
+        f"add signatures for {sorted(set(kernels) - set(SIGNATURES))}, "
+        f"drop {sorted(set(SIGNATURES) - set(kernels))}"
+    )
+
+
+@pytest.mark.parametrize(("name", "signature"), CASES)
+def test_kernel_compiles_to_ptx(cuda, kernels, name, signature):
+    assert name in kernels, f"{KERNEL_MODULE} has no kernel {name!r}"
+    ptx, resty = cuda.compile_ptx(kernels[name].py_func, signature, cc=CC)
+    assert str(resty) == "none"
+    assert ".target sm_80" in ptx
+    assert ".entry" in ptx
