@@ -40,5 +40,10 @@ def place(a: Any, on_gpu: bool) -> Any:
 
 def as_rows(a: Any, tail: int = 1) -> Any:
     """``a`` reshaped to ``(rows, *a.shape[-tail:])`` (a view whenever NumPy can make one)."""
+    if a.ndim == tail + 1:
+        return a
+    if is_cuda_array(a) and not a.is_c_contiguous():
+        # numba device arrays reshape only when contiguous; copy through the host
+        a = to_gpu(np.ascontiguousarray(to_host(a)))
     lead = a.shape[: a.ndim - tail]
     return a.reshape((math.prod(lead), *a.shape[a.ndim - tail:]))
