@@ -20,7 +20,7 @@ from ..._formats import Format
 from .. import codecs
 from ..layout import byte_rows
 from ._jit import jit
-from ._unaligned import load_u32, load_u64, store_u32, store_u64
+from ._unaligned import load_u8, load_u32, load_u64, store_u32, store_u64
 
 CHUNK = 1 << 14  # storage units per parallel task (a multiple of 8)
 
@@ -109,7 +109,6 @@ def _pack3(a, out, half):
     units = out.shape[1]
     full = n // 5
     tasks = (units + CHUNK - 1) // CHUNK
-    one = np.uint16(1)
     bad = 0
     for t in prange(rows * tasks):
         r = t // tasks
@@ -117,19 +116,22 @@ def _pack3(a, out, half):
         hi = min(units, lo + CHUNK)
         src = a[r]
         dst = out[r]
-        top = np.uint16(0)
+        seen = np.uint32(0)
+        threes = np.uint32(0)
+        top = np.uint32(0)
         for j in range(lo, min(hi, full)):
-            c0 = (np.uint16(np.uint8(src[5 * j])) + one) & np.uint16(255)
-            c1 = (np.uint16(np.uint8(src[5 * j + 1])) + one) & np.uint16(255)
-            c2 = (np.uint16(np.uint8(src[5 * j + 2])) + one) & np.uint16(255)
-            c3 = (np.uint16(np.uint8(src[5 * j + 3])) + one) & np.uint16(255)
-            c4 = (np.uint16(np.uint8(src[5 * j + 4])) + one) & np.uint16(255)
-            top = max(top, c0, c1, c2, c3, c4)
-            q = np.uint32(c0 * np.uint16(81) + c1 * np.uint16(27) + c2 * np.uint16(9)
-                          + c3 * np.uint16(3) + c4)
+            x = load_u32(src, 5 * j)  # trits 0-3 of the unit, one per byte
+            # per-byte +1 without carries between bytes: codes 0..2 when valid (as _pack2)
+            x = ((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x01010101)) ^ (x & np.uint32(0x80808080))
+            c4 = np.uint32(np.uint8(load_u8(src, 5 * j + 4) + np.uint8(1)))
+            seen |= x
+            threes |= x & (x >> 1)
+            top = max(top, c4)
+            # byte 3 of the product is 27 c0 + 9 c1 + 3 c2 + c3 (<= 80: no carries)
+            q = (((x * np.uint32(0x1B090301)) >> 24) & np.uint32(255)) * np.uint32(3) + c4
             # (q * 256 + 242) // 243 for q <= 242, exactly
             dst[j] = np.uint8(((q * np.uint32(256) + np.uint32(242)) * np.uint32(17262)) >> 22)
-        ok = top <= 2
+        ok = top <= 2 and ((seen & np.uint32(0xFCFCFCFC)) | (threes & np.uint32(0x01010101))) == 0
         if lo <= full < hi:
             ok &= _encode_tail(1, src, dst, full, units, n, half)
         if not ok:
