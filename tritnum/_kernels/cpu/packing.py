@@ -7,19 +7,20 @@ uint32 for "2bit" and 8 per uint64 for "bitplane", read and written with
 unaligned loads so that rows may start at any byte; the last, padded unit of a
 row goes through the per-unit codecs of :mod:`..codecs`, as do format
 conversions. Work is split into tasks of ``CHUNK`` units over rows and within
-long rows, run with ``prange``. Kernels return how many tasks met bad input.
+long rows; each kernel runs a range of tasks and :mod:`._parallel` spreads them
+over threads. Kernels return how many tasks met bad input.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from ..._dispatch import register
 from ..._formats import Format
 from .. import codecs
 from ..layout import byte_rows
 from ._jit import jit
+from ._parallel import run
 from ._unaligned import load_u8, load_u32, load_u64, store_u32, store_u64
 
 CHUNK = 1 << 14  # storage units per parallel task (a multiple of 8)
@@ -55,12 +56,12 @@ def _decode_tail(fmt, src, dst, u0, units, n, half):
     return True
 
 
-@jit(parallel=True)
-def _narrow(a, out):
+@jit()
+def _narrow(a, out, t0, t1):
     """Copy trits of any integer dtype and strides into int8 rows, checking them."""
-    rows, n = a.shape
+    n = a.shape[1]
     bad = 0
-    for r in prange(rows):
+    for r in range(t0, t1):
         for j in range(n):
             v = a[r, j]
             if v < -1 or v > 1:
@@ -71,15 +72,15 @@ def _narrow(a, out):
 
 
 # ------------------------------------------------------------------------ pack
-@jit(parallel=True)
-def _pack2(a, out, half):
+@jit()
+def _pack2(a, out, half, t0, t1):
     """4 trits (one uint32 load) to one 2bit byte."""
-    rows, n = a.shape
+    n = a.shape[1]
     units = out.shape[1]
     full = n // 4
     tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
-    for t in prange(rows * tasks):
+    for t in range(t0, t1):
         r = t // tasks
         lo = (t % tasks) * CHUNK
         hi = min(units, lo + CHUNK)
@@ -102,15 +103,15 @@ def _pack2(a, out, half):
     return bad
 
 
-@jit(parallel=True)
-def _pack3(a, out, half):
+@jit()
+def _pack3(a, out, half, t0, t1):
     """5 trits to one base3 byte; / 243 as a multiply-shift."""
-    rows, n = a.shape
+    n = a.shape[1]
     units = out.shape[1]
     full = n // 5
     tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
-    for t in prange(rows * tasks):
+    for t in range(t0, t1):
         r = t // tasks
         lo = (t % tasks) * CHUNK
         hi = min(units, lo + CHUNK)
@@ -148,20 +149,20 @@ def _gather_low_bits(flags):
     return np.uint8(flags & np.uint64(0xFF))
 
 
-@jit(parallel=True)
-def _packbp(a, out, half):
+@jit()
+def _packbp(a, out, half, t0, t1):
     """8 trits (one uint64 load) to one byte of each bit plane.
 
     The planes are written in two passes over the chunk (it stays in cache): one
     output stream per loop vectorizes, two interleaved streams do not.
     """
-    rows, n = a.shape
+    n = a.shape[1]
     full = 8 * (n // 64)  # bytes per plane covered by whole words
     tasks = (half + CHUNK - 1) // CHUNK
     low = np.uint64(0x0101010101010101)
     high7 = np.uint64(0x7F7F7F7F7F7F7F7F)
     bad = 0
-    for t in prange(rows * tasks):
+    for t in range(t0, t1):
         r = t // tasks
         lo = (t % tasks) * CHUNK
         hi = min(half, lo + CHUNK)
@@ -189,15 +190,15 @@ def _packbp(a, out, half):
 
 
 # ---------------------------------------------------------------------- unpack
-@jit(parallel=True)
-def _unpack2(data, half, out):
+@jit()
+def _unpack2(data, half, out, t0, t1):
     """One 2bit byte to 4 int8 trits written as one uint32."""
-    rows, n = out.shape
+    n = out.shape[1]
     units = data.shape[1]
     full = n // 4
     tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
-    for t in prange(rows * tasks):
+    for t in range(t0, t1):
         r = t // tasks
         lo = (t % tasks) * CHUNK
         hi = min(units, lo + CHUNK)
@@ -219,15 +220,15 @@ def _unpack2(data, half, out):
     return bad
 
 
-@jit(parallel=True)
-def _unpack3(data, half, table, canonical, out):
+@jit()
+def _unpack3(data, half, table, canonical, out, t0, t1):
     """One base3 byte to 5 int8 trits through a 256-entry table."""
-    rows, n = out.shape
+    n = out.shape[1]
     units = data.shape[1]
     full = n // 5
     tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
-    for t in prange(rows * tasks):
+    for t in range(t0, t1):
         r = t // tasks
         lo = (t % tasks) * CHUNK
         hi = min(units, lo + CHUNK)
@@ -246,14 +247,14 @@ def _unpack3(data, half, table, canonical, out):
     return bad
 
 
-@jit(parallel=True)
-def _unpackbp(data, half, spread, out):
+@jit()
+def _unpackbp(data, half, spread, out, t0, t1):
     """One byte of each bit plane to 8 int8 trits written as one uint64."""
-    rows, n = out.shape
+    n = out.shape[1]
     full = 8 * (n // 64)
     tasks = (half + CHUNK - 1) // CHUNK
     bad = 0
-    for t in prange(rows * tasks):
+    for t in range(t0, t1):
         r = t // tasks
         lo = (t % tasks) * CHUNK
         hi = min(half, lo + CHUNK)
@@ -274,12 +275,11 @@ def _unpackbp(data, half, spread, out):
 
 
 # --------------------------------------------------------------------- convert
-@jit(parallel=True)
-def _check_rows(data, fmt, n, half, units):
-    rows = data.shape[0]
+@jit()
+def _check_rows(data, fmt, n, half, units, t0, t1):
     tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
-    for t in prange(rows * tasks):
+    for t in range(t0, t1):
         r = t // tasks
         lo = (t % tasks) * CHUNK
         for u in range(lo, min(units, lo + CHUNK)):
@@ -289,13 +289,12 @@ def _check_rows(data, fmt, n, half, units):
     return bad
 
 
-@jit(parallel=True)
-def _convert_rows(src, sfmt, shalf, dst, dfmt, dhalf, dunits, n):
+@jit()
+def _convert_rows(src, sfmt, shalf, dst, dfmt, dhalf, dunits, n, t0, t1):
     """Re-encode valid packed rows unit by unit through an 8-trit scratch buffer."""
-    rows = src.shape[0]
     per = _UNIT_TRITS[dfmt]
     tasks = (dunits + CHUNK - 1) // CHUNK
-    for t in prange(rows * tasks):
+    for t in range(t0, t1):
         r = t // tasks
         lo = (t % tasks) * CHUNK
         scratch = np.empty(8, np.int8)
@@ -320,12 +319,17 @@ _SPREAD = (((np.arange(256)[:, None] >> np.arange(8)) & 1) << (8 * np.arange(8))
     axis=1).astype(np.uint64)  # bit i of a byte -> byte i of a word
 
 
+def _tasks(rows: int, units: int) -> int:
+    """Tasks of at most ``CHUNK`` units each, over every row."""
+    return rows * -(-units // CHUNK)
+
+
 def _int8_rows(a: np.ndarray) -> tuple[np.ndarray, bool]:
     """``a`` itself when it is int8 with a unit stride along rows, else a checked int8 copy."""
     if a.dtype == np.int8 and (a.shape[1] <= 1 or a.strides[1] == 1):
         return a, True
     out = np.empty(a.shape, np.int8)
-    return out, _narrow(a, out) == 0
+    return out, run(_narrow, a.shape[0], a.nbytes, a, out) == 0
 
 
 @register("pack", "cpu")
@@ -336,7 +340,8 @@ def pack(a: np.ndarray, fmt: Format) -> tuple[np.ndarray, bool]:
     if not ok or out.size == 0:
         return out, ok
     kernel = {"2bit": _pack2, "base3": _pack3, "bitplane": _packbp}[fmt.name]
-    return out, kernel(a, dst, half) == 0
+    tasks = _tasks(a.shape[0], half or dst.shape[1])
+    return out, run(kernel, tasks, a.nbytes, a, dst, half) == 0
 
 
 @register("unpack", "cpu")
@@ -345,12 +350,13 @@ def unpack(data: np.ndarray, fmt: Format, n: int) -> tuple[np.ndarray, bool]:
     src, half = byte_rows(data, fmt)
     if out.size == 0:
         return out, True
+    tasks = _tasks(out.shape[0], half or src.shape[1])
     if fmt.name == "2bit":
-        bad = _unpack2(src, half, out)
+        bad = run(_unpack2, tasks, out.nbytes, src, half, out)
     elif fmt.name == "base3":
-        bad = _unpack3(src, half, _BASE3_TRITS, _BASE3_CANONICAL, out)
+        bad = run(_unpack3, tasks, out.nbytes, src, half, _BASE3_TRITS, _BASE3_CANONICAL, out)
     else:
-        bad = _unpackbp(src, half, _SPREAD, out)
+        bad = run(_unpackbp, tasks, out.nbytes, src, half, _SPREAD, out)
     return out, bad == 0
 
 
@@ -362,7 +368,9 @@ def convert(data: np.ndarray, sfmt: Format, dfmt: Format, n: int) -> tuple[np.nd
     dst, dhalf = byte_rows(out, dfmt)
     if out.size == 0:
         return out, True
-    if _check_rows(src, sfmt.code, n, shalf, shalf or src.shape[1]):
+    sunits, dunits = shalf or src.shape[1], dhalf or dst.shape[1]
+    if run(_check_rows, _tasks(rows, sunits), rows * n, src, sfmt.code, n, shalf, sunits):
         return out, False
-    _convert_rows(src, sfmt.code, shalf, dst, dfmt.code, dhalf, dhalf or dst.shape[1], n)
+    run(_convert_rows, _tasks(rows, dunits), rows * n, src, sfmt.code, shalf, dst, dfmt.code,
+        dhalf, dunits, n)
     return out, True
