@@ -90,6 +90,11 @@ def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
             Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
                  "numpy reference", lambda p=packed: unpack(p, device="numpy"), 10.0, 3),
         ]
+    for src, dst in [("2bit", "base3"), ("base3", "bitplane"), ("bitplane", "2bit")]:
+        packed = pack(trits, src)
+        cases.append(Case(
+            "packing", f"{src} -> {dst}", lambda p=packed, d=dst: p.to(d, device=device),
+            "numpy reference", lambda p=packed, d=dst: p.to(d, device="numpy"), None, 3))
     return cases
 
 

@@ -5,10 +5,11 @@ integer dtypes and strides are first narrowed into such a copy). The whole
 storage units of each row are packed machine words at a time, 4 trits per
 uint32 for "2bit" and 8 per uint64 for "bitplane", read and written with
 unaligned loads so that rows may start at any byte; the last, padded unit of a
-row goes through the per-unit codecs of :mod:`..codecs`, as do format
-conversions. Work is split into tasks of ``CHUNK`` units over rows and within
-long rows; each kernel runs a range of tasks and :mod:`._parallel` spreads them
-over threads. Kernels return how many tasks met bad input.
+row goes through the per-unit codecs of :mod:`..codecs`. Format conversion
+unpacks and re-packs a few rows at a time. Work is split into tasks of
+``CHUNK`` units over rows and within long rows; each kernel runs a range of
+tasks and :mod:`._parallel` spreads them over threads. Kernels return how many
+tasks met bad input.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ._parallel import run
 from ._unaligned import load_u8, load_u32, load_u64, store_u32, store_u64
 
 CHUNK = 1 << 14  # storage units per parallel task (a multiple of 8)
+CONVERT_BLOCK_BYTES = 1 << 22  # int8 trits held at once while converting formats
 
 _encode_unit = jit(inline="always")(codecs.encode_unit)
 _store_unit = jit(inline="always")(codecs.store_unit)
@@ -274,38 +276,6 @@ def _unpackbp(data, half, spread, out, t0, t1):
     return bad
 
 
-# --------------------------------------------------------------------- convert
-@jit()
-def _check_rows(data, fmt, n, half, units, t0, t1):
-    tasks = (units + CHUNK - 1) // CHUNK
-    bad = 0
-    for t in range(t0, t1):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        for u in range(lo, min(units, lo + CHUNK)):
-            if not _unit_ok(fmt, data[r], u, n, half):
-                bad += 1
-                break
-    return bad
-
-
-@jit()
-def _convert_rows(src, sfmt, shalf, dst, dfmt, dhalf, dunits, n, t0, t1):
-    """Re-encode valid packed rows unit by unit through an 8-trit scratch buffer."""
-    per = _UNIT_TRITS[dfmt]
-    tasks = (dunits + CHUNK - 1) // CHUNK
-    for t in range(t0, t1):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        scratch = np.empty(8, np.int8)
-        for u in range(lo, min(dunits, lo + CHUNK)):
-            count = max(min(per, n - u * per), 0)
-            for k in range(count):
-                scratch[k] = _read_code(sfmt, src[r], u * per + k, shalf) - 1
-            _store_unit(dfmt, dst[r], u, dhalf, _encode_unit(dfmt, scratch, 0, count))
-    return 0
-
-
 def _base3_tables() -> tuple[np.ndarray, np.ndarray]:
     """Trits of every byte (DESIGN §2 digit formula) and which bytes are canonical."""
     byte = np.arange(256)
@@ -362,15 +332,13 @@ def unpack(data: np.ndarray, fmt: Format, n: int) -> tuple[np.ndarray, bool]:
 
 @register("convert", "cpu")
 def convert(data: np.ndarray, sfmt: Format, dfmt: Format, n: int) -> tuple[np.ndarray, bool]:
+    """Unpack and re-pack blocks of rows through a small int8 buffer (the fast kernels)."""
     rows = data.shape[0]
     out = np.empty(dfmt.data_shape((rows, n)), dfmt.dtype)
-    src, shalf = byte_rows(data, sfmt)
-    dst, dhalf = byte_rows(out, dfmt)
-    if out.size == 0:
-        return out, True
-    sunits, dunits = shalf or src.shape[1], dhalf or dst.shape[1]
-    if run(_check_rows, _tasks(rows, sunits), rows * n, src, sfmt.code, n, shalf, sunits):
-        return out, False
-    run(_convert_rows, _tasks(rows, dunits), rows * n, src, sfmt.code, shalf, dst, dfmt.code,
-        dhalf, dunits, n)
+    step = max(1, CONVERT_BLOCK_BYTES // max(n, 1))
+    for r0 in range(0, rows, step):
+        trits, ok = unpack(data[r0:r0 + step], sfmt, n)
+        if not ok:
+            return out, False
+        out[r0:r0 + step] = pack(trits, dfmt)[0]
     return out, True
