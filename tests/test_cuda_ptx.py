@@ -84,7 +84,7 @@ def _signatures():
     Scalars are Python ints (typed int64); packed buffers are C-contiguous uint8 rows
     (bitplane words viewed as bytes); trits are 2-D rows of any integer dtype (uint64 is
     viewed as int64 before launch), C-contiguous when copied from the host, any layout
-    ("A") when they already live on the GPU; the bad-input counter is int32[::1].
+    ("A") when they already live on the GPU; the bad-input flag is int32[::1].
     """
     from numba import types as nt
 

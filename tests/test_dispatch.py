@@ -48,6 +48,23 @@ def test_set_get_and_context():
         tn.pack([1], device="tpu")
 
 
+def test_set_device_is_process_wide_and_use_device_local():
+    from concurrent.futures import ThreadPoolExecutor
+
+    tn.set_device("numpy")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(tn.get_device).result() == "numpy"
+            with tn.use_device("cpu"):
+                assert tn.get_device() == "cpu"
+                assert pool.submit(tn.get_device).result() == "numpy"
+                tn.set_device("auto")
+                assert tn.get_device() == "cpu"  # the block's override still holds
+            assert tn.get_device() == "auto"
+    finally:
+        tn.set_device("auto")
+
+
 def test_default_device_picks_the_backend(monkeypatch):
     calls = []
     for dev in ("numpy", "cpu"):
@@ -99,11 +116,38 @@ def test_cache_switch_is_read_once():
     assert out.stdout.strip() == "NullCache"
 
 
-def test_warmup_compiles_then_calls_are_cheap():
-    assert tn.warmup("cpu") >= 0
-    from tritnum._kernels.cpu import packing
+def test_warmup_compiles_every_cpu_kernel():
+    out = run_python("""
+        import tritnum as tn
+        from tritnum._kernels.cpu import packing
+        kernels = ["_narrow", "_pack2", "_pack3", "_packbp", "_unpack2", "_unpack3", "_unpackbp"]
+        before = [k for k in kernels if getattr(packing, k).signatures]
+        seconds = tn.warmup("cpu")
+        print(before, [k for k in kernels if not getattr(packing, k).signatures], seconds > 0)
+    """, TRITNUM_CACHE="0")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] [] True"
 
-    assert packing._pack2.signatures and packing._unpackbp.signatures
+
+def test_forked_child_can_use_the_thread_pool():
+    out = run_python("""
+        import multiprocessing as mp
+        import numpy as np
+        import tritnum as tn
+        from tritnum._kernels.cpu import _parallel
+
+        a = np.zeros((64, 40000), np.int8)
+        assert a.nbytes > _parallel.MIN_PARALLEL_BYTES
+        tn.pack(a)  # the parent's pool threads now exist
+
+        def work(_):
+            return tn.unpack(tn.pack(a)).shape
+
+        with mp.get_context("fork").Pool(1) as pool:
+            print(pool.map_async(work, [0]).get(timeout=60))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[(64, 40000)]"
 
 
 def test_info_command():

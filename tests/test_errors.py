@@ -98,6 +98,10 @@ def test_wrong_shape_argument():
         tn.PackedTrits(np.zeros(1, np.uint8), (-4,), "2bit")
     with pytest.raises(TypeError, match="tuple of ints"):
         tn.PackedTrits(np.zeros(1, np.uint8), 4, "2bit")
+    with pytest.raises(TypeError, match="tuple of ints"):
+        tn.PackedTrits(np.array([86], np.uint8), (1.9,), "2bit")
+    with pytest.raises(TypeError, match="tuple of ints"):
+        tn.PackedTrits(np.zeros((1, 1), np.uint8), "12", "2bit")
 
 
 def noncanonical_base3():

@@ -136,8 +136,17 @@ def test_list_input_and_properties():
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_long_row_split_across_tasks(fmt):
-    """A single row longer than one parallel task (and not a whole number of units)."""
+def test_long_row_split_across_tasks(fmt, monkeypatch):
+    """A single row longer than one task (and not a whole number of units), on 2 threads."""
+    import numba
+
+    from tritnum._kernels.cpu import _parallel
+
+    calls = []
+    get_pool = _parallel._get_pool
+    monkeypatch.setattr(_parallel, "MIN_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(_parallel, "_get_pool", lambda: calls.append(1) or get_pool())
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
     rng = np.random.default_rng(3)
     n = 64 * 5 * 1100 + 3
     a = rng.integers(-1, 2, size=n).astype(np.int8)
@@ -147,3 +156,4 @@ def test_long_row_split_across_tasks(fmt):
         np.testing.assert_array_equal(tn.unpack(packed, device="cpu"), x)
         for dst in FORMATS:
             assert packed.to(dst, device="cpu") == tn.pack(x, dst, device="numpy")
+    assert calls  # the work really was split across threads

@@ -35,8 +35,10 @@ _BACKENDS = {
 }
 _REGISTRY: dict[tuple[str, str], Callable[..., Any]] = {}
 
-_default_device: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "tritnum_default_device", default=_config.DEFAULT_DEVICE
+_default_device: str = _config.DEFAULT_DEVICE  # process-wide, set by set_device
+# use_device overrides it for the code inside a with block (this thread or task only)
+_override: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tritnum_device_override", default=None
 )
 _warned_fallback = False
 
@@ -93,7 +95,7 @@ def _check_name(device: str) -> str:
 
 
 def set_device(device: str) -> None:
-    """Set the default device for every tritnum operation.
+    """Set the default device of every tritnum operation, in every thread.
 
     Parameters
     ----------
@@ -109,7 +111,8 @@ def set_device(device: str) -> None:
     'cpu'
     >>> tn.set_device("auto")
     """
-    _default_device.set(_check_name(device))
+    global _default_device
+    _default_device = _check_name(device)
 
 
 def get_device() -> str:
@@ -121,12 +124,16 @@ def get_device() -> str:
     >>> tn.get_device() in ("auto", "cpu", "cuda", "numpy")
     True
     """
-    return _default_device.get()
+    override = _override.get()
+    return _default_device if override is None else override
 
 
 @contextlib.contextmanager
 def use_device(device: str) -> Iterator[None]:
-    """Context manager that sets the default device inside a ``with`` block.
+    """Context manager that overrides the default device inside a ``with`` block.
+
+    The override holds for the code in the block (in this thread, or this
+    asyncio task); :func:`set_device` changes the default of the whole process.
 
     Examples
     --------
@@ -135,11 +142,11 @@ def use_device(device: str) -> Iterator[None]:
     ...     tn.get_device()
     'numpy'
     """
-    token = _default_device.set(_check_name(device))
+    token = _override.set(_check_name(device))
     try:
         yield
     finally:
-        _default_device.reset(token)
+        _override.reset(token)
 
 
 def is_cuda_array(obj: Any) -> bool:

@@ -33,9 +33,10 @@ def warmup(device: str = "auto") -> float:
 
     devices = {"auto": ["cpu", *(["cuda"] if cuda_available() else [])]}.get(device, [device])
     start = time.perf_counter()
-    # one row that fills whole units of every format (fast paths), one that does not
-    for n in (320, 7):
-        trits = np.zeros((2, n), np.int8)
+    # rows that fill whole units of every format and rows that do not; int64 trits are
+    # what np.random.Generator.integers gives
+    for n, dtype in ((320, np.int8), (7, np.int8), (7, np.int64)):
+        trits = np.zeros((2, n), dtype)
         for dev in devices:
             for name in FORMATS:
                 packed = pack(trits, name, device=dev)

@@ -15,6 +15,7 @@ format        storage                                 bits per trit
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -69,7 +70,7 @@ class PackedTrits:
     def __init__(self, data: Any, shape: tuple[int, ...], format: str = "2bit") -> None:
         fmt = get_format(format)
         try:
-            shape = tuple(int(s) for s in shape)
+            shape = tuple(operator.index(s) for s in shape)
         except TypeError:
             raise TypeError(f"shape must be a tuple of ints, got {shape!r}") from None
         if not shape or min(shape) < 0:

@@ -16,11 +16,11 @@ def blocks(work: int) -> int:
     return max(1, min(MAX_BLOCKS, -(-work // THREADS)))
 
 
-def counter() -> Any:
-    """A one-element int32 device array the kernels count bad input into."""
+def flag() -> Any:
+    """A one-element int32 device array, 0, that kernels set to 1 on bad input."""
     return cuda.to_device(np.zeros(1, np.int32))
 
 
-def count(flag: Any) -> int:
-    """Read a :func:`counter` back."""
-    return int(flag.copy_to_host()[0])
+def is_set(bad: Any) -> bool:
+    """Whether a :func:`flag` was set."""
+    return bool(bad.copy_to_host()[0])

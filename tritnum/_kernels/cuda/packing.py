@@ -1,8 +1,8 @@
 """CUDA packing kernels: one thread per storage unit, grid-stride over rows x units.
 
 The per-unit codecs are the same functions the CPU kernels use
-(:mod:`..codecs`), compiled as device functions. Bad input is counted into a
-one-element device array.
+(:mod:`..codecs`), compiled as device functions. Bad input sets a
+one-element device flag.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..._dispatch import register
 from ..._formats import Format
 from .. import codecs
 from ..layout import byte_rows
-from ._launch import THREADS, blocks, count, counter
+from ._launch import THREADS, blocks, flag, is_set
 
 _encode_unit = cuda.jit(device=True, inline="always")(codecs.encode_unit)
 _store_unit = cuda.jit(device=True, inline="always")(codecs.store_unit)
@@ -34,7 +34,7 @@ def pack_rows(a, fmt, out, half, units, bad):
         start = u * per
         value = _encode_unit(fmt, a[r], start, max(min(per, n - start), 0))
         if value < 0:
-            cuda.atomic.add(bad, 0, 1)
+            bad[0] = 1  # a flag, not a count: a count could wrap to 0
         else:
             _store_unit(fmt, out[r], u, half, value)
 
@@ -47,7 +47,7 @@ def unpack_rows(data, fmt, n, half, units, out, bad):
         r = i // units
         u = i - r * units
         if not _unit_ok(fmt, data[r], u, n, half):
-            cuda.atomic.add(bad, 0, 1)
+            bad[0] = 1  # a flag, not a count: a count could wrap to 0
         else:
             for j in range(u * per, min(u * per + per, n)):
                 out[r, j] = _read_code(fmt, data[r], j, half) - 1
@@ -59,7 +59,7 @@ def check_rows(data, fmt, n, half, units, bad):
     for i in range(cuda.grid(1), rows * units, cuda.gridsize(1)):
         r = i // units
         if not _unit_ok(fmt, data[r], i - r * units, n, half):
-            cuda.atomic.add(bad, 0, 1)
+            bad[0] = 1  # a flag, not a count: a count could wrap to 0
 
 
 @cuda.jit
@@ -86,10 +86,10 @@ def pack(a: Any, fmt: Format) -> tuple[Any, bool]:
     out = cuda.device_array(fmt.data_shape((rows, n)), fmt.dtype)
     dst, half = byte_rows(out, fmt)
     units = _units(dst, half)
-    bad = counter()
+    bad = flag()
     if rows * units:
         pack_rows[blocks(rows * units), THREADS](a, fmt.code, dst, half, units, bad)
-    return out, count(bad) == 0
+    return out, not is_set(bad)
 
 
 @register("unpack", "cuda")
@@ -98,10 +98,10 @@ def unpack(data: Any, fmt: Format, n: int) -> tuple[Any, bool]:
     out = cuda.device_array((rows, n), "int8")
     src, half = byte_rows(data, fmt)
     units = _units(src, half)
-    bad = counter()
+    bad = flag()
     if rows * units:
         unpack_rows[blocks(rows * units), THREADS](src, fmt.code, n, half, units, out, bad)
-    return out, count(bad) == 0
+    return out, not is_set(bad)
 
 
 @register("convert", "cuda")
@@ -111,10 +111,10 @@ def convert(data: Any, sfmt: Format, dfmt: Format, n: int) -> tuple[Any, bool]:
     src, shalf = byte_rows(data, sfmt)
     dst, dhalf = byte_rows(out, dfmt)
     sunits, dunits = _units(src, shalf), _units(dst, dhalf)
-    bad = counter()
+    bad = flag()
     if rows * sunits:
         check_rows[blocks(rows * sunits), THREADS](src, sfmt.code, n, shalf, sunits, bad)
-        if count(bad):
+        if is_set(bad):
             return out, False
     if rows * dunits:
         convert_rows[blocks(rows * dunits), THREADS](
