@@ -22,7 +22,8 @@ from .errors import (
     ShapeMismatchError,
     TritnumError,
 )
-from .packing import FORMATS, PackedTrits, pack, unpack
+from .packing import FORMATS, PackedTrits, nbytes, pack, unpack
+from .quantize import TernaryTensor, dequantize, quantize, quantize_activations
 
 __version__ = "0.1.0"
 
@@ -33,12 +34,17 @@ __all__ = [
     "InvalidTritsError",
     "PackedTrits",
     "ShapeMismatchError",
+    "TernaryTensor",
     "TritnumError",
     "__version__",
     "cuda_available",
+    "dequantize",
     "errors",
     "get_device",
+    "nbytes",
     "pack",
+    "quantize",
+    "quantize_activations",
     "set_device",
     "unpack",
     "use_device",

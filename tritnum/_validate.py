@@ -10,8 +10,9 @@ from ._dispatch import is_cuda_array
 from .errors import InvalidTritsError, ShapeMismatchError
 
 
-def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(int(i) for i in np.unravel_index(flat, shape))
+def index_str(index: Any) -> str:
+    """``(1, 2)`` as ``"1, 2"``, for messages like ``w[1, 2] = nan``."""
+    return ", ".join(str(int(i)) for i in index)
 
 
 def trit_array(x: Any, name: str = "trits") -> Any:
@@ -64,8 +65,8 @@ def raise_invalid_trits(a: Any, name: str = "trits") -> None:
     bad = np.flatnonzero((flat < -1) | (flat > 1))
     if not bad.size:  # pragma: no cover - kernels only report real offenders
         raise InvalidTritsError(f"{name} holds a value outside {{-1, 0, 1}}")
-    idx = _index(bad[0], host.shape)
+    idx = np.unravel_index(bad[0], host.shape)
     raise InvalidTritsError(
-        f"{name}[{', '.join(map(str, idx))}] = {flat[bad[0]]} is not a trit; "
+        f"{name}[{index_str(idx)}] = {flat[bad[0]]} is not a trit; "
         "values must be -1, 0 or +1"
     )

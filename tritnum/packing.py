@@ -23,11 +23,11 @@ import numpy as np
 from . import _arrays
 from ._dispatch import is_cuda_array, kernel, resolve_device
 from ._formats import FORMATS, Format, get_format
-from ._kernels.reference import bad_unit
+from ._kernels.reference.packing import bad_unit
 from ._validate import raise_invalid_trits, trit_array
 from .errors import FormatError, InvalidTritsError
 
-__all__ = ["FORMATS", "PackedTrits", "pack", "unpack"]
+__all__ = ["FORMATS", "PackedTrits", "nbytes", "pack", "unpack"]
 
 _CORRUPT = {
     "2bit": "2bit codes are 0, 1 or 2, and padding is code 1",
@@ -188,6 +188,22 @@ def _raise_corrupt(packed: PackedTrits) -> None:
     else:
         found = f"byte {where} = {data[where]:#04x}"
     raise InvalidTritsError(f"corrupt {fmt.name!r} data: {found}: {_CORRUPT[fmt.name]}")
+
+
+def nbytes(shape: tuple[int, ...] | int, format: str = "2bit") -> int:
+    """Bytes that trits of ``shape`` take packed in ``format`` (plan before packing).
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> tn.nbytes((4096, 11008)), tn.nbytes((4096, 11008), "base3")
+    (11272192, 9019392)
+    >>> tn.nbytes(65, "bitplane")  # two uint64 words per plane
+    32
+    """
+    fmt = get_format(format)
+    shape = (operator.index(shape),) if not isinstance(shape, tuple) else shape
+    return math.prod(fmt.data_shape(tuple(operator.index(s) for s in shape))) * fmt.dtype.itemsize
 
 
 def pack(trits: Any, format: str = "2bit", *, device: str = "auto") -> PackedTrits:

@@ -1,4 +1,4 @@
-"""NumPy reference kernels: the obvious vectorized code, and the test oracle.
+"""NumPy reference packing: the obvious vectorized code, and the test oracle.
 
 Each kernel takes rows (``(rows, n)`` trits or ``(rows, ...)`` packed data) and
 returns ``(result, ok)``; ``ok`` is False when the input holds a value that is not
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dispatch import register
-from .._formats import FORMATS, Format
+from ..._dispatch import register
+from ..._formats import FORMATS, Format
 
 _SHIFT2 = np.array([0, 2, 4, 6], dtype=np.uint8)
 _POW3 = np.array([81, 27, 9, 3, 1], dtype=np.int32)  # digit 0 is the most significant

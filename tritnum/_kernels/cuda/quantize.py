@@ -1,0 +1,118 @@
+"""CUDA quantization kernels (precision contract: :mod:`..reference.quantize`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import cuda, float32, float64, int8
+
+from ..._dispatch import register
+from ..._formats import Format
+from .. import codecs
+from ..layout import byte_rows
+from ..reference.quantize import kept_amax
+from ._launch import THREADS, blocks
+
+_encode_unit = cuda.jit(device=True, inline="always")(codecs.encode_unit)
+_store_unit = cuda.jit(device=True, inline="always")(codecs.store_unit)
+_UNIT_TRITS = codecs.UNIT_TRITS
+
+
+@cuda.jit
+def abs_sums_rows(w, groups, out):
+    """One thread per (row, group): the float64 sum of |w| over the group."""
+    rows, n = w.shape
+    g = n // groups
+    for i in range(cuda.grid(1), rows * groups, cuda.gridsize(1)):
+        r = i // groups
+        k = i - r * groups
+        s = float64(0)
+        for j in range(k * g, k * g + g):
+            s += abs(float64(w[r, j]))
+        out[r, k] = s
+
+
+@cuda.jit
+def quantize_pack_rows(w, scales, fmt, out, half, units):
+    """One thread per storage unit: trits of w / scale, encoded with the codecs."""
+    rows, n = w.shape
+    g = n // scales.shape[1]
+    per = _UNIT_TRITS[fmt]
+    scratch = cuda.local.array(8, int8)
+    for i in range(cuda.grid(1), rows * units, cuda.gridsize(1)):
+        r = i // units
+        u = i - r * units
+        count = max(min(per, n - u * per), 0)
+        for k in range(count):
+            j = u * per + k
+            q = float64(w[r, j]) / float64(scales[r, j // g])
+            scratch[k] = int8(q > 0.5) - int8(q < -0.5)
+        _store_unit(fmt, out[r], u, half, _encode_unit(fmt, scratch, 0, count))
+
+
+@cuda.jit
+def row_amax(x, out):
+    """One thread per row: max |x| in float32, NaN when the row holds NaN or infinity."""
+    for r in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        m = float32(0)
+        finite = float32(0)
+        for j in range(x.shape[1]):
+            v = float32(x[r, j])
+            m = max(m, abs(v))
+            finite += v * float32(0)
+        out[r] = m + finite
+
+
+@cuda.jit
+def quantize_act_rows(x, amax, q):
+    """One thread per element: rint(x * (127 / amax)) in float32, clipped to int8."""
+    rows, n = x.shape
+    for i in range(cuda.grid(1), rows * n, cuda.gridsize(1)):
+        r = i // n
+        j = i - r * n
+        v = float32(x[r, j]) * (float32(127) / amax[r])
+        v = min(max(v, float32(-128)), float32(127))
+        # round half to even, as np.rint
+        f = float32(int(v))  # trunc toward zero; |v| <= 128 fits
+        d = v - f
+        if d > 0.5 or (d == 0.5 and int(f) % 2 != 0):
+            f += 1
+        elif d < -0.5 or (d == -0.5 and int(f) % 2 != 0):
+            f -= 1
+        q[r, j] = int8(f)
+
+
+@register("abs_sums", "cuda")
+def abs_sums(w: Any, groups: int) -> Any:
+    out = cuda.device_array((w.shape[0], groups), np.float64)
+    if out.size:
+        abs_sums_rows[blocks(out.size), THREADS](w, groups, out)
+    return out
+
+
+@register("quantize_pack", "cuda")
+def quantize_pack(w: Any, scales: Any, fmt: Format) -> Any:
+    rows, n = w.shape
+    out = cuda.device_array(fmt.data_shape((rows, n)), fmt.dtype)
+    dst, half = byte_rows(out, fmt)
+    units = half or dst.shape[1]
+    if rows * units:
+        quantize_pack_rows[blocks(rows * units), THREADS](w, scales, fmt.code, dst, half, units)
+    return out
+
+
+@register("quantize_activations", "cuda")
+def quantize_activations(x: Any, per_tensor: bool) -> tuple[Any, Any]:
+    rows = x.shape[0]
+    amax = cuda.device_array(rows, np.float32)
+    if rows:
+        row_amax[blocks(rows), THREADS](x, amax)
+    host = amax.copy_to_host()
+    if per_tensor:
+        host = np.full(rows, host.max(initial=np.float32(0)), np.float32)
+    host = np.maximum(host, np.float32(1e-5))  # NaN stays NaN
+    q = cuda.device_array(x.shape, np.int8)
+    if x.size:
+        quantize_act_rows[blocks(x.size), THREADS](x, cuda.to_device(host), q)
+    return q, kept_amax(host, per_tensor)

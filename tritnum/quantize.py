@@ -1,0 +1,315 @@
+"""BitNet b1.58 quantization: float weights to ternary tensors, activations to int8.
+
+Weights (absmean): ``scale = max(mean|w|, 1e-5)`` per tensor, per row or per group
+of ``group_size`` consecutive elements along the last axis, and
+``t = clip(round_half_even(w / scale), -1, 1)``. Activations (absmax per token,
+as bitnet.cpp's ``quantize_row_i8_s``): ``amax = max(max|x|, 1e-5)``,
+``q = clip(round_half_even(x * (127 / amax)), -128, 127)`` and ``x ≈ q * amax / 127``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from . import _arrays
+from ._dispatch import kernel, resolve_device
+from ._formats import get_format
+from ._kernels.reference.quantize import EPS
+from ._validate import index_str
+from .errors import ShapeMismatchError
+from .packing import PackedTrits, unpack
+
+__all__ = ["TernaryTensor", "dequantize", "quantize", "quantize_activations"]
+
+
+class TernaryTensor:
+    """Ternary weights: packed trits and float32 scales, ``w ≈ trits * scale``.
+
+    Made by :func:`quantize`. ``group_size`` is None for one scale per tensor,
+    else the number of consecutive elements along the last axis sharing a scale
+    (the whole row for per-row scales); ``scales`` then has shape
+    ``(*shape[:-1], shape[-1] // group_size)``.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> w = np.array([[0.5, -2.0, 0.1, 1.0]], dtype=np.float32)
+    >>> t = tn.quantize(w)
+    >>> t
+    TernaryTensor(shape=(1, 4), format='2bit', group_size=None, 10.0 bits/weight, 5 bytes)
+    >>> t.scales
+    array(0.9, dtype=float32)
+    >>> t.dequantize()
+    array([[ 0.9, -0.9,  0. ,  0.9]], dtype=float32)
+    """
+
+    __slots__ = ("_group_size", "_packed", "_scales")
+
+    def __init__(self, packed: PackedTrits, scales: Any, group_size: int | None = None) -> None:
+        if not isinstance(packed, PackedTrits):
+            raise TypeError(f"packed must be a tn.PackedTrits, got {type(packed).__name__}")
+        scales = np.asarray(scales)
+        if scales.dtype != np.float32:
+            raise TypeError(f"scales must be float32, got {scales.dtype}")
+        n = packed.shape[-1]
+        if group_size is None:
+            expected: tuple[int, ...] = ()
+        else:
+            group_size = operator.index(group_size)
+            if group_size < 1 or n % group_size:
+                raise ShapeMismatchError(
+                    f"group_size must divide the last axis ({n}), got {group_size}",
+                    expected=f"a divisor of {n}", actual=group_size)
+            expected = (*packed.shape[:-1], n // group_size)
+        if scales.shape != expected:
+            raise ShapeMismatchError(
+                f"scales must have shape {expected}, got {scales.shape}",
+                expected=expected, actual=scales.shape)
+        self._packed = packed
+        self._scales = scales
+        self._group_size = group_size
+
+    @property
+    def packed(self) -> PackedTrits:
+        """The packed trits."""
+        return self._packed
+
+    @property
+    def scales(self) -> np.ndarray:
+        """float32 scales: 0-d per tensor, else ``(*shape[:-1], groups)``."""
+        return self._scales
+
+    @property
+    def group_size(self) -> int | None:
+        """Elements per scale along the last axis (None: one scale for the tensor)."""
+        return self._group_size
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical shape of the weights."""
+        return self._packed.shape
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self._packed.ndim
+
+    @property
+    def format(self) -> str:
+        """Packed format of the trits."""
+        return self._packed.format
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: packed trits plus scales."""
+        return self._packed.nbytes + self._scales.nbytes
+
+    @property
+    def T(self) -> TransposedTernaryTensor:
+        """A transposed view of a 2-D tensor (``x @ w.T`` in the matmul API)."""
+        return TransposedTernaryTensor(self)
+
+    def dequantize(self, *, device: str = "auto") -> np.ndarray:
+        """float32 weights ``trits * scale`` (see :func:`dequantize`)."""
+        trits = _arrays.to_host(unpack(self._packed, device=device))
+        if self._group_size is None:
+            return trits.astype(np.float32) * self._scales
+        groups = self._scales.shape[-1]
+        split = trits.reshape(*self.shape[:-1], groups, self.shape[-1] // max(groups, 1))
+        return (split * self._scales[..., None]).reshape(self.shape).astype(np.float32)
+
+    def __repr__(self) -> str:
+        size = max(self._packed.size, 1)
+        return (
+            f"TernaryTensor(shape={self.shape}, format={self.format!r}, "
+            f"group_size={self._group_size}, {8 * self.nbytes / size:.1f} bits/weight, "
+            f"{self.nbytes} bytes)"
+        )
+
+
+class TransposedTernaryTensor:
+    """The transpose of a 2-D :class:`TernaryTensor`; ``.T`` gives the tensor back."""
+
+    __slots__ = ("_base",)
+
+    def __init__(self, base: TernaryTensor) -> None:
+        if base.ndim != 2:
+            raise ShapeMismatchError(
+                f".T needs a 2-D TernaryTensor, got shape {base.shape}",
+                expected="ndim == 2", actual=base.shape)
+        self._base = base
+
+    @property
+    def T(self) -> TernaryTensor:
+        """The untransposed tensor."""
+        return self._base
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The transposed shape."""
+        rows, cols = self._base.shape
+        return cols, rows
+
+    def dequantize(self, *, device: str = "auto") -> np.ndarray:
+        """float32 weights of the transpose."""
+        return self._base.dequantize(device=device).T
+
+    def __repr__(self) -> str:
+        return f"{self._base!r}.T"
+
+
+def _float_array(x: Any, name: str) -> Any:
+    a = x if _arrays.is_cuda_array(x) else np.asarray(x)
+    if a.dtype.kind != "f":
+        hint = "; ternary values are packed with tn.pack" if a.dtype.kind in "iub" else ""
+        raise TypeError(f"{name} must be a float16/32/64 array, got dtype {a.dtype}{hint}")
+    if a.ndim == 0:
+        raise ShapeMismatchError(f"{name} must have at least one dimension, got a scalar",
+                                 expected="ndim >= 1", actual=())
+    return a
+
+
+def _raise_not_finite(a: Any, name: str) -> None:
+    host = _arrays.to_host(a)
+    bad = np.flatnonzero(~np.isfinite(host))
+    if not bad.size:
+        raise ValueError(f"the sum of |{name}| overflows float64")
+    idx = np.unravel_index(bad[0], host.shape)
+    raise ValueError(f"{name}[{index_str(idx)}] = {host.reshape(-1)[bad[0]]} is not finite")
+
+
+def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
+             format: str = "2bit", device: str = "auto") -> TernaryTensor:
+    """Quantize float weights to ternary, BitNet b1.58 absmean style.
+
+    Parameters
+    ----------
+    w : array_like of float16, float32 or float64
+        Weights of any rank >= 1 (2-D ``(out, in)`` is the common case).
+    axis : {None, -1}
+        None: one scale for the tensor; -1: one scale per row (last axis).
+    group_size : int, optional
+        One scale per ``group_size`` consecutive elements along the last axis
+        (must divide it).
+    format : {"2bit", "base3", "bitplane"}
+        Packed format of the trits.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    TernaryTensor
+
+    Raises
+    ------
+    ValueError
+        NaN or infinity in ``w`` (naming the first), or a bad ``axis``.
+    ShapeMismatchError
+        ``group_size`` does not divide the last axis.
+    TypeError
+        ``w`` is not a float array.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> w = np.array([[0.4, -0.1, 0.0, -1.0], [2.0, 2.0, 0.0, 1.0]])
+    >>> tn.quantize(w, axis=-1).packed.unpack()
+    array([[ 1,  0,  0, -1],
+           [ 1,  1,  0,  1]], dtype=int8)
+    >>> tn.quantize(w, axis=-1).scales.ravel()
+    array([0.375, 1.25 ], dtype=float32)
+    """
+    fmt = get_format(format)
+    w = _float_array(w, "w")
+    n = w.shape[-1]
+    if axis not in (None, -1, w.ndim - 1):
+        raise ValueError(f"axis must be None (per tensor) or -1 (per row), got {axis!r}")
+    if group_size is not None:
+        if axis is not None and group_size != n:
+            raise ValueError("give either axis=-1 or group_size, not both")
+        group_size = operator.index(group_size)
+        if group_size < 1 or n % group_size:
+            raise ShapeMismatchError(
+                f"group_size must divide the last axis ({n}), got {group_size}",
+                expected=f"a divisor of {n}", actual=group_size)
+    elif axis is not None:
+        group_size = n
+    dev = resolve_device(device, w)
+    rows = _arrays.for_device(_arrays.as_rows(w), dev)
+    groups = 1 if group_size is None else n // max(group_size, 1)
+    sums = _arrays.to_host(kernel("abs_sums", dev)(rows, groups))
+    if not np.isfinite(sums).all():
+        _raise_not_finite(w, "w")
+    if group_size is None:
+        total = np.float64(sums.sum())
+        scale = np.float32(max(total / max(w.size, 1), EPS))
+        scales = np.full((rows.shape[0], 1), scale, np.float32)
+        kept = np.asarray(scale)
+    else:
+        scales = np.maximum(sums / max(group_size, 1), EPS).astype(np.float32)
+        kept = scales.reshape(*w.shape[:-1], groups)
+    data = kernel("quantize_pack", dev)(rows, _arrays.for_device(scales, dev), fmt)
+    data = _arrays.place(data, _arrays.is_cuda_array(w))
+    packed = PackedTrits(data.reshape(fmt.data_shape(w.shape)), w.shape, fmt.name)
+    return TernaryTensor(packed, kept, group_size)
+
+
+def dequantize(t: TernaryTensor, *, device: str = "auto") -> np.ndarray:
+    """float32 weights ``trits * scale`` of a :class:`TernaryTensor`.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> tn.dequantize(tn.quantize(np.array([3.0, -3.0, 0.0])))
+    array([ 2., -2.,  0.], dtype=float32)
+    """
+    if not isinstance(t, TernaryTensor):
+        raise TypeError(f"dequantize takes a tn.TernaryTensor, got {type(t).__name__}")
+    return t.dequantize(device=device)
+
+
+def quantize_activations(x: Any, *, axis: int | None = -1,
+                         device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """Quantize activations to int8 with absmax scales (bitnet.cpp ``quantize_row_i8_s``).
+
+    Parameters
+    ----------
+    x : array_like of float
+        Activations, one token per row (last axis); computed in float32.
+    axis : {-1, None}
+        -1: one scale per row (token); None: one scale for the whole tensor.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    q : numpy.ndarray of int8
+        ``clip(round_half_even(x * 127 / amax), -128, 127)``, the shape of ``x``.
+    scale : numpy.ndarray of float32
+        ``amax / 127`` per row (shape ``x.shape[:-1]``), or 0-d per tensor, so that
+        ``x ≈ q * scale[..., None]``.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> q, scale = tn.quantize_activations(np.array([[0.5, -1.0, 0.25]]))
+    >>> q
+    array([[ 64, -127,   32]], dtype=int8)
+    >>> scale * 127
+    array([1.], dtype=float32)
+    """
+    x = _float_array(x, "x")
+    if axis not in (None, -1, x.ndim - 1):
+        raise ValueError(f"axis must be -1 (per row) or None (per tensor), got {axis!r}")
+    dev = resolve_device(device, x)
+    rows = _arrays.for_device(_arrays.as_rows(x), dev)
+    q, amax = kernel("quantize_activations", dev)(rows, axis is None)
+    amax = _arrays.to_host(amax)
+    if not np.isfinite(amax).all():
+        _raise_not_finite(x, "x")
+    scale = (amax / np.float32(127)).astype(np.float32)
+    q = _arrays.place(q, _arrays.is_cuda_array(x)).reshape(x.shape)
+    return q, (scale.reshape(()) if axis is None else scale.reshape(x.shape[:-1]))
