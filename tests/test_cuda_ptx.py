@@ -2,7 +2,7 @@
 
 The simulator runs kernels as Python, so it accepts code that numba's CUDA target rejects
 (Python lists, NumPy calls, type errors). This compiles each kernel of
-``tritnum/_kernels/cuda/packing.py`` with NVVM for the signatures tritnum launches it with,
+the modules in ``tritnum/_kernels/cuda/`` with NVVM for the signatures tritnum launches it with,
 for ``cc=(8, 0)``, without a GPU. It runs in the main pytest process (no simulator).
 
 Skipped only when NVVM is genuinely unavailable (no numba-cuda, no libNVVM, or the
@@ -23,7 +23,7 @@ import pytest
 
 CC = (8, 0)
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
-KERNEL_MODULE = "tritnum._kernels.cuda.packing"
+KERNEL_MODULES = ("tritnum._kernels.cuda.packing", "tritnum._kernels.cuda.quantize")
 
 
 def _unavailable(reason: str) -> None:
@@ -70,9 +70,9 @@ def kernels(cuda):
     """The module's kernels (not device functions), by name."""
     from numba.cuda.dispatcher import CUDADispatcher
 
-    module = importlib.import_module(KERNEL_MODULE)
     return {
         name: obj
+        for module in map(importlib.import_module, KERNEL_MODULES)
         for name, obj in vars(module).items()
         if isinstance(obj, CUDADispatcher) and not obj.targetoptions.get("device")
     }
@@ -92,6 +92,9 @@ def _signatures():
     bad = nt.Array(nt.int32, 1, "C")
     rows_u8 = nt.Array(nt.uint8, 2, "C")
     trits_out = nt.Array(nt.int8, 2, "C")
+    floats = (nt.float16, nt.float32, nt.float64)
+    f32 = nt.Array(nt.float32, 1, "C")
+    f32_rows = nt.Array(nt.float32, 2, "C")
     trit_inputs = [
         (dtype, layout)
         for dtype in (nt.int8, nt.int16, nt.int64)
@@ -105,6 +108,18 @@ def _signatures():
         "unpack_rows": [((rows_u8, i64, i64, i64, i64, trits_out, bad), "uint8-C")],
         "check_rows": [((rows_u8, i64, i64, i64, i64, bad), "uint8-C")],
         "convert_rows": [((rows_u8, i64, i64, rows_u8, i64, i64, i64, i64), "uint8-C")],
+        "abs_sums_rows": [
+            ((nt.Array(dtype, 2, layout), i64, nt.Array(nt.float64, 2, "C")), f"{dtype}-{layout}")
+            for dtype in floats for layout in ("C", "A")
+        ],
+        "quantize_pack_rows": [
+            ((nt.Array(dtype, 2, "C"), f32_rows, i64, rows_u8, i64, i64), f"{dtype}")
+            for dtype in floats
+        ],
+        "row_amax": [((nt.Array(dtype, 2, "C"), f32), f"{dtype}") for dtype in floats],
+        "quantize_act_rows": [
+            ((nt.Array(dtype, 2, "C"), f32, trits_out), f"{dtype}") for dtype in floats
+        ],
     }
 
 
@@ -118,7 +133,7 @@ CASES = [
 
 def test_every_kernel_has_signatures(kernels):
     assert set(kernels) == set(SIGNATURES), (
-        f"kernels in {KERNEL_MODULE} and the signatures compiled here differ: "
+        f"kernels in {KERNEL_MODULES} and the signatures compiled here differ: "
         f"add signatures for {sorted(set(kernels) - set(SIGNATURES))}, "
         f"drop {sorted(set(SIGNATURES) - set(kernels))}"
     )
@@ -126,7 +141,7 @@ def test_every_kernel_has_signatures(kernels):
 
 @pytest.mark.parametrize(("name", "signature"), CASES)
 def test_kernel_compiles_to_ptx(cuda, kernels, name, signature):
-    assert name in kernels, f"{KERNEL_MODULE} has no kernel {name!r}"
+    assert name in kernels, f"{KERNEL_MODULES} have no kernel {name!r}"
     ptx, resty = cuda.compile_ptx(kernels[name].py_func, signature, cc=CC)
     assert str(resty) == "none"
     assert ".target sm_80" in ptx

@@ -224,7 +224,8 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
     """
     fmt = get_format(format)
     w = _float_array(w, "w")
-    n = w.shape[-1]
+    shape = tuple(w.shape)  # GPU arrays' shapes may refuse negative indices
+    n = shape[-1]
     if axis not in (None, -1, w.ndim - 1):
         raise ValueError(f"axis must be None (per tensor) or -1 (per row), got {axis!r}")
     if group_size is not None:
@@ -250,10 +251,10 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
         kept = np.asarray(scale)
     else:
         scales = np.maximum(sums / max(group_size, 1), EPS).astype(np.float32)
-        kept = scales.reshape(*w.shape[:-1], groups)
+        kept = scales.reshape(*shape[:-1], groups)
     data = kernel("quantize_pack", dev)(rows, _arrays.for_device(scales, dev), fmt)
     data = _arrays.place(data, _arrays.is_cuda_array(w))
-    packed = PackedTrits(data.reshape(fmt.data_shape(w.shape)), w.shape, fmt.name)
+    packed = PackedTrits(data.reshape(fmt.data_shape(shape)), shape, fmt.name)
     return TernaryTensor(packed, kept, group_size)
 
 
@@ -311,5 +312,6 @@ def quantize_activations(x: Any, *, axis: int | None = -1,
     if not np.isfinite(amax).all():
         _raise_not_finite(x, "x")
     scale = (amax / np.float32(127)).astype(np.float32)
-    q = _arrays.place(q, _arrays.is_cuda_array(x)).reshape(x.shape)
-    return q, (scale.reshape(()) if axis is None else scale.reshape(x.shape[:-1]))
+    shape = tuple(x.shape)
+    q = _arrays.place(q, _arrays.is_cuda_array(x)).reshape(shape)
+    return q, (scale.reshape(()) if axis is None else scale.reshape(shape[:-1]))

@@ -113,6 +113,6 @@ def quantize_activations(x: Any, per_tensor: bool) -> tuple[Any, Any]:
         host = np.full(rows, host.max(initial=np.float32(0)), np.float32)
     host = np.maximum(host, np.float32(1e-5))  # NaN stays NaN
     q = cuda.device_array(x.shape, np.int8)
-    if x.size:
+    if x.size and np.isfinite(host).all():  # else the caller raises on the NaN amax
         quantize_act_rows[blocks(x.size), THREADS](x, cuda.to_device(host), q)
     return q, kept_amax(host, per_tensor)
