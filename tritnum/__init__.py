@@ -12,7 +12,7 @@ array([[ 1,  0, -1],
 
 from __future__ import annotations
 
-from . import errors
+from . import errors, io
 from ._dispatch import cuda_available, get_device, set_device, use_device
 from ._warmup import warmup
 from .errors import (
@@ -41,6 +41,7 @@ __all__ = [
     "dequantize",
     "errors",
     "get_device",
+    "io",
     "nbytes",
     "pack",
     "quantize",

@@ -1,0 +1,111 @@
+"""GGUF ternary blocks: byte-identical to the gguf package (TQ1_0, TQ2_0); I2_S by hand."""
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType, quants
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tritnum as tn
+
+BACKENDS = ["numpy", "cpu"]
+GGUF_TYPES = {"TQ2_0": GGMLQuantizationType.TQ2_0, "TQ1_0": GGMLQuantizationType.TQ1_0}
+
+
+def block_floats():
+    shapes = st.tuples(st.integers(1, 3), st.integers(1, 3)).map(lambda s: (s[0], 256 * s[1]))
+    return hnp.arrays(np.float32, shapes, elements=st.floats(-1e4, 1e4, width=32))
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("qtype", list(GGUF_TYPES))
+@given(x=block_floats())
+def test_matches_gguf_package(x, qtype, device):
+    ref = quants.quantize(x, GGUF_TYPES[qtype])
+    got = tn.io.to_gguf_blocks(x, qtype, device=device)
+    assert got.dtype == np.uint8 and got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)
+    back = tn.io.from_gguf_blocks(got, qtype, x.shape, device=device)
+    np.testing.assert_array_equal(back, quants.dequantize(ref, GGUF_TYPES[qtype]))
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("qtype", list(GGUF_TYPES))
+def test_exactly_ternary_round_trips(qtype, device):
+    rng = np.random.default_rng(5)
+    trits = rng.integers(-1, 2, size=(4, 512)).astype(np.float32)
+    trits[1] = 0  # all-zero blocks: d = 0
+    x = trits * np.float32(0.375)
+    buf = tn.io.to_gguf_blocks(x, qtype, device=device)
+    np.testing.assert_array_equal(buf, quants.quantize(x, GGUF_TYPES[qtype]))
+    np.testing.assert_array_equal(tn.io.from_gguf_blocks(buf, qtype, x.shape, device=device), x)
+
+
+# I2_S by hand from DESIGN §2: element j of a 128-block -> byte j % 32 at shift 6 - 2 (j // 32)
+def test_i2s_known_answer():
+    w = np.zeros(128, np.float32)
+    w[0], w[32], w[64], w[96] = 0.5, -0.5, 0.0, 0.5  # all in byte 0: codes 2, 0, 1, 2
+    w[1] = -0.25  # byte 1 at shift 6: code 0; the rest of byte 1 codes 1
+    w[33] = 5e-7  # |w| < 1e-6: code 1
+    buf = tn.io.to_gguf_blocks(w, "I2_S")
+    assert buf.shape == (128 // 4 + 32,)
+    assert buf[0] == (2 << 6) | (0 << 4) | (1 << 2) | 2
+    assert buf[1] == (0 << 6) | (1 << 4) | (1 << 2) | 1
+    assert (buf[2:32] == 0b01010101).all()
+    assert buf[32:36].view(np.float32)[0] == np.float32(0.5)  # max |w|
+    assert not buf[36:].any()
+    back = tn.io.from_gguf_blocks(buf, "I2_S", (128,))
+    expected = np.sign(w) * np.float32(0.5) * (np.abs(w) >= 1e-6)
+    np.testing.assert_array_equal(back, expected)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_i2s_backends_agree(device):
+    w = np.random.default_rng(6).standard_normal((3, 256)).astype(np.float32)
+    w[0, :10] = 0
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(w, "I2_S", device=device),
+                                  tn.io.to_gguf_blocks(w, "I2_S", device="numpy"))
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])
+@pytest.mark.parametrize("mode", [{}, {"axis": -1}, {"group_size": 256}, {"group_size": 64}])
+def test_ternary_tensor_encodes_like_its_floats(qtype, mode):
+    w = np.random.default_rng(7).standard_normal((3, 512)).astype(np.float32)
+    w[2, :256] = 0
+    t = tn.quantize(w, **mode)
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(t, qtype),
+                                  tn.io.to_gguf_blocks(t.dequantize(), qtype))
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])
+def test_decode_to_ternary_tensor(qtype):
+    x = np.random.default_rng(8).standard_normal((2, 512)).astype(np.float32)
+    buf = tn.io.to_gguf_blocks(x, qtype)
+    t = tn.io.from_gguf_blocks(buf, qtype, x.shape, ternary=True, format="base3")
+    assert isinstance(t, tn.TernaryTensor) and t.format == "base3"
+    np.testing.assert_array_equal(t.dequantize(), tn.io.from_gguf_blocks(buf, qtype, x.shape))
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(t, qtype), buf)
+
+
+def test_bad_input():
+    x = np.ones((2, 256), np.float32)
+    with pytest.raises(tn.FormatError, match="unknown qtype 'Q4_0'"):
+        tn.io.to_gguf_blocks(x, "Q4_0")
+    with pytest.raises(tn.ShapeMismatchError, match="multiple of 256"):
+        tn.io.to_gguf_blocks(np.ones((2, 100), np.float32), "TQ2_0")
+    with pytest.raises(tn.ShapeMismatchError, match="multiple of 128"):
+        tn.io.to_gguf_blocks(np.ones(100, np.float32), "I2_S")
+    buf = tn.io.to_gguf_blocks(x, "TQ2_0")
+    with pytest.raises(tn.FormatError, match="holds 132 bytes, got 131"):
+        tn.io.from_gguf_blocks(buf.reshape(-1)[:-1], "TQ2_0", (2, 256))
+    with pytest.raises(tn.FormatError, match="must be uint8"):
+        tn.io.from_gguf_blocks(buf.view(np.int8), "TQ2_0", (2, 256))
+    x[1, 7] = np.nan
+    with pytest.raises(ValueError, match=r"x\[1, 7\] = nan is not finite"):
+        tn.io.to_gguf_blocks(x, "TQ1_0")
+    corrupt = buf.copy()
+    corrupt[0, 0] = 0xFF  # code 3
+    assert tn.io.from_gguf_blocks(corrupt, "TQ2_0", (2, 256))[0, 0] == 2  # as llama.cpp reads it
+    with pytest.raises(tn.InvalidTritsError, match="code 3"):
+        tn.io.from_gguf_blocks(corrupt, "TQ2_0", (2, 256), ternary=True)

@@ -1,0 +1,230 @@
+"""Byte-exact GGUF ternary encodings: TQ2_0 and TQ1_0 (llama.cpp) and I2_S (bitnet.cpp).
+
+======  ==============================  =====================================
+qtype   layout                          scale
+======  ==============================  =====================================
+TQ2_0   256 values -> ``qs[64]``, ``d``   fp16 ``d = max|x|`` per block (66 B)
+TQ1_0   256 values -> ``qs[48]``,         fp16 ``d = max|x|`` per block (54 B)
+        ``qh[4]``, ``d`` (base-3 bytes)
+I2_S    128 values -> 32 bytes, the       one float32 ``max|w|`` per tensor
+        tensor flattened                  after the codes, padded to 32 bytes
+======  ==============================  =====================================
+
+From floats, TQ1_0/TQ2_0 round as the ``gguf`` package does
+(``round_half_away(x * (1 / d))``); I2_S encodes by sign as bitnet.cpp's converter
+(code 1 where ``|w| < 1e-6``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import _arrays
+from .._dispatch import kernel, resolve_device
+from .._kernels.reference import gguf as layout
+from .._validate import index_str
+from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
+from ..packing import pack, unpack
+from ..quantize import TernaryTensor, _float_array
+
+__all__ = ["QTYPES", "from_gguf_blocks", "to_gguf_blocks"]
+
+# qtype: (values per block, bytes per block, bytes of codes per block)
+QTYPES: dict[str, tuple[int, int, int]] = {
+    "TQ2_0": (256, 66, 64),
+    "TQ1_0": (256, 54, 52),
+    "I2_S": (128, 32, 32),
+}
+
+
+def _qtype(qtype: object) -> str:
+    if not isinstance(qtype, str) or qtype not in QTYPES:
+        raise FormatError(f"unknown qtype {qtype!r}; valid ones are {', '.join(map(repr, QTYPES))}")
+    return qtype
+
+
+def _check_shape(shape: tuple[int, ...], qtype: str) -> None:
+    block = QTYPES[qtype][0]
+    if qtype == "I2_S":
+        if math.prod(shape) % block:
+            raise ShapeMismatchError(
+                f"I2_S needs a multiple of 128 values, got shape {shape}",
+                expected="size % 128 == 0", actual=shape)
+    elif not shape or shape[-1] % block:
+        raise ShapeMismatchError(
+            f"{qtype} needs a last axis that is a multiple of 256, got shape {shape}",
+            expected="shape[-1] % 256 == 0", actual=shape)
+
+
+def _byte_shape(shape: tuple[int, ...], qtype: str) -> tuple[int, ...]:
+    if qtype == "I2_S":
+        return (math.prod(shape) // 4 + 32,)
+    return (*shape[:-1], shape[-1] // 256 * QTYPES[qtype][1])
+
+
+def _assemble(qs: np.ndarray, scales: np.ndarray, shape: tuple[int, ...], qtype: str) -> np.ndarray:
+    if qtype == "I2_S":
+        out = np.zeros(_byte_shape(shape, qtype), np.uint8)
+        out[: qs.size] = qs
+        out[qs.size: qs.size + 4] = scales.astype(np.float32).view(np.uint8)
+        return out
+    codes = QTYPES[qtype][2]
+    out = np.empty((qs.shape[0], QTYPES[qtype][1]), np.uint8)
+    out[:, :codes] = qs
+    out[:, codes:] = scales.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    return out.reshape(_byte_shape(shape, qtype))
+
+
+def _from_ternary(t: TernaryTensor, qtype: str) -> np.ndarray:
+    """Codes straight from the trits, where each block has one scale; else via float."""
+    shape = t.shape
+    block = QTYPES[qtype][0]
+    g = t.group_size
+    if (qtype == "I2_S" and g is not None) or (qtype != "I2_S" and g is not None and g % block):
+        return to_gguf_blocks(t.dequantize(), qtype)
+    trits = _arrays.to_host(unpack(t.packed)).reshape(-1)
+    codes = (trits + 1).astype(np.uint8)
+    if qtype == "I2_S":
+        scale = t.scales.reshape(1) if trits.any() else np.zeros(1, np.float32)
+        return _assemble(layout.i2s_bytes(codes), scale, shape, qtype)
+    per_block = np.broadcast_to(
+        np.repeat(t.scales.reshape(-1), (g or math.prod(shape)) // block),
+        (math.prod(shape) // block,))
+    nonzero = trits.reshape(-1, block).any(axis=1)
+    d = np.where(nonzero, per_block, np.float32(0)).astype(np.float32)
+    codes = codes.reshape(-1, block)
+    qs = layout.tq2_bytes(codes) if qtype == "TQ2_0" else layout.tq1_bytes(codes)
+    return _assemble(qs, d, shape, qtype)
+
+
+def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
+    """Encode floats, or a :class:`~tritnum.TernaryTensor`, as GGUF ternary blocks.
+
+    Parameters
+    ----------
+    x : array_like of float, or TernaryTensor
+        Values; TQ1_0/TQ2_0 need a last axis that is a multiple of 256, I2_S a size
+        that is a multiple of 128. A TernaryTensor whose scales are constant over each
+        block is encoded from its trits directly; any other through its float values.
+    qtype : {"TQ2_0", "TQ1_0", "I2_S"}
+        The block format.
+    device : {"auto", "cpu", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    numpy.ndarray of uint8
+        ``(*x.shape[:-1], blocks * bytes_per_block)`` for TQ1_0/TQ2_0 (as the ``gguf``
+        package lays them out), ``(size // 4 + 32,)`` for I2_S.
+
+    Raises
+    ------
+    FormatError
+        An unknown qtype.
+    ShapeMismatchError
+        A shape the format cannot hold.
+    ValueError
+        NaN or infinity in ``x`` (naming the first).
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> x = np.zeros(256, np.float32); x[:3] = [2.0, -2.0, 1.0]
+    >>> b = tn.io.to_gguf_blocks(x, "TQ2_0")
+    >>> b.shape, b[:2], b[64:].view(np.float16)
+    ((66,), array([86, 84], dtype=uint8), array([2.], dtype=float16))
+    """
+    qtype = _qtype(qtype)
+    if isinstance(x, TernaryTensor):
+        _check_shape(x.shape, qtype)
+        return _from_ternary(x, qtype)
+    x = _float_array(x, "x")
+    shape = tuple(x.shape)
+    _check_shape(shape, qtype)
+    dev = resolve_device(device, x)
+    if dev == "cuda":
+        dev = "cpu"  # no CUDA GGUF kernels yet: encode from the host
+    flat = np.ascontiguousarray(_arrays.to_host(x), dtype=np.float32).reshape(-1)
+    qs, scales = kernel("gguf_encode", dev)(flat, qtype)
+    if not np.isfinite(scales).all():
+        bad = np.flatnonzero(~np.isfinite(flat))[0]
+        where = index_str(np.unravel_index(bad, shape))
+        raise ValueError(f"x[{where}] = {flat[bad]} is not finite")
+    return _assemble(qs, scales, shape, qtype)
+
+
+def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: bool = False,
+                     format: str = "2bit", device: str = "auto") -> Any:
+    """Decode GGUF ternary blocks to float32 values, or to a TernaryTensor.
+
+    Parameters
+    ----------
+    buf : array_like of uint8, or bytes
+        The encoded tensor, as :func:`to_gguf_blocks` or a GGUF file lays it out.
+    qtype : {"TQ2_0", "TQ1_0", "I2_S"}
+        The block format.
+    shape : tuple of int
+        The logical shape of the values.
+    ternary : bool
+        Return a :class:`~tritnum.TernaryTensor` (trits packed in ``format``, one
+        float32 scale per block, or per tensor for I2_S) instead of floats.
+    format : {"2bit", "base3", "bitplane"}
+        Packed format when ``ternary``.
+    device : {"auto", "cpu", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    numpy.ndarray of float32, or TernaryTensor
+        Floats equal to ``gguf.quants.dequantize`` for TQ1_0/TQ2_0.
+
+    Raises
+    ------
+    FormatError
+        An unknown qtype, or a buffer whose length does not match ``shape``.
+    InvalidTritsError
+        A 2-bit code 3, which is not a trit (TQ2_0 and I2_S).
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> x = np.zeros(256, np.float32); x[:3] = [2.0, -2.0, 1.0]
+    >>> tn.io.from_gguf_blocks(tn.io.to_gguf_blocks(x, "TQ1_0"), "TQ1_0", (256,))[:4]
+    array([ 2., -2.,  2.,  0.], dtype=float32)
+    """
+    qtype = _qtype(qtype)
+    shape = tuple(int(s) for s in shape)
+    _check_shape(shape, qtype)
+    raw = np.frombuffer(buf, np.uint8) if isinstance(buf, (bytes, bytearray, memoryview)) \
+        else np.asarray(buf)
+    if raw.dtype != np.uint8:
+        raise FormatError(f"a {qtype} buffer must be uint8, got {raw.dtype}")
+    raw = raw.reshape(-1)
+    expected = math.prod(_byte_shape(shape, qtype))
+    if raw.size != expected:
+        raise FormatError(
+            f"a {qtype} buffer for shape {shape} holds {expected} bytes, got {raw.size}")
+    if qtype == "I2_S":
+        n = math.prod(shape)
+        qs = raw[: n // 4]
+        scales = raw[n // 4: n // 4 + 4].copy().view(np.float32)
+    else:
+        _, size, codes = QTYPES[qtype]
+        blocks = raw.reshape(-1, size)
+        qs = np.ascontiguousarray(blocks[:, :codes])
+        scales = blocks[:, codes:].copy().view(np.float16).astype(np.float32).reshape(-1)
+    dev = resolve_device(device, raw)
+    values, ok = kernel("gguf_decode", "cpu" if dev == "cuda" else dev)(qs, scales, qtype)
+    if not ternary:
+        return values.reshape(shape)
+    if not ok:
+        raise InvalidTritsError(f"the {qtype} buffer holds 2-bit code 3, which is not a trit")
+    codes = (layout.i2s_unpack(qs) if qtype == "I2_S" else
+             (layout.tq2_codes(qs) if qtype == "TQ2_0" else layout.tq1_codes(qs)))
+    packed = pack((codes.astype(np.int8) - 1).reshape(shape), format)
+    if qtype == "I2_S":
+        return TernaryTensor(packed, scales.reshape(()), None)
+    return TernaryTensor(packed, scales.reshape(*shape[:-1], shape[-1] // 256), 256)
