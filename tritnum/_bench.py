@@ -98,12 +98,51 @@ def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
     return cases
 
 
+def _numpy_quantize(w: np.ndarray) -> np.ndarray:
+    """The straightforward NumPy expression of BitNet absmean, then NumPy 2bit packing."""
+    scale = max(np.abs(w).mean(), 1e-5)
+    trits = np.clip(np.rint(w / scale), -1, 1).astype(np.int8)
+    codes = (trits + 1).astype(np.uint8).reshape(w.shape[0], -1, 4)
+    return codes[..., 0] | codes[..., 1] << 2 | codes[..., 2] << 4 | codes[..., 3] << 6
+
+
+def quantization_cases(side: int, device: str) -> list[Case]:
+    """tn.quantize and the GGUF block codecs on a ``side x side`` float32 matrix."""
+    from .io import from_gguf_blocks, to_gguf_blocks
+    from .quantize import quantize
+
+    w = np.random.default_rng(1).standard_normal((side, side), dtype=np.float32)
+    cases = [Case("quantize", "quantize 2bit", lambda: quantize(w, device=device),
+                  "numpy expression", lambda: _numpy_quantize(w), 5.0, 3)]
+    try:
+        from gguf import GGMLQuantizationType, quants
+    except ImportError:
+        return cases
+    for qtype, bar in (("TQ2_0", 10.0), ("TQ1_0", 20.0)):
+        kind = getattr(GGMLQuantizationType, qtype)
+        buf = quants.quantize(w, kind)
+        cases += [
+            Case("gguf", f"to_gguf_blocks {qtype}",
+                 lambda q=qtype: to_gguf_blocks(w, q, device=device),
+                 "gguf.quants.quantize", lambda k=kind: quants.quantize(w, k), bar, 3),
+            Case("gguf", f"from_gguf_blocks {qtype}",
+                 lambda q=qtype, b=buf: from_gguf_blocks(b, q, w.shape, device=device),
+                 "gguf.quants.dequantize", lambda k=kind, b=buf: quants.dequantize(b, k), bar, 3),
+        ]
+    # the floor: reading the float32 input once; speedup = how far the encoder is from it
+    cases.append(Case("gguf", "read the input (floor)", lambda: w.max(),
+                      "to_gguf_blocks TQ2_0", lambda: to_gguf_blocks(w, "TQ2_0", device=device)))
+    return cases
+
+
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
         rows: int | None = None) -> list[Result]:
     """Measure every case; ``quick`` uses a quarter of the data and 3 repeats."""
     rows = rows or (1024 if quick else 4096)
     repeats = 3 if quick else 7
-    return [measure(case, repeats) for case in packing_cases(rows, cols, device)]
+    cases = packing_cases(rows, cols, device) + quantization_cases(
+        max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device)
+    return [measure(case, repeats) for case in cases]
 
 
 def table(results: list[Result]) -> str:

@@ -15,85 +15,91 @@ from ._parallel import run
 
 
 @jit(inline="always")
-def _roundf_code(v):
-    """Code 1 + round_half_away(v) for |v| <= 1 (ggml's roundf), in float32."""
-    a = abs(v)
-    f = np.floor(a)
-    r = f + np.floor(np.float32(2) * (a - f))
-    if v < 0:
-        r = -r
-    return np.uint8(np.int8(r) + 1)
+def _code(v):
+    """Code 1 + round_half_away(v), exactly ggml's roundf for |v| < 1.5 (here |v| <= 1)."""
+    return np.uint8(1) + np.uint8(v >= np.float32(0.5)) - np.uint8(v <= np.float32(-0.5))
 
 
 @jit(inline="always")
-def _block_scale(x, b):
-    """Max |x| of block b, NaN when it holds NaN or infinity (x * 0 is NaN there)."""
-    m = np.float32(0)
-    finite = np.float32(0)
-    for j in range(256 * b, 256 * b + 256):
-        m = max(m, abs(x[j]))
-        finite += x[j] * np.float32(0)
-    return m + finite
+def _block_scale(x, base):
+    """Max |x| over 256 values from ``base``, NaN when one is NaN or infinite."""
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = np.float32(0)
+    bad = False
+    for j in range(base, base + 256, 8):
+        m0 = max(m0, abs(x[j]))
+        m1 = max(m1, abs(x[j + 1]))
+        m2 = max(m2, abs(x[j + 2]))
+        m3 = max(m3, abs(x[j + 3]))
+        m4 = max(m4, abs(x[j + 4]))
+        m5 = max(m5, abs(x[j + 5]))
+        m6 = max(m6, abs(x[j + 6]))
+        m7 = max(m7, abs(x[j + 7]))
+    m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    for j in range(base, base + 256):
+        bad |= not abs(x[j]) <= m  # only NaN fails; infinity makes m infinite
+    return np.float32(np.nan) if bad else m
 
 
 @jit()
 def _tq2_encode(x, qs, d, t0, t1):
     for b in range(t0, t1):
-        m = _block_scale(x, b)
+        base = 256 * b
+        m = _block_scale(x, base)
         d[b] = m
         inv = np.float32(1) / m if m != 0 else np.float32(0)
-        base = 256 * b
         for h in range(2):
+            e = base + 128 * h
             for k in range(32):
-                byte = np.uint8(0)
-                for n in range(4):
-                    byte |= _roundf_code(x[base + 128 * h + 32 * n + k] * inv) << (2 * n)
-                qs[b, 32 * h + k] = byte
+                qs[b, 32 * h + k] = (_code(x[e + k] * inv) | _code(x[e + 32 + k] * inv) << 2
+                                     | _code(x[e + 64 + k] * inv) << 4
+                                     | _code(x[e + 96 + k] * inv) << 6)
     return 0
 
 
 @jit(inline="always")
-def _base3_byte(x, start, stride, digits, inv):
-    q = np.uint32(0)
-    for n in range(5):
-        c = _roundf_code(x[start + stride * n] * inv) if n < digits else np.uint8(0)
-        q = q * np.uint32(3) + np.uint32(c)
-    return np.uint8((q * np.uint32(256) + np.uint32(242)) // np.uint32(243))
+def _base3_bytes(x, start, stride, count, digits, inv, qs, b, first):
+    """``count`` base-3 bytes, byte k from x[start + k + stride * n], n < digits (else 0)."""
+    for k in range(count):
+        q = np.uint32(0)
+        for n in range(5):
+            c = np.uint32(_code(x[start + k + stride * n] * inv)) if n < digits else np.uint32(0)
+            q = q * np.uint32(3) + c
+        qs[b, first + k] = np.uint8((q * np.uint32(256) + np.uint32(242)) // np.uint32(243))
 
 
 @jit()
 def _tq1_encode(x, qs, d, t0, t1):
     for b in range(t0, t1):
-        m = _block_scale(x, b)
+        base = 256 * b
+        m = _block_scale(x, base)
         d[b] = m
         inv = np.float32(1) / m if m != 0 else np.float32(0)
-        base = 256 * b
-        for k in range(32):
-            qs[b, k] = _base3_byte(x, base + k, 32, 5, inv)
-        for k in range(16):
-            qs[b, 32 + k] = _base3_byte(x, base + 160 + k, 16, 5, inv)
-        for k in range(4):
-            qs[b, 48 + k] = _base3_byte(x, base + 240 + k, 4, 4, inv)
+        _base3_bytes(x, base, 32, 32, 5, inv, qs, b, 0)
+        _base3_bytes(x, base + 160, 16, 16, 5, inv, qs, b, 32)
+        _base3_bytes(x, base + 240, 4, 4, 4, inv, qs, b, 48)
     return 0
 
 
 @jit()
 def _i2s_encode(x, qs, maxima, t0, t1):
     """Codes by sign (|w| < 1e-6 is 0) into 32-byte blocks, and each block's max |w|."""
+    tiny = np.float32(1e-6)
     for b in range(t0, t1):
+        base = 128 * b
         m = np.float32(0)
-        finite = np.float32(0)
+        bad = False
+        for j in range(base, base + 128):
+            m = max(m, abs(x[j]))
+        for j in range(base, base + 128):
+            bad |= not abs(x[j]) <= m
+        maxima[b] = np.float32(np.nan) if bad else m
         for k in range(32):
             byte = np.uint8(0)
             for n in range(4):
-                v = x[128 * b + 32 * n + k]
-                m = max(m, abs(v))
-                finite += v * np.float32(0)
-                code = np.uint8(1) if abs(v) < np.float32(1e-6) else (
-                    np.uint8(2) if v > 0 else np.uint8(0))
+                v = x[base + 32 * n + k]
+                code = np.uint8(1) + np.uint8(v >= tiny) - np.uint8(v <= -tiny)
                 byte |= code << (6 - 2 * n)
             qs[32 * b + k] = byte
-        maxima[b] = m + finite
     return 0
 
 
@@ -102,33 +108,30 @@ def _tq2_decode(qs, d, out, t0, t1):
     bad = 0
     for b in range(t0, t1):
         for h in range(2):
-            for k in range(32):
-                byte = qs[b, 32 * h + k]
-                for n in range(4):
-                    code = (byte >> (2 * n)) & 3
+            for n in range(4):
+                for k in range(32):
+                    code = (qs[b, 32 * h + k] >> (2 * n)) & 3
                     bad += code == 3
                     out[b, 128 * h + 32 * n + k] = d[b] * (np.float32(code) - np.float32(1))
     return bad
 
 
 @jit(inline="always")
-def _base3_digits(qs, b, byte_index, out, start, stride, digits, scale):
-    v = np.uint32(qs[b, byte_index])
+def _base3_digits(qs, b, first, count, out, start, stride, digits, scale):
+    """Digits n < ``digits`` of ``count`` bytes from ``first`` into out[start + k + stride n]."""
     for n in range(digits):
-        code = (v * np.uint32(3)) >> 8
-        v = (v * np.uint32(3)) & np.uint32(255)
-        out[b, start + stride * n] = scale * (np.float32(code) - np.float32(1))
+        for k in range(count):
+            v = (np.uint32(qs[b, first + k]) * np.uint32(3 ** n)) & np.uint32(255)
+            code = (v * np.uint32(3)) >> 8
+            out[b, start + k + stride * n] = scale * (np.float32(code) - np.float32(1))
 
 
 @jit()
 def _tq1_decode(qs, d, out, t0, t1):
     for b in range(t0, t1):
-        for k in range(32):
-            _base3_digits(qs, b, k, out, k, 32, 5, d[b])
-        for k in range(16):
-            _base3_digits(qs, b, 32 + k, out, 160 + k, 16, 5, d[b])
-        for k in range(4):
-            _base3_digits(qs, b, 48 + k, out, 240 + k, 4, 4, d[b])
+        _base3_digits(qs, b, 0, 32, out, 0, 32, 5, d[b])
+        _base3_digits(qs, b, 32, 16, out, 160, 16, 5, d[b])
+        _base3_digits(qs, b, 48, 4, out, 240, 4, 4, d[b])
     return 0
 
 
@@ -136,10 +139,9 @@ def _tq1_decode(qs, d, out, t0, t1):
 def _i2s_decode(qs, scale, out, t0, t1):
     bad = 0
     for b in range(t0, t1):
-        for k in range(32):
-            byte = qs[32 * b + k]
-            for n in range(4):
-                code = (byte >> (6 - 2 * n)) & 3
+        for n in range(4):
+            for k in range(32):
+                code = (qs[32 * b + k] >> (6 - 2 * n)) & 3
                 bad += code == 3
                 out[128 * b + 32 * n + k] = scale * (np.float32(code) - np.float32(1))
     return bad

@@ -6,12 +6,11 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
+from ..layout import byte_rows
 from ..reference.quantize import kept_amax
 from . import packing
 from ._jit import jit
 from ._parallel import run
-
-BLOCK_BYTES = 1 << 22  # int8 trits held at once between quantizing and packing
 
 
 @jit()
@@ -36,17 +35,42 @@ def _abs_sums(w, groups, out, t0, t1):
     return 0
 
 
-@jit()
-def _ternarize(w, scales, out, t0, t1):
-    """int8 trits ``(q > 0.5) - (q < -0.5)`` of ``q = w / scale``, per group."""
+@jit(inline="always")
+def _ternarize_row(w, scales, r, out, by_halves):
+    """int8 trits ``(q > 0.5) - (q < -0.5)`` of ``q = w / scale`` (float64) for row r.
+
+    With ``by_halves`` (float32 or float16 weights) it compares ``w`` with ``s / 2``
+    instead of dividing: for 24-bit w and s the float64 quotient is never rounded
+    onto 0.5 (w - s/2 is 0 or at least 2**-25 s away), so the result is the same.
+    """
     groups = scales.shape[1]
     g = w.shape[1] // groups
-    for r in range(t0, t1):
-        for k in range(groups):
+    for k in range(groups):
+        if by_halves:
+            half = np.float32(scales[r, k]) * np.float32(0.5)
+            for j in range(k * g, k * g + g):
+                out[j] = np.int8(w[r, j] > half) - np.int8(w[r, j] < -half)
+        else:
             s = np.float64(scales[r, k])
             for j in range(k * g, k * g + g):
                 q = np.float64(w[r, j]) / s
-                out[r, j] = np.int8(q > 0.5) - np.int8(q < -0.5)
+                out[j] = np.int8(q > 0.5) - np.int8(q < -0.5)
+
+
+@jit()
+def _quantize_pack_rows(w, scales, by_halves, fmt, out, half, t0, t1):
+    """Ternarize each row into a cache-resident scratch row, then pack it (fused)."""
+    n = w.shape[1]
+    scratch = np.empty((1, n), np.int8)
+    tasks = (max(half, out.shape[1]) + packing.CHUNK - 1) // packing.CHUNK
+    for r in range(t0, t1):
+        _ternarize_row(w, scales, r, scratch[0], by_halves)
+        if fmt == 0:
+            packing._pack2(scratch, out[r:r + 1], half, 0, tasks)
+        elif fmt == 1:
+            packing._pack3(scratch, out[r:r + 1], half, 0, tasks)
+        else:
+            packing._packbp(scratch, out[r:r + 1], half, 0, tasks)
     return 0
 
 
@@ -93,13 +117,10 @@ def quantize_pack(w: np.ndarray, scales: np.ndarray, fmt: Format) -> np.ndarray:
     w = _widened(w)
     rows, n = w.shape
     out = np.empty(fmt.data_shape((rows, n)), fmt.dtype)
-    step = max(1, BLOCK_BYTES // max(n, 1))
-    trits = np.empty((min(step, rows), n), np.int8)
-    for r0 in range(0, rows, step):
-        block = w[r0:r0 + step]
-        tile = trits[: block.shape[0]]
-        run(_ternarize, block.shape[0], block.nbytes, block, scales[r0:r0 + step], tile)
-        out[r0:r0 + step] = packing.pack(tile, fmt)[0]
+    dst, half = byte_rows(out, fmt)
+    if out.size:
+        run(_quantize_pack_rows, rows, w.nbytes, w, scales, w.dtype == np.float32, fmt.code,
+            dst, half)
     return out
 
 
