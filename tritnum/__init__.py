@@ -22,6 +22,7 @@ from .errors import (
     ShapeMismatchError,
     TritnumError,
 )
+from .io.npz import load, save
 from .packing import FORMATS, PackedTrits, nbytes, pack, unpack
 from .quantize import TernaryTensor, dequantize, quantize, quantize_activations
 
@@ -42,10 +43,12 @@ __all__ = [
     "errors",
     "get_device",
     "io",
+    "load",
     "nbytes",
     "pack",
     "quantize",
     "quantize_activations",
+    "save",
     "set_device",
     "unpack",
     "use_device",

@@ -1,0 +1,119 @@
+"""GGUF files through the gguf package, and tritnum's own .npz files."""
+
+import json
+
+import gguf
+import numpy as np
+import pytest
+
+import tritnum as tn
+
+
+def ternary(shape=(3, 512), seed=0, **mode):
+    return tn.quantize(np.random.default_rng(seed).standard_normal(shape), **mode)
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0"])
+def test_gguf_file_round_trip(qtype, tmp_path):
+    path = tmp_path / "model.gguf"
+    tensors = {"blk.0.attn_q.weight": ternary(axis=-1), "blk.0.ffn_up.weight": ternary(seed=1),
+               "output_norm.weight": np.linspace(0, 1, 8, dtype=np.float32)}
+    tn.io.write_gguf(path, tensors, qtype=qtype)
+
+    reader = gguf.GGUFReader(path)  # the gguf package's own view of the file
+    seen = {t.name: t for t in reader.tensors}
+    assert set(seen) == set(tensors)
+    for name in ("blk.0.attn_q.weight", "blk.0.ffn_up.weight"):
+        t = seen[name]
+        assert t.tensor_type == getattr(gguf.GGMLQuantizationType, qtype)
+        assert tuple(reversed(t.shape.tolist())) == (3, 512)
+        np.testing.assert_array_equal(np.asarray(t.data).reshape(-1),
+                                      tn.io.to_gguf_blocks(tensors[name], qtype).reshape(-1))
+    np.testing.assert_array_equal(seen["output_norm.weight"].data, tensors["output_norm.weight"])
+
+    back = tn.io.read_gguf(path, format="bitplane")
+    assert list(back) == list(tensors)
+    for name in ("blk.0.attn_q.weight", "blk.0.ffn_up.weight"):
+        assert back[name].format == "bitplane" and back[name].group_size == 256
+        np.testing.assert_array_equal(back[name].packed.unpack(), tensors[name].packed.unpack())
+        np.testing.assert_array_equal(
+            tn.io.to_gguf_blocks(back[name], qtype), tn.io.to_gguf_blocks(tensors[name], qtype))
+    np.testing.assert_array_equal(back["output_norm.weight"], tensors["output_norm.weight"])
+
+
+def test_i2s_file_round_trip(tmp_path):
+    """gguf does not know I2_S (type 36): tritnum writes and reads it itself."""
+    path = tmp_path / "bitnet.gguf"
+    w = ternary((4, 256))
+    tn.io.write_gguf(path, {"w": w, "b": np.arange(3, dtype=np.int32)}, qtype="I2_S")
+    with pytest.raises(ValueError, match="36"):
+        gguf.GGUFReader(path)
+    back = tn.io.read_gguf(path)
+    assert back["w"].group_size is None and back["w"].scales == w.scales
+    np.testing.assert_array_equal(back["w"].packed.unpack(), w.packed.unpack())
+    np.testing.assert_array_equal(back["b"], np.arange(3))
+    raw = path.read_bytes()
+    encoded = tn.io.to_gguf_blocks(w, "I2_S").tobytes()
+    assert raw.count(encoded) == 1  # the bytes bitnet.cpp expects, verbatim
+
+
+def test_many_tensors_show_progress(tmp_path, capsys):
+    path = tmp_path / "many.gguf"
+    tn.io.write_gguf(path, {f"t{i}": ternary((1, 256), seed=i) for i in range(3)},
+                     progress=True)
+    assert len(tn.io.read_gguf(path, progress=True)) == 3
+    assert "tensor" in capsys.readouterr().err
+
+
+def test_corrupt_gguf(tmp_path):
+    good = tmp_path / "good.gguf"
+    tn.io.write_gguf(good, {"w": ternary()})
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(good.read_bytes()[:100])
+    for path in (truncated, tmp_path / "missing.gguf"):
+        with pytest.raises(tn.FormatError, match="cannot read GGUF file"):
+            tn.io.read_gguf(path)
+    with pytest.raises(tn.FormatError, match="unknown qtype"):
+        tn.io.write_gguf(tmp_path / "x.gguf", {}, qtype="Q8_0")
+
+
+@pytest.mark.parametrize("fmt", list(tn.FORMATS))
+def test_npz_round_trip(fmt, tmp_path):
+    t = ternary((5, 70), group_size=7)
+    t = tn.TernaryTensor(t.packed.to(fmt), t.scales, 7)
+    p = tn.pack(np.random.default_rng(2).integers(-1, 2, (3, 2, 9)), fmt)
+    tn.save(tmp_path / "one.npz", t)
+    back = tn.load(tmp_path / "one.npz")
+    assert isinstance(back, tn.TernaryTensor) and back.packed == t.packed
+    np.testing.assert_array_equal(back.scales, t.scales)
+    assert back.group_size == 7
+    tn.save(tmp_path / "many.npz", {"t": t, "p": p, "row": ternary((2, 8), axis=-1)})
+    many = tn.load(tmp_path / "many.npz")
+    assert set(many) == {"t", "p", "row"} and many["p"] == p and many["row"].group_size == 8
+    with np.load(tmp_path / "many.npz", allow_pickle=False) as f:  # plain arrays, no pickle
+        assert json.loads(str(f["__tritnum__"][()]))["version"] == 1
+
+
+def test_npz_bad_files(tmp_path):
+    path = tmp_path / "t.npz"
+    tn.save(path, tn.pack([1, 0, -1]))
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(path.read_bytes()[:50])
+    not_ours = tmp_path / "plain.npz"
+    np.savez(not_ours, a=np.zeros(3))
+    for bad in (truncated, not_ours, tmp_path / "missing.npz"):
+        with pytest.raises(tn.FormatError, match="not a readable tritnum file"):
+            tn.load(bad)
+    future = tmp_path / "future.npz"
+    np.savez(future, __tritnum__=np.array(json.dumps({"version": 99, "single": True,
+                                                      "items": {}})))
+    with pytest.raises(tn.FormatError, match="version 99"):
+        tn.load(future)
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, __tritnum__=np.array(json.dumps(
+        {"version": 1, "single": True, "items": {"": {"shape": [10], "format": "2bit"}}})),
+        **{"/data": np.zeros(2, np.uint8)})
+    with pytest.raises(tn.FormatError):
+        tn.load(wrong)
+    with pytest.raises(TypeError, match="save takes"):
+        tn.save(path, np.zeros(3))

@@ -1,0 +1,174 @@
+"""GGUF files: ternary tensors in and out, through the ``gguf`` package's reader and writer.
+
+``gguf`` (a ``test``/``bench`` extra, ``pip install gguf``) parses and writes the
+container; tritnum only encodes the tensors. bitnet.cpp's I2_S (type id 36) is not
+known to ``gguf``: reading skips it in gguf's parser and maps its bytes here
+(``n / 4 + 32`` of them), writing registers it by id.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError
+from ..quantize import TernaryTensor
+from .gguf_blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
+
+__all__ = ["I2_S_TYPE", "read_gguf", "write_gguf"]
+
+I2_S_TYPE = 36  # bitnet.cpp's GGML type id of I2_S
+_PROGRESS_FROM = 8  # tensors: show a progress bar from this many on
+
+
+def _gguf() -> Any:
+    try:
+        import gguf
+    except ImportError:  # pragma: no cover - gguf is in the test and bench extras
+        raise ImportError("GGUF files need the gguf package: pip install gguf") from None
+    return gguf
+
+
+def _progress(items: Iterable[Any], total: int, what: str, show: bool | None) -> Iterable[Any]:
+    if show is False or (show is None and total < _PROGRESS_FROM):
+        return items
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with gguf
+        return items
+    return tqdm(items, total=total, desc=what, unit="tensor")
+
+
+def _reader_class() -> type:
+    gguf = _gguf()
+
+    class Reader(gguf.GGUFReader):
+        """gguf's reader, with I2_S tensors mapped here instead of rejected."""
+
+        def _build_tensors(self, start_offs: int, fields: list[Any]) -> None:
+            i2s = [f for f in fields if int(f.parts[4][0]) == I2_S_TYPE]
+            ids = {id(f) for f in i2s}
+            super()._build_tensors(start_offs, [f for f in fields if id(f) not in ids])
+            for field in i2s:
+                _, name, _, dims, _, offset = field.parts
+                n = int(np.prod(dims))
+                start = int(start_offs + offset[0])
+                self.tensors.append(gguf.ReaderTensor(
+                    name=str(bytes(name), encoding="utf-8"), tensor_type=I2_S_TYPE,
+                    shape=dims, n_elements=n, n_bytes=n // 4 + 32, data_offset=start,
+                    data=self._get(start, np.uint8, n // 4 + 32), field=field))
+
+    return Reader
+
+
+def read_gguf(path: str | os.PathLike[str], *, format: str = "2bit",
+              progress: bool | None = None) -> dict[str, Any]:
+    """Read the tensors of a GGUF file; ternary ones (TQ1_0, TQ2_0, I2_S) as TernaryTensor.
+
+    The file is memory-mapped. F32, F16, F64 and integer tensors come back as NumPy
+    arrays (views of the mapping); other quantized types are dequantized to float32 by
+    the ``gguf`` package, and types it cannot decode are skipped.
+
+    Parameters
+    ----------
+    path : path-like
+        The GGUF file.
+    format : {"2bit", "base3", "bitplane"}
+        Packed format of the returned ternary tensors.
+    progress : bool, optional
+        Show a progress bar; by default only for files with many tensors.
+
+    Returns
+    -------
+    dict
+        Tensor name to :class:`~tritnum.TernaryTensor` or NumPy array, in file order.
+
+    Raises
+    ------
+    FormatError
+        A file gguf cannot parse (truncated, corrupt, not GGUF).
+    """
+    gguf = _gguf()
+    try:
+        reader = _reader_class()(os.fspath(path), "r")
+    except (ValueError, OSError, IndexError, KeyError, TypeError) as exc:
+        raise FormatError(f"cannot read GGUF file {os.fspath(path)!r}: {exc}") from exc
+    names = {int(getattr(t, "value", 36)): n for n, t in (
+        ("TQ1_0", gguf.GGMLQuantizationType.TQ1_0), ("TQ2_0", gguf.GGMLQuantizationType.TQ2_0),
+        ("I2_S", I2_S_TYPE))}
+    out: dict[str, Any] = {}
+    tensors = sorted(reader.tensors, key=lambda t: t.data_offset)
+    for t in _progress(tensors, len(tensors), "reading", progress):
+        shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+        kind = int(t.tensor_type)
+        if kind in names:
+            out[t.name] = from_gguf_blocks(np.asarray(t.data).reshape(-1), names[kind], shape,
+                                           ternary=True, format=format)
+        elif t.data.dtype != np.uint8:
+            out[t.name] = t.data
+        else:
+            try:
+                out[t.name] = gguf.quants.dequantize(t.data, t.tensor_type)
+            except NotImplementedError:
+                continue
+    return out
+
+
+def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
+               qtype: str = "TQ2_0", arch: str = "tritnum",
+               progress: bool | None = None) -> None:
+    """Write tensors to a GGUF file: TernaryTensors as ``qtype``, NumPy arrays as they are.
+
+    Parameters
+    ----------
+    path : path-like
+        The file to write.
+    tensors : mapping of str to TernaryTensor or numpy.ndarray
+        TernaryTensors are encoded with :func:`~tritnum.io.to_gguf_blocks` (from
+        their trits where the scales allow it); arrays of float16/32/64 or int8-64
+        are stored unchanged.
+    qtype : {"TQ2_0", "TQ1_0", "I2_S"}
+        The ternary block format.
+    arch : str
+        The ``general.architecture`` key of the file.
+    progress : bool, optional
+        Show a progress bar; by default only for many tensors.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, tritnum as tn
+    >>> w = tn.quantize(np.random.default_rng(0).standard_normal((4, 256)), axis=-1)
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.gguf")
+    >>> tn.io.write_gguf(path, {"blk.0.w": w, "norm": np.ones(4, np.float32)})
+    >>> back = tn.io.read_gguf(path)
+    >>> bool((back["blk.0.w"].packed.unpack() == w.packed.unpack()).all())
+    True
+    >>> back["blk.0.w"].scales.ravel() == w.scales.ravel().astype(np.float16)  # fp16 d
+    array([ True,  True,  True,  True])
+    >>> back["norm"].dtype
+    dtype('float32')
+    """
+    gguf = _gguf()
+    if qtype not in QTYPES:
+        raise FormatError(f"unknown qtype {qtype!r}; valid ones are {', '.join(map(repr, QTYPES))}")
+    writer = gguf.GGUFWriter(os.fspath(path), arch)
+    kind = I2_S_TYPE if qtype == "I2_S" else getattr(gguf.GGMLQuantizationType, qtype)
+    for name, value in _progress(tensors.items(), len(tensors), "encoding", progress):
+        if not isinstance(value, TernaryTensor):
+            writer.add_tensor(name, np.ascontiguousarray(value))
+            continue
+        buf = to_gguf_blocks(value, qtype)
+        if qtype == "I2_S":
+            # gguf does not know type 36: register the tensor by id and attach its bytes
+            writer.add_tensor_info(name, value.shape, np.dtype(np.float32), buf.nbytes,
+                                   raw_dtype=kind)
+            writer.tensors[-1][name].tensor = buf
+        else:
+            writer.add_tensor(name, buf, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
