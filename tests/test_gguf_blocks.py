@@ -14,8 +14,11 @@ GGUF_TYPES = {"TQ2_0": GGMLQuantizationType.TQ2_0, "TQ1_0": GGMLQuantizationType
 
 
 def block_floats():
+    """Float32 blocks. No subnormals: for a block whose max is subnormal, 1 / d overflows and
+    the gguf package casts NaN to int8, which NumPy leaves undefined (tritnum gives code 1)."""
     shapes = st.tuples(st.integers(1, 3), st.integers(1, 3)).map(lambda s: (s[0], 256 * s[1]))
-    return hnp.arrays(np.float32, shapes, elements=st.floats(-1e4, 1e4, width=32))
+    return hnp.arrays(np.float32, shapes,
+                      elements=st.floats(-1e4, 1e4, width=32, allow_subnormal=False))
 
 
 @pytest.mark.parametrize("device", BACKENDS)
