@@ -1,0 +1,109 @@
+"""Per-block GGUF codecs shared by the CPU and CUDA kernels (semantics: ``reference.gguf``).
+
+Plain Python functions compiled by ``numba.njit`` in :mod:`.cpu.gguf` and by
+``numba.cuda.jit(device=True)`` in :mod:`.cuda.gguf`; each calls no other function.
+Codes are ``1 + (v >= 0.5) - (v <= -0.5)`` with ``v = x * (1 / d)``: ggml's
+round-half-away for ``|v| <= 1``, which always holds since ``d = max|x|``.
+Inner loops run over contiguous values so that the CPU build vectorizes.
+"""
+
+import numpy as np
+
+
+def block_absmax(x, base, count):
+    """Max |x[base:base + count]| as float32, NaN when one of them is NaN."""
+    m = np.float32(0)
+    for j in range(base, base + count):
+        m = max(m, abs(np.float32(x[j])))
+    bad = False
+    for j in range(base, base + count):
+        bad |= not abs(np.float32(x[j])) <= m  # NaN fails; infinity makes m infinite
+    return np.float32(np.nan) if bad else m
+
+
+def encode_tq2_block(x, base, inv, qs, b):
+    """TQ2_0 ``qs`` of block b: byte 32h + k holds values 128h + k + 32n at bits 2n."""
+    half = np.float32(0.5)
+    for h in range(2):
+        for k in range(32):
+            byte = np.int32(0)
+            for n in range(4):
+                v = np.float32(x[base + 128 * h + 32 * n + k]) * inv
+                byte |= (1 + np.int32(v >= half) - np.int32(v <= -half)) << (2 * n)
+            qs[b, 32 * h + k] = byte
+
+
+def encode_tq1_block(x, base, inv, qs, b):
+    """TQ1_0 ``qs[48]`` and ``qh[4]`` of block b (base-3 bytes, ``qh``'s fifth digit 0)."""
+    half = np.float32(0.5)
+    for part in range(3):
+        first = 0 if part == 0 else (32 if part == 1 else 48)
+        count = 32 if part == 0 else (16 if part == 1 else 4)
+        start = 0 if part == 0 else (160 if part == 1 else 240)
+        digits = 5 if part < 2 else 4
+        for k in range(count):
+            q = np.int32(0)
+            for n in range(5):
+                c = np.int32(0)
+                if n < digits:
+                    v = np.float32(x[base + start + k + count * n]) * inv
+                    c = 1 + np.int32(v >= half) - np.int32(v <= -half)
+                q = q * np.int32(3) + c
+            qs[b, first + k] = (q * 256 + 242) // 243
+
+
+def encode_i2s_block(x, base, qs):
+    """I2_S bytes of the 128 values from ``base``: value 32n + k at byte k, shift 6 - 2n."""
+    tiny = np.float32(1e-6)
+    for k in range(32):
+        byte = np.int32(0)
+        for n in range(4):
+            v = np.float32(x[base + 32 * n + k])
+            byte |= (1 + np.int32(v >= tiny) - np.int32(v <= -tiny)) << (6 - 2 * n)
+        qs[base // 4 + k] = byte
+
+
+def decode_tq2_block(qs, b, d, out):
+    """Values ``d * (code - 1)`` of TQ2_0 block b; returns whether a code was 3."""
+    bad = False
+    one = np.int32(1)
+    three = np.int32(3)
+    for h in range(2):
+        for n in range(4):
+            shift = np.int32(2 * n)
+            for k in range(32):
+                code = (np.int32(qs[b, 32 * h + k]) >> shift) & three
+                bad |= code == three
+                out[b, 128 * h + 32 * n + k] = d * np.float32(code - one)
+    return bad
+
+
+def decode_tq1_block(qs, b, d, out):
+    """Values of TQ1_0 block b: digit n of a byte is ((byte * 3^n) mod 256 * 3) >> 8."""
+    one = np.int32(1)
+    for part in range(3):
+        first = 0 if part == 0 else (32 if part == 1 else 48)
+        count = 32 if part == 0 else (16 if part == 1 else 4)
+        start = 0 if part == 0 else (160 if part == 1 else 240)
+        digits = 5 if part < 2 else 4
+        pow3 = np.int32(1)
+        for n in range(digits):
+            for k in range(count):
+                code = (((np.int32(qs[b, first + k]) * pow3) & np.int32(255)) * np.int32(3)) >> 8
+                out[b, start + k + count * n] = d * np.float32(code - one)
+            pow3 *= np.int32(3)
+    return False
+
+
+def decode_i2s_block(qs, base, scale, out):
+    """Values of the 128 I2_S values from ``base``; returns whether a code was 3."""
+    bad = False
+    one = np.int32(1)
+    three = np.int32(3)
+    for n in range(4):
+        shift = np.int32(6 - 2 * n)
+        for k in range(32):
+            code = (np.int32(qs[base // 4 + k]) >> shift) & three
+            bad |= code == three
+            out[base + 32 * n + k] = scale * np.float32(code - one)
+    return bad
