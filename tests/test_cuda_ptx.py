@@ -23,7 +23,7 @@ import pytest
 
 CC = (8, 0)
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
-KERNEL_MODULES = ("tritnum._kernels.cuda.packing", "tritnum._kernels.cuda.quantize")
+KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf"))
 
 
 def _unavailable(reason: str) -> None:
@@ -120,6 +120,10 @@ def _signatures():
         "quantize_act_rows": [
             ((nt.Array(dtype, 2, "C"), f32, trits_out), f"{dtype}") for dtype in floats
         ],
+        "encode_tq_blocks": [((f32, nt.boolean, rows_u8, f32), "float32")],
+        "encode_i2s_blocks": [((f32, nt.Array(nt.uint8, 1, "C"), f32), "float32")],
+        "decode_tq_blocks": [((rows_u8, f32, nt.boolean, f32_rows, bad), "uint8")],
+        "decode_i2s_blocks": [((nt.Array(nt.uint8, 1, "C"), nt.float64, f32, bad), "uint8")],
     }
 
 

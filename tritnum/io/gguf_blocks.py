@@ -111,8 +111,8 @@ def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
         block is encoded from its trits directly; any other through its float values.
     qtype : {"TQ2_0", "TQ1_0", "I2_S"}
         The block format.
-    device : {"auto", "cpu", "numpy"}
-        Where to run.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run; the bytes come back to the host either way.
 
     Returns
     -------
@@ -145,10 +145,9 @@ def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
     shape = tuple(x.shape)
     _check_shape(shape, qtype)
     dev = resolve_device(device, x)
-    if dev == "cuda":
-        dev = "cpu"  # no CUDA GGUF kernels yet: encode from the host
     flat = np.ascontiguousarray(_arrays.to_host(x), dtype=np.float32).reshape(-1)
-    qs, scales = kernel("gguf_encode", dev)(flat, qtype)
+    qs, scales = kernel("gguf_encode", dev)(_arrays.for_device(flat, dev), qtype)
+    qs, scales = _arrays.to_host(qs), _arrays.to_host(scales)
     if not np.isfinite(scales).all():
         bad = np.flatnonzero(~np.isfinite(flat))[0]
         where = index_str(np.unravel_index(bad, shape))
@@ -173,8 +172,8 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
         float32 scale per block, or per tensor for I2_S) instead of floats.
     format : {"2bit", "base3", "bitplane"}
         Packed format when ``ternary``.
-    device : {"auto", "cpu", "numpy"}
-        Where to run.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run; the values come back to the host either way.
 
     Returns
     -------
@@ -217,9 +216,10 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
         qs = np.ascontiguousarray(blocks[:, :codes])
         scales = blocks[:, codes:].copy().view(np.float16).astype(np.float32).reshape(-1)
     dev = resolve_device(device, raw)
-    values, ok = kernel("gguf_decode", "cpu" if dev == "cuda" else dev)(qs, scales, qtype)
+    values, ok = kernel("gguf_decode", dev)(
+        _arrays.for_device(qs, dev), _arrays.for_device(scales, dev), qtype)
     if not ternary:
-        return values.reshape(shape)
+        return _arrays.to_host(values).reshape(shape)
     if not ok:
         raise InvalidTritsError(f"the {qtype} buffer holds 2-bit code 3, which is not a trit")
     codes = (layout.i2s_unpack(qs) if qtype == "I2_S" else

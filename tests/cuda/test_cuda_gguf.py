@@ -1,0 +1,28 @@
+"""The CUDA GGUF block kernels against the NumPy reference, on a few blocks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tritnum as tn
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])
+def test_encode_decode_match_reference(qtype):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 256)).astype(np.float32)
+    x[0, :40] = 0
+    x[1, :3] = [5e-7, -5e-7, 1e-6]
+    ref = tn.io.to_gguf_blocks(x, qtype, device="numpy")
+    got = tn.io.to_gguf_blocks(x, qtype, device="cuda")
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(tn.io.from_gguf_blocks(ref, qtype, x.shape, device="cuda"),
+                                  tn.io.from_gguf_blocks(ref, qtype, x.shape, device="numpy"))
+
+
+def test_code_three_is_reported():
+    buf = tn.io.to_gguf_blocks(np.ones((1, 256), np.float32), "TQ2_0")
+    buf[0, 5] = 0xFF
+    with pytest.raises(tn.InvalidTritsError, match="code 3"):
+        tn.io.from_gguf_blocks(buf, "TQ2_0", (1, 256), ternary=True, device="cuda")

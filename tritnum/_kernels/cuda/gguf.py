@@ -1,0 +1,88 @@
+"""CUDA kernels for the GGUF block formats: one thread per block, the shared codecs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import cuda, float32
+
+from ..._dispatch import register
+from .. import gguf_codecs as codecs
+from ._launch import THREADS, blocks, flag, is_set
+
+_device = cuda.jit(device=True, inline="always")
+_absmax = _device(codecs.block_absmax)
+_encode_tq2 = _device(codecs.encode_tq2_block)
+_encode_tq1 = _device(codecs.encode_tq1_block)
+_encode_i2s = _device(codecs.encode_i2s_block)
+_decode_tq2 = _device(codecs.decode_tq2_block)
+_decode_tq1 = _device(codecs.decode_tq1_block)
+_decode_i2s = _device(codecs.decode_i2s_block)
+
+
+@cuda.jit
+def encode_tq_blocks(x, tq2, qs, d):
+    for b in range(cuda.grid(1), qs.shape[0], cuda.gridsize(1)):
+        m = _absmax(x, 256 * b, 256)
+        d[b] = m
+        inv = float32(1) / m if m != 0 else float32(0)
+        if tq2:
+            _encode_tq2(x, 256 * b, inv, qs, b)
+        else:
+            _encode_tq1(x, 256 * b, inv, qs, b)
+
+
+@cuda.jit
+def encode_i2s_blocks(x, qs, maxima):
+    for b in range(cuda.grid(1), maxima.shape[0], cuda.gridsize(1)):
+        maxima[b] = _absmax(x, 128 * b, 128)
+        _encode_i2s(x, 128 * b, qs)
+
+
+@cuda.jit
+def decode_tq_blocks(qs, d, tq2, out, bad):
+    for b in range(cuda.grid(1), qs.shape[0], cuda.gridsize(1)):
+        if tq2:
+            if _decode_tq2(qs, b, d[b], out):
+                bad[0] = 1
+        else:
+            _decode_tq1(qs, b, d[b], out)
+
+
+@cuda.jit
+def decode_i2s_blocks(qs, scale, out, bad):
+    for b in range(cuda.grid(1), qs.shape[0] // 32, cuda.gridsize(1)):
+        if _decode_i2s(qs, 128 * b, scale, out):
+            bad[0] = 1
+
+
+@register("gguf_encode", "cuda")
+def gguf_encode(x: Any, qtype: str) -> tuple[Any, Any]:
+    if qtype == "I2_S":
+        n = x.shape[0] // 128
+        qs = cuda.device_array(x.shape[0] // 4, np.uint8)
+        maxima = cuda.device_array(n, np.float32)
+        if n:
+            encode_i2s_blocks[blocks(n), THREADS](x, qs, maxima)
+        return qs, np.array([maxima.copy_to_host().max(initial=np.float32(0))], np.float32)
+    n = x.shape[0] // 256
+    qs = cuda.device_array((n, 64 if qtype == "TQ2_0" else 52), np.uint8)
+    d = cuda.device_array(n, np.float32)
+    if n:
+        encode_tq_blocks[blocks(n), THREADS](x, qtype == "TQ2_0", qs, d)
+    return qs, d
+
+
+@register("gguf_decode", "cuda")
+def gguf_decode(qs: Any, scales: Any, qtype: str) -> tuple[Any, bool]:
+    bad = flag()
+    if qtype == "I2_S":
+        out = cuda.device_array(qs.shape[0] * 4, np.float32)
+        if qs.shape[0] // 32:
+            decode_i2s_blocks[blocks(qs.shape[0] // 32), THREADS](qs, float(scales[0]), out, bad)
+        return out, not is_set(bad)
+    out = cuda.device_array((qs.shape[0], 256), np.float32)
+    if qs.shape[0]:
+        decode_tq_blocks[blocks(qs.shape[0]), THREADS](qs, scales, qtype == "TQ2_0", out, bad)
+    return out.reshape(out.size), not is_set(bad)
