@@ -94,6 +94,7 @@ def _signatures():
     trits_out = nt.Array(nt.int8, 2, "C")
     floats = (nt.float16, nt.float32, nt.float64)
     f32 = nt.Array(nt.float32, 1, "C")
+    u32 = nt.Array(nt.uint32, 1, "C")
     f32_rows = nt.Array(nt.float32, 2, "C")
     trit_inputs = [
         (dtype, layout)
@@ -120,8 +121,8 @@ def _signatures():
         "quantize_act_rows": [
             ((nt.Array(dtype, 2, "C"), f32, trits_out), f"{dtype}") for dtype in floats
         ],
-        "encode_tq_blocks": [((f32, nt.boolean, rows_u8, f32), "float32")],
-        "encode_i2s_blocks": [((f32, nt.Array(nt.uint8, 1, "C"), f32), "float32")],
+        "encode_tq_blocks": [((f32, u32, nt.boolean, rows_u8, f32, u32), "float32")],
+        "encode_i2s_blocks": [((f32, u32, nt.Array(nt.uint8, 1, "C"), u32), "float32")],
         "decode_tq_blocks": [((rows_u8, f32, nt.boolean, f32_rows, bad), "uint8")],
         "decode_i2s_blocks": [((nt.Array(nt.uint8, 1, "C"), nt.float64, f32, bad), "uint8")],
     }

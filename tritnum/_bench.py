@@ -1,7 +1,7 @@
 """``python -m tritnum bench``: each kernel family against its baseline, in one run.
 
-Every row times tritnum and its baseline alternately in the same process and
-reports the median of each and the speedup (baseline time / tritnum time).
+Every row times tritnum and its baseline in the same process and reports the
+median of each and the speedup (baseline time / tritnum time).
 ``bar`` is the speedup the project's issues ask for on 2 CPU cores.
 """
 
@@ -53,14 +53,16 @@ def _time(fn: Callable[[], Any]) -> float:
 
 
 def measure(case: Case, repeats: int) -> Result:
-    """Warm both sides up once, then time them alternately ``repeats`` times."""
-    case.run()
-    case.baseline()
+    """Warm each side up once, then time it ``repeats`` times in a row.
+
+    Back-to-back runs of one side keep the other's allocations (the baselines make
+    large temporaries) from charging page faults to it.
+    """
     repeats = min(repeats, case.repeats or repeats)
-    ours, theirs = [], []
-    for _ in range(repeats):
-        ours.append(_time(case.run))
-        theirs.append(_time(case.baseline))
+    case.run()
+    ours = [_time(case.run) for _ in range(repeats)]
+    case.baseline()
+    theirs = [_time(case.baseline) for _ in range(repeats)]
     t, b = statistics.median(ours), statistics.median(theirs)
     speedup = b / t
     return Result(case.family, case.name, t, case.baseline_name, b, speedup, case.bar,

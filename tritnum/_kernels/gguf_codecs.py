@@ -10,57 +10,68 @@ Inner loops run over contiguous values so that the CPU build vectorizes.
 import numpy as np
 
 
-def block_absmax(x, base, count):
-    """Max |x[base:base + count]| as float32, NaN when one of them is NaN."""
-    m = np.float32(0)
+def block_absmax_bits(bits, base, count):
+    """Bits of max |x[base:base + count]| from x's float32 bits; above 0x7F800000 if a NaN.
+
+    Without the sign bit, float32 bit patterns order like the values (NaN above
+    infinity), so an integer max finds the absmax in one vectorizable pass.
+    """
+    m = np.uint32(0)
     for j in range(base, base + count):
-        m = max(m, abs(np.float32(x[j])))
-    bad = False
-    for j in range(base, base + count):
-        bad |= not abs(np.float32(x[j])) <= m  # NaN fails; infinity makes m infinite
-    return np.float32(np.nan) if bad else m
+        m = max(m, np.uint32(bits[j]) & np.uint32(0x7FFFFFFF))
+    return m if m <= np.uint32(0x7F800000) else np.uint32(0x7FC00000)
 
 
 def encode_tq2_block(x, base, inv, qs, b):
     """TQ2_0 ``qs`` of block b: byte 32h + k holds values 128h + k + 32n at bits 2n."""
     half = np.float32(0.5)
+    for j in range(64):
+        qs[b, j] = 0
     for h in range(2):
-        for k in range(32):
-            byte = np.int32(0)
-            for n in range(4):
+        for n in range(4):
+            shift = np.int32(2 * n)
+            for k in range(32):  # contiguous values: the CPU build vectorizes this loop
                 v = np.float32(x[base + 128 * h + 32 * n + k]) * inv
-                byte |= (1 + np.int32(v >= half) - np.int32(v <= -half)) << (2 * n)
-            qs[b, 32 * h + k] = byte
+                code = np.int32(1) + np.int32(v >= half) - np.int32(v <= -half)
+                qs[b, 32 * h + k] |= code << shift
 
 
 def encode_tq1_block(x, base, inv, qs, b):
-    """TQ1_0 ``qs[48]`` and ``qh[4]`` of block b (base-3 bytes, ``qh``'s fifth digit 0)."""
+    """TQ1_0 ``qs[48]`` and ``qh[4]`` of block b (base-3 bytes, ``qh``'s fifth digit 0).
+
+    The digits accumulate in place (q = 3 q + c stays below 243), then each byte
+    becomes ``(256 q + 242) // 243``.
+    """
     half = np.float32(0.5)
+    for j in range(52):
+        qs[b, j] = 0
     for part in range(3):
         first = 0 if part == 0 else (32 if part == 1 else 48)
         count = 32 if part == 0 else (16 if part == 1 else 4)
         start = 0 if part == 0 else (160 if part == 1 else 240)
-        digits = 5 if part < 2 else 4
-        for k in range(count):
-            q = np.int32(0)
-            for n in range(5):
-                c = np.int32(0)
-                if n < digits:
-                    v = np.float32(x[base + start + k + count * n]) * inv
-                    c = 1 + np.int32(v >= half) - np.int32(v <= -half)
-                q = q * np.int32(3) + c
-            qs[b, first + k] = (q * 256 + 242) // 243
+        for n in range(5 if part < 2 else 4):
+            for k in range(count):
+                v = np.float32(x[base + start + k + count * n]) * inv
+                c = np.int32(1) + np.int32(v >= half) - np.int32(v <= -half)
+                qs[b, first + k] = np.int32(qs[b, first + k]) * np.int32(3) + c
+    for j in range(48, 52):  # qh's fifth digit is 0
+        qs[b, j] = np.int32(qs[b, j]) * np.int32(3)
+    for j in range(52):
+        qs[b, j] = (np.int32(qs[b, j]) * np.int32(256) + np.int32(242)) // np.int32(243)
 
 
 def encode_i2s_block(x, base, qs):
     """I2_S bytes of the 128 values from ``base``: value 32n + k at byte k, shift 6 - 2n."""
     tiny = np.float32(1e-6)
+    first = base // 4
     for k in range(32):
-        byte = np.int32(0)
-        for n in range(4):
+        qs[first + k] = 0
+    for n in range(4):
+        shift = np.int32(6 - 2 * n)
+        for k in range(32):
             v = np.float32(x[base + 32 * n + k])
-            byte |= (1 + np.int32(v >= tiny) - np.int32(v <= -tiny)) << (6 - 2 * n)
-        qs[base // 4 + k] = byte
+            code = np.int32(1) + np.int32(v >= tiny) - np.int32(v <= -tiny)
+            qs[first + k] |= code << shift
 
 
 def decode_tq2_block(qs, b, d, out):

@@ -13,7 +13,7 @@ from .. import gguf_codecs as codecs
 from ._jit import jit
 from ._parallel import run
 
-_absmax = jit(inline="always")(codecs.block_absmax)
+_absmax_bits = jit(inline="always")(codecs.block_absmax_bits)
 _encode_tq2 = jit(inline="always")(codecs.encode_tq2_block)
 _encode_tq1 = jit(inline="always")(codecs.encode_tq1_block)
 _encode_i2s = jit(inline="always")(codecs.encode_i2s_block)
@@ -23,10 +23,11 @@ _decode_i2s = jit(inline="always")(codecs.decode_i2s_block)
 
 
 @jit()
-def _encode_tq(x, tq2, qs, d, t0, t1):
+def _encode_tq(x, bits, tq2, qs, d, dbits, t0, t1):
+    """``bits`` and ``dbits`` are uint32 views of ``x`` and ``d``."""
     for b in range(t0, t1):
-        m = _absmax(x, 256 * b, 256)
-        d[b] = m
+        dbits[b] = _absmax_bits(bits, 256 * b, 256)
+        m = d[b]
         inv = np.float32(1) / m if m != 0 else np.float32(0)
         if tq2:
             _encode_tq2(x, 256 * b, inv, qs, b)
@@ -36,9 +37,9 @@ def _encode_tq(x, tq2, qs, d, t0, t1):
 
 
 @jit()
-def _encode_i2s_blocks(x, qs, maxima, t0, t1):
+def _encode_i2s_blocks(x, bits, qs, maxima_bits, t0, t1):
     for b in range(t0, t1):
-        maxima[b] = _absmax(x, 128 * b, 128)
+        maxima_bits[b] = _absmax_bits(bits, 128 * b, 128)
         _encode_i2s(x, 128 * b, qs)
     return 0
 
@@ -68,12 +69,14 @@ def gguf_encode(x: np.ndarray, qtype: str) -> tuple[np.ndarray, np.ndarray]:
         blocks = x.size // 128
         qs = np.empty(x.size // 4, np.uint8)
         maxima = np.empty(blocks, np.float32)
-        run(_encode_i2s_blocks, blocks, x.nbytes, x, qs, maxima)
+        run(_encode_i2s_blocks, blocks, x.nbytes, x, x.view(np.uint32), qs,
+            maxima.view(np.uint32))
         return qs, np.array([maxima.max(initial=np.float32(0))], np.float32)
     blocks = x.size // 256
     qs = np.empty((blocks, 64 if qtype == "TQ2_0" else 52), np.uint8)
     d = np.empty(blocks, np.float32)
-    run(_encode_tq, blocks, x.nbytes, x, qtype == "TQ2_0", qs, d)
+    run(_encode_tq, blocks, x.nbytes, x, x.view(np.uint32), qtype == "TQ2_0", qs, d,
+        d.view(np.uint32))
     return qs, d
 
 

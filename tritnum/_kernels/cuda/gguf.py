@@ -12,7 +12,7 @@ from .. import gguf_codecs as codecs
 from ._launch import THREADS, blocks, flag, is_set
 
 _device = cuda.jit(device=True, inline="always")
-_absmax = _device(codecs.block_absmax)
+_absmax_bits = _device(codecs.block_absmax_bits)
 _encode_tq2 = _device(codecs.encode_tq2_block)
 _encode_tq1 = _device(codecs.encode_tq1_block)
 _encode_i2s = _device(codecs.encode_i2s_block)
@@ -22,10 +22,11 @@ _decode_i2s = _device(codecs.decode_i2s_block)
 
 
 @cuda.jit
-def encode_tq_blocks(x, tq2, qs, d):
+def encode_tq_blocks(x, bits, tq2, qs, d, dbits):
+    """``bits`` and ``dbits`` are uint32 views of ``x`` and ``d``."""
     for b in range(cuda.grid(1), qs.shape[0], cuda.gridsize(1)):
-        m = _absmax(x, 256 * b, 256)
-        d[b] = m
+        dbits[b] = _absmax_bits(bits, 256 * b, 256)
+        m = d[b]
         inv = float32(1) / m if m != 0 else float32(0)
         if tq2:
             _encode_tq2(x, 256 * b, inv, qs, b)
@@ -34,9 +35,9 @@ def encode_tq_blocks(x, tq2, qs, d):
 
 
 @cuda.jit
-def encode_i2s_blocks(x, qs, maxima):
-    for b in range(cuda.grid(1), maxima.shape[0], cuda.gridsize(1)):
-        maxima[b] = _absmax(x, 128 * b, 128)
+def encode_i2s_blocks(x, bits, qs, maxima_bits):
+    for b in range(cuda.grid(1), maxima_bits.shape[0], cuda.gridsize(1)):
+        maxima_bits[b] = _absmax_bits(bits, 128 * b, 128)
         _encode_i2s(x, 128 * b, qs)
 
 
@@ -64,13 +65,15 @@ def gguf_encode(x: Any, qtype: str) -> tuple[Any, Any]:
         qs = cuda.device_array(x.shape[0] // 4, np.uint8)
         maxima = cuda.device_array(n, np.float32)
         if n:
-            encode_i2s_blocks[blocks(n), THREADS](x, qs, maxima)
+            encode_i2s_blocks[blocks(n), THREADS](x, x.view(np.uint32), qs,
+                                                  maxima.view(np.uint32))
         return qs, np.array([maxima.copy_to_host().max(initial=np.float32(0))], np.float32)
     n = x.shape[0] // 256
     qs = cuda.device_array((n, 64 if qtype == "TQ2_0" else 52), np.uint8)
     d = cuda.device_array(n, np.float32)
     if n:
-        encode_tq_blocks[blocks(n), THREADS](x, qtype == "TQ2_0", qs, d)
+        encode_tq_blocks[blocks(n), THREADS](x, x.view(np.uint32), qtype == "TQ2_0", qs, d,
+                                             d.view(np.uint32))
     return qs, d
 
 
