@@ -5,8 +5,10 @@ import json
 import gguf
 import numpy as np
 import pytest
+from hypothesis import given
 
 import tritnum as tn
+from tritnum.testing import ternary_tensors
 
 
 def ternary(shape=(3, 512), seed=0, **mode):
@@ -117,3 +119,12 @@ def test_npz_bad_files(tmp_path):
         tn.load(wrong)
     with pytest.raises(TypeError, match="save takes"):
         tn.save(path, np.zeros(3))
+
+
+@given(t=ternary_tensors())
+def test_npz_round_trips_any_ternary_tensor(t, tmp_path_factory):
+    path = tmp_path_factory.mktemp("npz") / "t.npz"
+    tn.save(path, t)
+    back = tn.load(path)
+    assert back.packed == t.packed and back.group_size == t.group_size
+    np.testing.assert_array_equal(back.scales, t.scales)

@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 from .._formats import FORMATS
 
-__all__ = ["packed_trits", "trit_arrays", "trit_shapes"]
+__all__ = ["packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"]
 
 _SIGNED = ("int8", "int16", "int32", "int64")
 
@@ -87,3 +87,36 @@ def packed_trits(
 
     fmt = draw(st.sampled_from(formats or tuple(FORMATS)))
     return pack(draw(trit_arrays(shape, dtype=np.int8)), fmt, device="numpy")
+
+
+@st.composite
+def ternary_tensors(
+    draw: st.DrawFn,
+    shape: tuple[int, ...] | st.SearchStrategy[tuple[int, ...]] | None = None,
+    formats: tuple[str, ...] | None = None,
+) -> Any:
+    """:class:`tritnum.TernaryTensor` quantized from random float32 weights.
+
+    The scales are per tensor, per row, or per group of a divisor of the last axis.
+
+    Examples
+    --------
+    >>> from tritnum.testing import ternary_tensors
+    >>> t = ternary_tensors(shape=(2, 6)).example()
+    >>> t.shape
+    (2, 6)
+    """
+    from ..quantize import quantize
+
+    shape = draw(trit_shapes(min_side=1) if shape is None else (
+        shape if isinstance(shape, st.SearchStrategy) else st.just(shape)))
+    weights = draw(hnp.arrays(np.float32, shape, elements=st.floats(-8, 8, width=32)))
+    n = shape[-1]
+    mode = draw(st.sampled_from(["tensor", "row", "group"]))
+    kwargs: dict[str, Any] = {}
+    if mode == "row":
+        kwargs["axis"] = -1
+    elif mode == "group":
+        kwargs["group_size"] = draw(st.sampled_from([g for g in range(1, n + 1) if n % g == 0]))
+    fmt = draw(st.sampled_from(formats or tuple(FORMATS)))
+    return quantize(weights, format=fmt, device="numpy", **kwargs)
