@@ -139,9 +139,9 @@ def quantization_cases(side: int, device: str) -> list[Case]:
 
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
         rows: int | None = None) -> list[Result]:
-    """Measure every case; ``quick`` uses a quarter of the data and 3 repeats."""
+    """Measure every case; ``quick`` uses a quarter of the data and 3 repeats (else 15)."""
     rows = rows or (1024 if quick else 4096)
-    repeats = 3 if quick else 7
+    repeats = 3 if quick else 15
     cases = packing_cases(rows, cols, device) + quantization_cases(
         max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device)
     return [measure(case, repeats) for case in cases]
