@@ -122,9 +122,9 @@ def _signatures():
             ((nt.Array(dtype, 2, "C"), f32, trits_out), f"{dtype}") for dtype in floats
         ],
         "encode_tq_blocks": [((f32, u32, nt.boolean, rows_u8, f32, u32), "float32")],
-        "encode_i2s_blocks": [((f32, u32, nt.Array(nt.uint8, 1, "C"), u32), "float32")],
+        "encode_i2s_blocks": [((f32, u32, rows_u8, u32), "float32")],
         "decode_tq_blocks": [((rows_u8, f32, nt.boolean, f32_rows, bad), "uint8")],
-        "decode_i2s_blocks": [((nt.Array(nt.uint8, 1, "C"), nt.float64, f32, bad), "uint8")],
+        "decode_i2s_blocks": [((rows_u8, nt.float64, f32_rows, bad), "uint8")],
     }
 
 

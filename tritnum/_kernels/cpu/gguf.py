@@ -40,7 +40,7 @@ def _encode_tq(x, bits, tq2, qs, d, dbits, t0, t1):
 def _encode_i2s_blocks(x, bits, qs, maxima_bits, t0, t1):
     for b in range(t0, t1):
         maxima_bits[b] = _absmax_bits(bits, 128 * b, 128)
-        _encode_i2s(x, 128 * b, qs)
+        _encode_i2s(x, b, qs)
     return 0
 
 
@@ -59,7 +59,7 @@ def _decode_tq(qs, d, tq2, out, t0, t1):
 def _decode_i2s_blocks(qs, scale, out, t0, t1):
     bad = 0
     for b in range(t0, t1):
-        bad += _decode_i2s(qs, 128 * b, scale, out)
+        bad += _decode_i2s(qs, b, scale, out)
     return bad
 
 
@@ -67,11 +67,11 @@ def _decode_i2s_blocks(qs, scale, out, t0, t1):
 def gguf_encode(x: np.ndarray, qtype: str) -> tuple[np.ndarray, np.ndarray]:
     if qtype == "I2_S":
         blocks = x.size // 128
-        qs = np.empty(x.size // 4, np.uint8)
+        qs = np.empty((blocks, 32), np.uint8)
         maxima = np.empty(blocks, np.float32)
         run(_encode_i2s_blocks, blocks, x.nbytes, x, x.view(np.uint32), qs,
             maxima.view(np.uint32))
-        return qs, np.array([maxima.max(initial=np.float32(0))], np.float32)
+        return qs.reshape(-1), np.array([maxima.max(initial=np.float32(0))], np.float32)
     blocks = x.size // 256
     qs = np.empty((blocks, 64 if qtype == "TQ2_0" else 52), np.uint8)
     d = np.empty(blocks, np.float32)
@@ -83,9 +83,10 @@ def gguf_encode(x: np.ndarray, qtype: str) -> tuple[np.ndarray, np.ndarray]:
 @register("gguf_decode", "cpu")
 def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str) -> tuple[np.ndarray, bool]:
     if qtype == "I2_S":
-        out = np.empty(qs.size * 4, np.float32)
-        bad = run(_decode_i2s_blocks, qs.size // 32, out.nbytes, qs, scales[0], out)
-        return out, bad == 0
+        out = np.empty((qs.size // 32, 128), np.float32)
+        bad = run(_decode_i2s_blocks, qs.size // 32, out.nbytes, qs.reshape(-1, 32), scales[0],
+                  out)
+        return out.reshape(-1), bad == 0
     out = np.empty((qs.shape[0], 256), np.float32)
     bad = run(_decode_tq, qs.shape[0], out.nbytes, qs, scales, qtype == "TQ2_0", out)
     return out.reshape(-1), bad == 0

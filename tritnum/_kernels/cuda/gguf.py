@@ -38,7 +38,7 @@ def encode_tq_blocks(x, bits, tq2, qs, d, dbits):
 def encode_i2s_blocks(x, bits, qs, maxima_bits):
     for b in range(cuda.grid(1), maxima_bits.shape[0], cuda.gridsize(1)):
         maxima_bits[b] = _absmax_bits(bits, 128 * b, 128)
-        _encode_i2s(x, 128 * b, qs)
+        _encode_i2s(x, b, qs)
 
 
 @cuda.jit
@@ -53,8 +53,8 @@ def decode_tq_blocks(qs, d, tq2, out, bad):
 
 @cuda.jit
 def decode_i2s_blocks(qs, scale, out, bad):
-    for b in range(cuda.grid(1), qs.shape[0] // 32, cuda.gridsize(1)):
-        if _decode_i2s(qs, 128 * b, scale, out):
+    for b in range(cuda.grid(1), qs.shape[0], cuda.gridsize(1)):
+        if _decode_i2s(qs, b, scale, out):
             bad[0] = 1
 
 
@@ -62,12 +62,13 @@ def decode_i2s_blocks(qs, scale, out, bad):
 def gguf_encode(x: Any, qtype: str) -> tuple[Any, Any]:
     if qtype == "I2_S":
         n = x.shape[0] // 128
-        qs = cuda.device_array(x.shape[0] // 4, np.uint8)
+        qs = cuda.device_array((n, 32), np.uint8)
         maxima = cuda.device_array(n, np.float32)
         if n:
             encode_i2s_blocks[blocks(n), THREADS](x, x.view(np.uint32), qs,
                                                   maxima.view(np.uint32))
-        return qs, np.array([maxima.copy_to_host().max(initial=np.float32(0))], np.float32)
+        top = maxima.copy_to_host().max(initial=np.float32(0))
+        return qs.reshape(n * 32), np.array([top], np.float32)
     n = x.shape[0] // 256
     qs = cuda.device_array((n, 64 if qtype == "TQ2_0" else 52), np.uint8)
     d = cuda.device_array(n, np.float32)
@@ -81,10 +82,11 @@ def gguf_encode(x: Any, qtype: str) -> tuple[Any, Any]:
 def gguf_decode(qs: Any, scales: Any, qtype: str) -> tuple[Any, bool]:
     bad = flag()
     if qtype == "I2_S":
-        out = cuda.device_array(qs.shape[0] * 4, np.float32)
-        if qs.shape[0] // 32:
-            decode_i2s_blocks[blocks(qs.shape[0] // 32), THREADS](qs, float(scales[0]), out, bad)
-        return out, not is_set(bad)
+        n = qs.shape[0] // 32
+        out = cuda.device_array((n, 128), np.float32)
+        if n:
+            decode_i2s_blocks[blocks(n), THREADS](qs.reshape(n, 32), float(scales[0]), out, bad)
+        return out.reshape(n * 128), not is_set(bad)
     out = cuda.device_array((qs.shape[0], 256), np.float32)
     if qs.shape[0]:
         decode_tq_blocks[blocks(qs.shape[0]), THREADS](qs, scales, qtype == "TQ2_0", out, bad)
