@@ -119,11 +119,15 @@ def test_cache_switch_is_read_once():
 def test_warmup_compiles_every_cpu_kernel():
     out = run_python("""
         import tritnum as tn
-        from tritnum._kernels.cpu import packing
-        kernels = ["_narrow", "_pack2", "_pack3", "_packbp", "_unpack2", "_unpack3", "_unpackbp"]
-        before = [k for k in kernels if getattr(packing, k).signatures]
+        from tritnum._kernels.cpu import gguf, packing, quantize
+        kernels = [getattr(packing, k) for k in ("_narrow", "_pack2", "_pack3", "_packbp",
+                                                 "_unpack2", "_unpack3", "_unpackbp")]
+        kernels += [quantize._abs_sums, quantize._quantize_pack_rows, quantize._row_amax,
+                    quantize._quantize_rows, gguf._encode_tq, gguf._encode_i2s_blocks,
+                    gguf._decode_tq, gguf._decode_i2s_blocks]
+        before = [k.__name__ for k in kernels if k.signatures]
         seconds = tn.warmup("cpu")
-        print(before, [k for k in kernels if not getattr(packing, k).signatures], seconds > 0)
+        print(before, [k.__name__ for k in kernels if not k.signatures], seconds > 0)
     """, TRITNUM_CACHE="0")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] [] True"

@@ -11,7 +11,7 @@ from ._formats import FORMATS
 
 
 def warmup(device: str = "auto") -> float:
-    """Compile (or load from numba's cache) every packing kernel now.
+    """Compile (or load from numba's cache) the packing, quantization and GGUF kernels now.
 
     Parameters
     ----------
@@ -29,7 +29,9 @@ def warmup(device: str = "auto") -> float:
     >>> tn.warmup("cpu") >= 0
     True
     """
+    from .io import from_gguf_blocks, to_gguf_blocks
     from .packing import pack
+    from .quantize import quantize, quantize_activations
 
     devices = {"auto": ["cpu", *(["cuda"] if cuda_available() else [])]}.get(device, [device])
     start = time.perf_counter()
@@ -43,4 +45,12 @@ def warmup(device: str = "auto") -> float:
                 packed.unpack(device=dev)
                 for other in FORMATS:
                     packed.to(other, device=dev)
+    weights = np.ones((2, 256), np.float32)
+    for dev in devices:
+        for name in FORMATS:
+            quantize(weights, format=name, device=dev)
+        quantize_activations(weights, device=dev)
+        for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
+            from_gguf_blocks(to_gguf_blocks(weights, qtype, device=dev), qtype, weights.shape,
+                             device=dev)
     return time.perf_counter() - start
