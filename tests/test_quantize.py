@@ -92,6 +92,9 @@ def test_group_size_must_divide():
     assert info.value.expected == "a divisor of 10" and info.value.actual == 4
     with pytest.raises(ValueError, match="axis must be None"):
         tn.quantize(np.ones((2, 10)), axis=0)
+    with pytest.raises(tn.ShapeMismatchError, match="non-empty last axis"):
+        tn.quantize(np.ones((2, 0)), axis=-1)
+    assert tn.quantize(np.ones((2, 0))).scales == np.float32(1e-5)
     with pytest.raises(TypeError, match=r"tn\.pack"):
         tn.quantize(np.ones((2, 10), np.int8))
 

@@ -238,9 +238,12 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
                 expected=f"a divisor of {n}", actual=group_size)
     elif axis is not None:
         group_size = n
+    if group_size is not None and n == 0:
+        raise ShapeMismatchError("per-row or per-group scales need a non-empty last axis",
+                                 expected="shape[-1] > 0", actual=shape)
     dev = resolve_device(device, w)
     rows = _arrays.for_device(_arrays.as_rows(w), dev)
-    groups = 1 if group_size is None else n // max(group_size, 1)
+    groups = 1 if group_size is None else n // group_size
     sums = _arrays.to_host(kernel("abs_sums", dev)(rows, groups))
     if not np.isfinite(sums).all():
         _raise_not_finite(w, "w")
@@ -250,7 +253,7 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
         scales = np.full((rows.shape[0], 1), scale, np.float32)
         kept = np.asarray(scale)
     else:
-        scales = np.maximum(sums / max(group_size, 1), EPS).astype(np.float32)
+        scales = np.maximum(sums / group_size, EPS).astype(np.float32)
         kept = scales.reshape(*shape[:-1], groups)
     data = kernel("quantize_pack", dev)(rows, _arrays.for_device(scales, dev), fmt)
     data = _arrays.place(data, _arrays.is_cuda_array(w))
