@@ -35,6 +35,14 @@ _UNIT_TRITS = codecs.UNIT_TRITS
 
 
 @jit(inline="always")
+def _task(t, units):
+    """Row and unit range ``[lo, hi)`` of task t, tasks being ``CHUNK`` units of each row."""
+    tasks = (units + CHUNK - 1) // CHUNK
+    lo = (t % tasks) * CHUNK
+    return t // tasks, lo, min(units, lo + CHUNK)
+
+
+@jit(inline="always")
 def _encode_tail(fmt, src, dst, u0, units, n, half):
     """Encode units ``u0..units`` of a row (the padded end) with the codecs."""
     per = _UNIT_TRITS[fmt]
@@ -80,12 +88,9 @@ def _pack2(a, out, half, t0, t1):
     n = a.shape[1]
     units = out.shape[1]
     full = n // 4
-    tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
     for t in range(t0, t1):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        hi = min(units, lo + CHUNK)
+        r, lo, hi = _task(t, units)
         src = a[r]
         dst = out[r]
         seen = np.uint32(0)
@@ -111,12 +116,9 @@ def _pack3(a, out, half, t0, t1):
     n = a.shape[1]
     units = out.shape[1]
     full = n // 5
-    tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
     for t in range(t0, t1):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        hi = min(units, lo + CHUNK)
+        r, lo, hi = _task(t, units)
         src = a[r]
         dst = out[r]
         seen = np.uint32(0)
@@ -160,14 +162,11 @@ def _packbp(a, out, half, t0, t1):
     """
     n = a.shape[1]
     full = 8 * (n // 64)  # bytes per plane covered by whole words
-    tasks = (half + CHUNK - 1) // CHUNK
     low = np.uint64(0x0101010101010101)
     high7 = np.uint64(0x7F7F7F7F7F7F7F7F)
     bad = 0
     for t in range(t0, t1):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        hi = min(half, lo + CHUNK)
+        r, lo, hi = _task(t, half)
         src = a[r]
         dst = out[r]
         plus = dst[:half]
@@ -198,12 +197,9 @@ def _unpack2(data, half, out, t0, t1):
     n = out.shape[1]
     units = data.shape[1]
     full = n // 4
-    tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
     for t in range(t0, t1):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        hi = min(units, lo + CHUNK)
+        r, lo, hi = _task(t, units)
         src = data[r]
         dst = out[r]
         threes = np.uint32(0)
@@ -228,12 +224,9 @@ def _unpack3(data, half, table, canonical, out, t0, t1):
     n = out.shape[1]
     units = data.shape[1]
     full = n // 5
-    tasks = (units + CHUNK - 1) // CHUNK
     bad = 0
     for t in range(t0, t1):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        hi = min(units, lo + CHUNK)
+        r, lo, hi = _task(t, units)
         src = data[r]
         dst = out[r]
         ok = True
@@ -254,12 +247,9 @@ def _unpackbp(data, half, spread, out, t0, t1):
     """One byte of each bit plane to 8 int8 trits written as one uint64."""
     n = out.shape[1]
     full = 8 * (n // 64)
-    tasks = (half + CHUNK - 1) // CHUNK
     bad = 0
     for t in range(t0, t1):
-        r = t // tasks
-        lo = (t % tasks) * CHUNK
-        hi = min(half, lo + CHUNK)
+        r, lo, hi = _task(t, half)
         src = data[r]
         dst = out[r]
         both = np.uint8(0)
