@@ -23,6 +23,7 @@ from .errors import (
     TritnumError,
 )
 from .io.npz import load, save
+from .matmul import BitLinear, linear
 from .packing import FORMATS, PackedTrits, nbytes, pack, unpack
 from .quantize import TernaryTensor, dequantize, quantize, quantize_activations
 
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "FORMATS",
+    "BitLinear",
     "DeviceUnavailableError",
     "FormatError",
     "InvalidTritsError",
@@ -43,6 +45,7 @@ __all__ = [
     "errors",
     "get_device",
     "io",
+    "linear",
     "load",
     "nbytes",
     "pack",

@@ -65,7 +65,7 @@ class PackedTrits:
     array([[ 1,  0, -1,  1,  1]], dtype=int8)
     """
 
-    __slots__ = ("_data", "_format", "_shape")
+    __slots__ = ("_data", "_format", "_shape", "_valid")
 
     def __init__(self, data: Any, shape: tuple[int, ...], format: str = "2bit") -> None:
         fmt = get_format(format)
@@ -90,6 +90,14 @@ class PackedTrits:
         self._data = data
         self._shape = shape
         self._format = fmt
+        self._valid = False  # codes checked (see ensure_valid), or written by an encoder
+
+    @classmethod
+    def _encoded(cls, data: Any, shape: tuple[int, ...], format: str) -> PackedTrits:
+        """A PackedTrits of data that tritnum's encoders just wrote: known to be valid."""
+        packed = cls(data, shape, format)
+        packed._valid = True
+        return packed
 
     @property
     def data(self) -> Any:
@@ -155,7 +163,8 @@ class PackedTrits:
         if not ok:
             _raise_corrupt(self)
         out = _arrays.place(out, self.device == "cuda")
-        return PackedTrits(out.reshape(dst.data_shape(self._shape)), self._shape, dst.name)
+        return PackedTrits._encoded(out.reshape(dst.data_shape(self._shape)), self._shape,
+                                    dst.name)
 
     def __repr__(self) -> str:
         return (
@@ -173,6 +182,9 @@ class PackedTrits:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+CHECK_BLOCK_TRITS = 1 << 22  # rows unpacked at a time by ensure_valid
 
 
 def _raise_corrupt(packed: PackedTrits) -> None:
@@ -251,7 +263,26 @@ def pack(trits: Any, format: str = "2bit", *, device: str = "auto") -> PackedTri
     if not ok:
         raise_invalid_trits(a)
     data = _arrays.place(data, is_cuda_array(a))
-    return PackedTrits(data.reshape(fmt.data_shape(a.shape)), a.shape, fmt.name)
+    return PackedTrits._encoded(data.reshape(fmt.data_shape(a.shape)), a.shape, fmt.name)
+
+
+def ensure_valid(packed: PackedTrits, device: str) -> None:
+    """Check the codes of ``packed`` once (kernels that read codes directly need it).
+
+    Buffers that tritnum's encoders wrote are valid already; a wrapped buffer is
+    checked on first use, a block of rows at a time, and remembered as checked.
+    Raises :class:`~tritnum.errors.InvalidTritsError` naming the first bad unit.
+    """
+    if packed._valid:
+        return
+    fmt: Format = packed._format
+    rows = _arrays.as_rows(_arrays.for_device(packed.data, device), fmt.planes)
+    n = packed.shape[-1]
+    step = max(1, CHECK_BLOCK_TRITS // max(n, 1))
+    for r0 in range(0, rows.shape[0], step):
+        if not kernel("unpack", device)(rows[r0:r0 + step], fmt, n)[1]:
+            _raise_corrupt(packed)
+    packed._valid = True
 
 
 def unpack(packed: PackedTrits, *, device: str = "auto") -> Any:

@@ -134,6 +134,7 @@ class TransposedTernaryTensor:
     """The transpose of a 2-D :class:`TernaryTensor`; ``.T`` gives the tensor back."""
 
     __slots__ = ("_base",)
+    __array_ufunc__ = None  # ``x @ w.T`` with a NumPy x comes to __rmatmul__
 
     def __init__(self, base: TernaryTensor) -> None:
         if base.ndim != 2:
@@ -156,6 +157,12 @@ class TransposedTernaryTensor:
     def dequantize(self, *, device: str = "auto") -> np.ndarray:
         """float32 weights of the transpose."""
         return self._base.dequantize(device=device).T
+
+    def __rmatmul__(self, x: Any) -> Any:
+        """``x @ w.T``: :func:`tritnum.linear` with float activations."""
+        from .matmul import linear
+
+        return linear(x, self._base)
 
     def __repr__(self) -> str:
         return f"{self._base!r}.T"
@@ -257,7 +264,7 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
         kept = scales.reshape(*shape[:-1], groups)
     data = kernel("quantize_pack", dev)(rows, _arrays.for_device(scales, dev), fmt)
     data = _arrays.place(data, _arrays.is_cuda_array(w))
-    packed = PackedTrits(data.reshape(fmt.data_shape(shape)), shape, fmt.name)
+    packed = PackedTrits._encoded(data.reshape(fmt.data_shape(shape)), shape, fmt.name)
     return TernaryTensor(packed, kept, group_size)
 
 

@@ -1,0 +1,166 @@
+"""Explicit SIMD for the 2bit GEMV: a numba intrinsic emitting LLVM vector IR.
+
+``dot_2bit(w, woff, x, xoff, nblocks)`` is the dot product of ``nblocks``
+32-byte blocks of 2bit codes (from flat element ``woff`` of ``w``) with the
+activations laid out for them (from flat element ``xoff`` of ``x``): block k,
+code n (bits 2n..2n+1) of byte m pairs with ``x[xoff + 128k + 32n + m]``.
+So one block is one 32-byte load whose four shifted-and-masked copies meet
+four contiguous 32-element runs of ``x``. Codes are ``trit + 1`` (0, 1, 2):
+the caller subtracts the sum of ``x`` to get the sum of ``trit * x``.
+
+- float32 ``x``: codes widened to float32 and multiplied-added into two
+  32-lane float accumulators (LLVM lowers this for any target); returns float32.
+- int8 ``x``: on AVX2, ``vpmaddubsw`` (unsigned codes times signed int8, pairs
+  added into int16: at most 4 * 2 * 2 * 128 = 2048 per block, no saturation)
+  and ``vpmaddwd`` into int32 lanes, as bitnet.cpp's I2_S kernel does; on other
+  targets the same sums with plain widening multiplies. Returns int32 (exact
+  while ``128 * 2 * elements < 2**31``, which the caller keeps to).
+
+Plain numba loops do not get there: the shifts and the int64 literals of
+numba's typing leave the inner loop scalar or half-vectorized (measured on
+these machines: float 3.6 ms and int8 1.8 ms for a 4096 x 4096 GEMV, against
+0.85 ms and 0.29 ms here). The caller keeps every block in bounds: nothing
+here is bounds-checked.
+"""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils, config
+from numba.extending import intrinsic
+
+_I8, _I16, _I32, _F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
+
+
+def _target_has_avx2() -> bool:
+    """Whether numba compiles for a CPU with AVX2 (the host, unless NUMBA_CPU_NAME says)."""
+    if config.CPU_NAME in (None, "host"):
+        return bool(llvm.get_host_cpu_features().get("avx2", False))
+    return "+avx2" in (config.CPU_FEATURES or "")
+
+
+HAS_AVX2 = _target_has_avx2()
+
+
+def _vec(t: ir.Type, n: int) -> ir.VectorType:
+    return ir.VectorType(t, n)
+
+
+def _splat(t: ir.Type, n: int, v: int) -> ir.Constant:
+    return ir.Constant(_vec(t, n), [ir.Constant(t, v)] * n)
+
+
+def _base(context, builder, arrty, arr, offset, elt):
+    data = context.make_array(arrty)(context, builder, arr).data
+    return builder.gep(builder.bitcast(data, elt.as_pointer()), [offset])
+
+
+def _load(builder, base, offset, ty, align):
+    return builder.load(builder.bitcast(builder.gep(base, [offset]), ty.as_pointer()),
+                        align=align)
+
+
+def _horizontal_sum(builder, v, add):
+    n = v.type.count
+    while n > 1:
+        n //= 2
+        lo = builder.shuffle_vector(v, v, ir.Constant(_vec(_I32, n), list(range(n))))
+        hi = builder.shuffle_vector(v, v, ir.Constant(_vec(_I32, n), list(range(n, 2 * n))))
+        v = add(lo, hi)
+    return builder.extract_element(v, ir.Constant(_I32, 0))
+
+
+def _codes(builder, block, n):
+    """Code n of each of the 32 bytes: ``(block >> 2n) & 3``."""
+    return builder.and_(builder.lshr(block, _splat(_I8, 32, 2 * n)), _splat(_I8, 32, 3))
+
+
+def _blocks(builder, count, w, x, body):
+    """Loop over blocks: ``body(codes_of(n), x_run(n, type))`` for each of the 4 codes."""
+    with cgutils.for_range(builder, count) as loop:
+        k = loop.index
+        block = _load(builder, w, builder.mul(k, ir.Constant(k.type, 32)), _vec(_I8, 32), 1)
+        xk = builder.mul(k, ir.Constant(k.type, 128))
+
+        def run(n, ty):
+            return _load(builder, x, builder.add(xk, ir.Constant(k.type, 32 * n)), ty, 1)
+
+        body([_codes(builder, block, n) for n in range(4)], run)
+
+
+def _dot_float(builder, w, x, count):
+    vf = _vec(_F32, 32)
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(2)]
+
+    def body(codes, run):
+        for n, c in enumerate(codes):
+            prod = builder.fmul(builder.uitofp(c, vf), run(n, vf), flags=("contract",))
+            acc = accs[n & 1]  # two chains hide the multiply-add latency
+            builder.store(builder.fadd(builder.load(acc), prod, flags=("contract",)), acc)
+
+    _blocks(builder, count, w, x, body)
+    total = builder.fadd(builder.load(accs[0]), builder.load(accs[1]))
+    return _horizontal_sum(builder, total, builder.fadd)
+
+
+def _dot_int8_avx2(builder, w, x, count):
+    module = builder.module
+    v32i8, v16i16, v8i32 = _vec(_I8, 32), _vec(_I16, 16), _vec(_I32, 8)
+    maddubs = cgutils.get_or_insert_function(
+        module, ir.FunctionType(v16i16, [v32i8, v32i8]), "llvm.x86.avx2.pmadd.ub.sw")
+    maddwd = cgutils.get_or_insert_function(
+        module, ir.FunctionType(v8i32, [v16i16, v16i16]), "llvm.x86.avx2.pmadd.wd")
+    acc = cgutils.alloca_once_value(builder, ir.Constant(v8i32, None))
+
+    def body(codes, run):
+        pairs = [builder.call(maddubs, [c, run(n, v32i8)]) for n, c in enumerate(codes)]
+        s = builder.add(builder.add(pairs[0], pairs[1]), builder.add(pairs[2], pairs[3]))
+        widened = builder.call(maddwd, [s, _splat(_I16, 16, 1)])
+        builder.store(builder.add(builder.load(acc), widened), acc)
+
+    _blocks(builder, count, w, x, body)
+    return _horizontal_sum(builder, builder.load(acc), builder.add)
+
+
+def _dot_int8_portable(builder, w, x, count):
+    v32i16, v32i32 = _vec(_I16, 32), _vec(_I32, 32)
+    acc = cgutils.alloca_once_value(builder, ir.Constant(v32i32, None))
+
+    def body(codes, run):
+        s = None
+        for n, c in enumerate(codes):
+            p = builder.mul(builder.zext(c, v32i16), builder.sext(run(n, _vec(_I8, 32)), v32i16))
+            s = p if s is None else builder.add(s, p)
+        builder.store(builder.add(builder.load(acc), builder.sext(s, v32i32)), acc)
+
+    _blocks(builder, count, w, x, body)
+    return _horizontal_sum(builder, builder.load(acc), builder.add)
+
+
+def _make_dot(avx2: bool):
+    @intrinsic
+    def dot(typingctx, w, woff, x, xoff, nblocks):
+        if not (isinstance(w, types.Array) and w.dtype == types.uint8
+                and isinstance(x, types.Array) and x.dtype in (types.float32, types.int8)):
+            return None
+        result = types.float32 if x.dtype == types.float32 else types.int32
+        sig = result(w, types.intp, x, types.intp, types.intp)
+
+        def codegen(context, builder, sig, args):
+            wp = _base(context, builder, sig.args[0], args[0], args[1], _I8)
+            if sig.args[2].dtype == types.float32:
+                xp = _base(context, builder, sig.args[2], args[2], args[3], _F32)
+                return _dot_float(builder, wp, xp, args[4])
+            xp = _base(context, builder, sig.args[2], args[2], args[3], _I8)
+            impl = _dot_int8_avx2 if avx2 else _dot_int8_portable
+            return impl(builder, wp, xp, args[4])
+
+        return sig, codegen
+
+    return dot
+
+
+dot_2bit = _make_dot(HAS_AVX2)
+dot_2bit_portable = _make_dot(False)  # what non-x86 targets get; tested everywhere

@@ -1,0 +1,170 @@
+"""CPU ternary matmul (contract: :mod:`..reference.matmul`).
+
+Two paths, picked by the number of activation rows ``m``:
+
+- **GEMV** (``m <= GEMV_MAX_ROWS``, "2bit" weights whose groups fill whole bytes):
+  memory-bound, so the packed weights are read once, straight from their bytes,
+  by the SIMD dot product of :mod:`._simd`. The activations are laid out once
+  per call to match the codes (:func:`layout`), which costs ``O(m * n)``.
+- **GEMM** (everything else): compute-bound, so tiles of weight rows are decoded
+  once (the fast unpack kernels) and multiplied by BLAS ``sgemm``. On the int8
+  path the tile holds bare trits and ``q`` is converted to float32: every
+  product and partial sum is an integer below ``2**24``, so float32 BLAS
+  returns the exact integer sums (``K_EXACT`` bounds the length of one sum).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..._dispatch import register
+from ..._formats import Format
+from ._jit import jit
+from ._parallel import run
+from ._simd import dot_2bit
+from .packing import unpack
+
+GEMV_MAX_ROWS = 16
+BLOCK_BYTES = 32  # weight bytes per SIMD block: 128 trits
+K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
+INT32_EXACT = 1 << 23  # 256 * 2**23 = 2**31: int32 sums of code * int8 products fit
+TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
+
+
+@functools.lru_cache(maxsize=64)
+def layout(n: int, segment: int) -> np.ndarray:
+    """Where each laid-out activation comes from: indices into ``x`` padded by one zero.
+
+    The row is cut into segments of ``segment`` weight bytes (a whole row, or
+    one scale group), each into 32-byte blocks, the last one zero-padded: in
+    block k of a segment, position ``128k + 32c + m`` holds element
+    ``4 * (32k + m) + c`` of the segment (code c of byte m). Index ``n`` (the
+    padding zero) fills positions past the segment or the row.
+    """
+    blocks = -(-segment // BLOCK_BYTES)
+    segments = -(-n // (4 * segment))
+    k, c, m = np.meshgrid(np.arange(blocks), np.arange(4), np.arange(BLOCK_BYTES),
+                          indexing="ij")
+    byte = BLOCK_BYTES * k + m
+    within = np.where(byte < segment, 4 * byte + c, -1).reshape(-1)
+    starts = 4 * segment * np.arange(segments)
+    idx = np.where(within >= 0, starts[:, None] + within, n)
+    return np.where(idx < n, idx, n).reshape(-1).astype(np.intp)
+
+
+@jit()
+def _gemv_2bit(xl, xsum, xscale, w, scales, segment, y, t0, t1):
+    """Rows t0..t1 of y: per segment, the SIMD dot of its codes with the laid-out x."""
+    units = w.shape[1]
+    groups = scales.shape[1]
+    full = segment // BLOCK_BYTES
+    rest = segment - BLOCK_BYTES * full
+    per_segment = 128 * (full + (rest > 0))
+    tail = np.zeros(BLOCK_BYTES, np.uint8)  # the last, partial block: zeros meet x's zeros
+    for o in range(t0, t1):
+        for r in range(xl.shape[0]):
+            acc = 0.0
+            for g in range(groups):
+                start = g * segment
+                xo = r * xl.shape[1] + g * per_segment
+                part = dot_2bit(w, o * units + start, xl, xo, full)
+                if rest:
+                    for i in range(rest):
+                        tail[i] = w[o, start + BLOCK_BYTES * full + i]
+                    part += dot_2bit(tail, 0, xl, xo + 128 * full, 1)
+                acc += np.float64(scales[o, g]) * (part - xsum[r, g])
+            y[r, o] = acc * xscale[r]
+    return 0
+
+
+def _gemv_segment(fmt: Format, n: int, groups: int) -> int:
+    """Weight bytes per SIMD segment, or 0 when the GEMV kernel does not apply."""
+    size = n // groups
+    if fmt.name != "2bit" or n == 0 or size > INT32_EXACT:
+        return 0
+    if groups == 1:
+        return fmt.units(n)
+    return size // 4 if size % 4 == 0 else 0
+
+
+def _gemv(x, xscale, w, fmt, n, scales, segment):
+    rows = x.shape[0]
+    idx = layout(n, segment)
+    padded = np.zeros((rows, n + 1), x.dtype)
+    padded[:, :n] = x
+    xl = np.ascontiguousarray(padded[:, idx])
+    groups = scales.shape[1]
+    xsum = x.reshape(rows, groups, -1).sum(axis=-1, dtype=np.float64)
+    y = np.empty((rows, w.shape[0]), np.float32)
+    run(_gemv_2bit, w.shape[0], w.nbytes, xl, xsum, xscale, w, scales, segment, y)
+    return y
+
+
+def _tiles(w: np.ndarray, fmt: Format, n: int, rows: int):
+    """``(o0, o1, trits)`` for tiles of ``rows`` weight rows, decoded by the unpack kernels."""
+    for o0 in range(0, w.shape[0], rows):
+        trits, _ = unpack(w[o0:o0 + rows], fmt, n)
+        yield o0, o0 + trits.shape[0], trits
+
+
+def _gemm_float(x, w, fmt, n, scales):
+    y = np.empty((x.shape[0], w.shape[0]), np.float32)
+    groups = scales.shape[1]
+    for o0, o1, t in _tiles(w, fmt, n, max(1, TILE_ELEMENTS // n)):
+        dense = t.reshape(o1 - o0, groups, -1) * scales[o0:o1, :, None]
+        np.matmul(x, dense.reshape(o1 - o0, n).T, out=y[:, o0:o1])
+    return y
+
+
+def _exact_sums(qf, t, groups):
+    """``(m, tile, groups)`` float64 sums of trit * q per group, each exact."""
+    m, n = qf.shape
+    size = n // groups
+    tf = t.astype(np.float32).reshape(t.shape[0], groups, size)
+    qg = qf.reshape(m, groups, size)
+    sums = np.zeros((m, t.shape[0], groups))
+    for k0 in range(0, size, K_EXACT):
+        a = qg[:, :, k0:k0 + K_EXACT].transpose(1, 0, 2)  # (groups, m, k)
+        b = tf[:, :, k0:k0 + K_EXACT].transpose(1, 2, 0)  # (groups, k, tile)
+        sums += np.matmul(a, b).transpose(1, 2, 0)
+    return sums
+
+
+def _gemm_int8(q, xscale, w, fmt, n, scales):
+    y = np.empty((q.shape[0], w.shape[0]), np.float32)
+    qf = q.astype(np.float32)
+    groups = scales.shape[1]
+    # the float64 sums per group, (m, rows, groups), stay within a tile's size too
+    rows = max(1, min(TILE_ELEMENTS // n, TILE_ELEMENTS // (q.shape[0] * groups)))
+    for o0, o1, t in _tiles(w, fmt, n, rows):
+        sums = _exact_sums(qf, t, groups)
+        y[:, o0:o1] = (sums * scales[o0:o1]).sum(axis=-1) * xscale.astype(np.float64)[:, None]
+    return y
+
+
+def _finish(y, bias):
+    if bias is not None:
+        y += bias
+    return y
+
+
+@register("linear_float", "cpu")
+def linear_float(x, w, fmt, n, scales, bias):
+    segment = _gemv_segment(fmt, n, scales.shape[1])
+    if segment and x.shape[0] <= GEMV_MAX_ROWS:
+        y = _gemv(x, np.ones(x.shape[0], np.float32), w, fmt, n, scales, segment)
+    else:
+        y = _gemm_float(x, w, fmt, n, scales)
+    return _finish(y, bias)
+
+
+@register("linear_int8", "cpu")
+def linear_int8(q, xscale, w, fmt, n, scales, bias):
+    segment = _gemv_segment(fmt, n, scales.shape[1])
+    if segment and q.shape[0] <= GEMV_MAX_ROWS:
+        y = _gemv(q, xscale, w, fmt, n, scales, segment)
+    else:
+        y = _gemm_int8(q, xscale, w, fmt, n, scales)
+    return _finish(y, bias)

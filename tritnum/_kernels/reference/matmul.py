@@ -1,0 +1,51 @@
+"""NumPy reference ternary matmul: dequantize in float64 and multiply (the test oracle).
+
+Kernel contract shared by every backend (``w`` holds ``out`` packed rows of ``n``
+trits, ``scales`` is ``(out, groups)`` float32 with groups of ``n // groups``):
+
+- ``linear_float(x, w, fmt, n, scales, bias)``: ``x @ (trits * scale).T + bias``,
+  float32 ``(m, out)`` from float32 ``x`` ``(m, n)``.
+- ``linear_int8(q, xscale, w, fmt, n, scales, bias)``: W1.58A8,
+  ``xscale[r] * sum_g scales[o, g] * sum_{j in g} trits[o, j] * q[r, j] + bias[o]``
+  with exact integer group sums, float32 ``(m, out)``.
+
+``bias`` is None or float32 ``(out,)``. The packed rows are valid (checked before).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._dispatch import register
+from ..._formats import Format
+from .packing import _decode
+
+
+def trits(w: np.ndarray, fmt: Format, n: int) -> np.ndarray:
+    """The ``(out, n)`` int8 trits of packed rows."""
+    codes, _ = _decode(w, fmt, n)
+    return codes[:, :n].astype(np.int8) - 1
+
+
+def _grouped(a: np.ndarray, groups: int) -> np.ndarray:
+    rows, n = a.shape
+    return a.reshape(rows, groups, n // groups)
+
+
+@register("linear_float", "numpy")
+def linear_float(x: np.ndarray, w: np.ndarray, fmt: Format, n: int, scales: np.ndarray,
+                 bias: np.ndarray | None) -> np.ndarray:
+    groups = scales.shape[1]
+    dense = (_grouped(trits(w, fmt, n), groups) * scales[..., None].astype(np.float64))
+    y = x.astype(np.float64) @ dense.reshape(-1, n).T
+    return (y if bias is None else y + bias).astype(np.float32)
+
+
+@register("linear_int8", "numpy")
+def linear_int8(q: np.ndarray, xscale: np.ndarray, w: np.ndarray, fmt: Format, n: int,
+                scales: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    groups = scales.shape[1]
+    t = _grouped(trits(w, fmt, n), groups).astype(np.int64)
+    sums = np.einsum("rgj,ogj->rog", _grouped(q, groups).astype(np.int64), t)
+    y = (sums * scales.astype(np.float64)).sum(axis=-1) * xscale.astype(np.float64)[:, None]
+    return (y if bias is None else y + bias).astype(np.float32)
