@@ -47,6 +47,7 @@ class TernaryTensor:
     """
 
     __slots__ = ("_group_size", "_packed", "_scales")
+    __array_ufunc__ = None  # ``x @ w`` is a TypeError (the product is ``x @ w.T``)
 
     def __init__(self, packed: PackedTrits, scales: Any, group_size: int | None = None) -> None:
         if not isinstance(packed, PackedTrits):

@@ -5,15 +5,15 @@
 activations laid out for them (from flat element ``xoff`` of ``x``): block k,
 code n (bits 2n..2n+1) of byte m pairs with ``x[xoff + 128k + 32n + m]``.
 So one block is one 32-byte load whose four shifted-and-masked copies meet
-four contiguous 32-element runs of ``x``. Codes are ``trit + 1`` (0, 1, 2):
-the caller subtracts the sum of ``x`` to get the sum of ``trit * x``.
+four contiguous 32-element runs of ``x``. Codes are ``trit + 1`` (0, 1, 2).
 
-- float32 ``x``: codes widened to float32 and multiplied-added into two
-  32-lane float accumulators (LLVM lowers this for any target); returns float32.
+- float32 ``x``: the sum of ``trit * x`` in float32 (see :func:`_dot_float`;
+  LLVM lowers it for any target).
 - int8 ``x``: on AVX2, ``vpmaddubsw`` (unsigned codes times signed int8, pairs
   added into int16: at most 4 * 2 * 2 * 128 = 2048 per block, no saturation)
   and ``vpmaddwd`` into int32 lanes, as bitnet.cpp's I2_S kernel does; on other
-  targets the same sums with plain widening multiplies. Returns int32 (exact
+  targets the same sums with plain widening multiplies. Returns the sum of
+  ``code * x`` (the caller subtracts the sum of ``x``) as int32 (exact
   while ``128 * 2 * elements < 2**31``, which the caller keeps to).
 
 Plain numba loops do not get there: the shifts and the int64 literals of
@@ -91,17 +91,34 @@ def _blocks(builder, count, w, x, body):
 
 
 def _dot_float(builder, w, x, count):
-    vf = _vec(_F32, 32)
-    accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(2)]
+    """Sum of ``trit * x``, 8 bytes (8 float lanes) at a time.
 
-    def body(codes, run):
-        for n, c in enumerate(codes):
-            prod = builder.fmul(builder.uitofp(c, vf), run(n, vf), flags=("contract",))
-            acc = accs[n & 1]  # two chains hide the multiply-add latency
-            builder.store(builder.fadd(builder.load(acc), prod, flags=("contract",)), acc)
-
-    _blocks(builder, count, w, x, body)
-    total = builder.fadd(builder.load(accs[0]), builder.load(accs[1]))
+    Code n of a byte is masked in place, ``b & (3 << 2n)`` = ``code * 4**n``;
+    minus ``4**n`` it is ``trit * 4**n``, converted exactly to float. The products
+    go to accumulators of their own n, scaled by ``4**-n`` (exact) at the end: no
+    shifts, and one zero-extension per 8 bytes read straight from memory.
+    """
+    vf, v8 = _vec(_F32, 8), _vec(_I32, 8)
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(8)]
+    with cgutils.for_range(builder, count) as loop:
+        k = loop.index
+        for quarter in range(4):
+            off = builder.add(builder.mul(k, ir.Constant(k.type, 32)),
+                              ir.Constant(k.type, 8 * quarter))
+            bytes8 = builder.zext(_load(builder, w, off, _vec(_I8, 8), 1), v8)
+            for n in range(4):
+                field = builder.and_(bytes8, _splat(_I32, 8, 3 << (2 * n)))
+                t = builder.sitofp(builder.sub(field, _splat(_I32, 8, 1 << (2 * n))), vf)
+                xoff = builder.add(builder.mul(k, ir.Constant(k.type, 128)),
+                                   ir.Constant(k.type, 32 * n + 8 * quarter))
+                acc = accs[2 * n + (quarter & 1)]  # two chains per n hide the latency
+                prod = builder.fmul(t, _load(builder, x, xoff, vf, 1), flags=("contract",))
+                builder.store(builder.fadd(builder.load(acc), prod, flags=("contract",)), acc)
+    total = None
+    for n in range(4):
+        part = builder.fadd(builder.load(accs[2 * n]), builder.load(accs[2 * n + 1]))
+        part = builder.fmul(part, ir.Constant(vf, [ir.Constant(_F32, 4.0 ** -n)] * 8))
+        total = part if total is None else builder.fadd(total, part)
     return _horizontal_sum(builder, total, builder.fadd)
 
 

@@ -96,7 +96,9 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
     padded[:, :n] = x
     xl = np.ascontiguousarray(padded[:, idx])
     groups = scales.shape[1]
-    xsum = x.reshape(rows, groups, -1).sum(axis=-1, dtype=np.float64)
+    # the int8 dot sums code * q = (trit + 1) * q; the float dot sums trit * x
+    xsum = (x.reshape(rows, groups, -1).sum(axis=-1, dtype=np.float64) if x.dtype == np.int8
+            else np.zeros((rows, groups)))
     y = np.empty((rows, w.shape[0]), np.float32)
     run(_gemv_2bit, w.shape[0], w.nbytes, xl, xsum, xscale, w, scales, segment, y)
     return y

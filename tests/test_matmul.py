@@ -1,0 +1,292 @@
+"""Ternary matmul on every CPU-side backend against float64 math and exact int64 sums."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from numba import njit
+
+import tritnum as tn
+from tritnum._kernels.cpu import _simd
+from tritnum._kernels.cpu import matmul as cpu_matmul
+from tritnum.testing import ternary_tensors
+
+BACKENDS = ["numpy", "cpu"]
+# sizes around the 128-trit SIMD blocks and 4/5-trit units, and primes
+SIDES = st.sampled_from([1, 2, 3, 4, 5, 7, 13, 31, 64, 127, 128, 129, 131, 255, 257, 300, 521])
+
+
+LEADS = hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=20)
+
+
+def weights():
+    return ternary_tensors(shape=st.tuples(st.integers(1, 40), SIDES))
+
+
+def activations(n, lead=LEADS):
+    return lead.flatmap(lambda s: hnp.arrays(
+        st.sampled_from([np.float16, np.float32, np.float64]), (*s, n),
+        elements=st.floats(-4, 4, width=16)))
+
+
+def dense64(w):
+    return w.dequantize().astype(np.float64)
+
+
+def assert_rel_close(y, ref, rtol):
+    """``||y - ref|| <= rtol * ||ref||`` (exactly zero when ref is)."""
+    assert y.shape == ref.shape
+    assert np.linalg.norm(y - ref) <= rtol * np.linalg.norm(ref)
+
+
+def trits_of(w):
+    return tn.unpack(w.packed).astype(np.int64)
+
+
+def group_scales(w):
+    """Scales as (out, groups), and the group size."""
+    out, n = w.shape
+    if w.group_size is None:
+        return np.full((out, 1), w.scales, np.float64), n
+    return w.scales.reshape(out, -1).astype(np.float64), w.group_size
+
+
+def int8_formula(q, xscale, w):
+    """W1.58A8 from the formula: exact int64 group sums, rescaled in float64."""
+    scales, g = group_scales(w)
+    t = trits_of(w)
+    rows, n = q.shape
+    sums = np.einsum("rgj,ogj->rog", q.astype(np.int64).reshape(rows, n // g, g),
+                     t.reshape(t.shape[0], n // g, g))
+    return (sums * scales).sum(-1) * xscale.astype(np.float64)[:, None]
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@given(w=weights(), data=st.data())
+def test_float_path_matches_float64(w, device, data):
+    x = data.draw(activations(w.shape[1]))
+    y = tn.linear(x, w, device=device)
+    assert y.dtype == np.float32 and y.shape == (*x.shape[:-1], w.shape[0])
+    ref = x.astype(np.float32).astype(np.float64) @ dense64(w).T
+    assert_rel_close(y, ref, 1e-5)
+    np.testing.assert_array_equal(x @ w.T, tn.linear(x, w))
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@given(w=weights(), data=st.data())
+def test_int8_path_matches_formula(w, device, data):
+    x = data.draw(activations(w.shape[1], hnp.array_shapes(min_dims=1, max_dims=1, max_side=20)))
+    y = tn.linear(x, w, activations="int8", device=device)
+    q, scale = tn.quantize_activations(x, device="numpy")
+    assert_rel_close(y, int8_formula(q, scale, w), 1e-6)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("rows", [1, 3, cpu_matmul.GEMV_MAX_ROWS + 1])  # GEMV and GEMM paths
+@given(n=SIDES, fmt=st.sampled_from(tn.FORMATS), seed=st.integers(0, 2**32 - 1))
+def test_int8_integer_sums_are_exact(rows, n, fmt, device, seed):
+    """Unit scales and int8 x with x_scale=1: the output is the exact integer sum."""
+    rng = np.random.default_rng(seed)
+    trits = rng.integers(-1, 2, (9, n), dtype=np.int8)
+    q = rng.integers(-128, 128, (rows, n), dtype=np.int8)
+    w = tn.TernaryTensor(tn.pack(trits, fmt), np.float32(1.0))
+    y = tn.linear(q, w, x_scale=1.0, device=device)
+    np.testing.assert_array_equal(y, q.astype(np.int64) @ trits.T.astype(np.int64))
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_int8_extreme_sums_are_exact(device):
+    """Every product at its largest, 2**17 of them: int32 and float32 sums still exact."""
+    n = 1 << 17
+    trits = np.ones((2, n), np.int8)
+    trits[1] = -1
+    w = tn.TernaryTensor(tn.pack(trits), np.float32(1.0))
+    for rows in (1, cpu_matmul.GEMV_MAX_ROWS + 1):
+        q = np.full((rows, n), -128, np.int8)
+        y = tn.linear(q, w, x_scale=np.float32(1.0), device=device)
+        np.testing.assert_array_equal(y, np.tile([-128.0 * n, 128.0 * n], (rows, 1)))
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("activation", ["float", "int8"])
+def test_gemm_matches_gemv(device, activation):
+    """The same rows through the GEMV path (one at a time) and the GEMM path."""
+    rng = np.random.default_rng(7)
+    w = tn.quantize(rng.standard_normal((70, 333)), group_size=111)
+    x = rng.standard_normal((cpu_matmul.GEMV_MAX_ROWS + 5, 333)).astype(np.float32)
+    together = tn.linear(x, w, activations=activation, device=device)
+    apart = np.stack([tn.linear(r, w, activations=activation, device=device) for r in x])
+    np.testing.assert_allclose(together, apart, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["float", "int8"])
+def test_threaded_gemv(activation):
+    """A weight matrix large enough for the thread pool (> 1 MiB packed)."""
+    rng = np.random.default_rng(3)
+    w = tn.quantize(rng.standard_normal((2053, 2100)).astype(np.float32), axis=-1)
+    x = rng.standard_normal(2100).astype(np.float32)
+    y = tn.linear(x, w, activations=activation, device="cpu")
+    ref = tn.linear(x, w, activations=activation, device="numpy")
+    assert_rel_close(y, ref.astype(np.float64), 1e-6)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_bias_shapes_and_layouts(device):
+    rng = np.random.default_rng(1)
+    w = tn.quantize(rng.standard_normal((6, 10)).astype(np.float32), axis=-1)
+    bias = rng.standard_normal(6)
+    x = rng.standard_normal((4, 3, 20))[..., ::2]  # 3-D and non-contiguous
+    x.flags.writeable = False
+    y = tn.linear(x, w, bias, device=device)
+    assert y.shape == (4, 3, 6)
+    ref = x.astype(np.float32).astype(np.float64) @ dense64(w).T + bias.astype(np.float32)
+    assert_rel_close(y, ref, 1e-5)
+    assert tn.linear(x[0, 0], w, device=device).shape == (6,)
+    assert tn.linear(np.zeros((0, 10)), w, bias, device=device).shape == (0, 6)
+    empty = tn.quantize(np.zeros((3, 0)))
+    np.testing.assert_array_equal(tn.linear(np.ones((2, 0)), empty, [1, 2, 3], device=device),
+                                  [[1, 2, 3], [1, 2, 3]])
+
+
+def test_zero_weights_give_exact_zeros():
+    w = tn.TernaryTensor(tn.pack(np.zeros((3, 300), np.int8)), np.float32(2.0))
+    x = np.random.default_rng(0).standard_normal((2, 300)).astype(np.float32)
+    for device in BACKENDS:
+        np.testing.assert_array_equal(tn.linear(x, w, device=device), np.zeros((2, 3)))
+
+
+def test_nan_and_inf_propagate_on_the_float_path():
+    w = tn.quantize(np.array([[1.0, 0.0, -1.0], [1.0, 1.0, 1.0]]))
+    x = np.array([np.nan, 1.0, 1.0], np.float32)
+    for device in BACKENDS:
+        assert np.isnan(tn.linear(x, w, device=device)).all()
+        y = tn.linear(np.array([np.inf, 0.0, 0.0]), w, device=device)
+        assert np.isinf(y).all()
+
+
+def test_nan_on_the_int8_path_names_the_position():
+    w = tn.quantize(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"x\[1, 2\] = nan"):
+        tn.linear(np.array([[0.0, 1, 2], [0, 1, np.nan]]), w, activations="int8")
+
+
+@pytest.mark.parametrize("avx2", [True, False])
+@given(blocks=st.integers(0, 6), seed=st.integers(0, 2**32 - 1))
+def test_simd_dot_matches_numpy(avx2, blocks, seed):
+    """The SIMD dot (and its portable lowering) against the layout it documents."""
+    if avx2 and not _simd.HAS_AVX2:
+        pytest.skip("this CPU has no AVX2; the portable lowering is what runs here")
+    dot = _simd.dot_2bit if avx2 else _simd.dot_2bit_portable
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 3, (blocks, 4, 32)).astype(np.uint8)  # block, code n, byte m
+    w = np.zeros(32 * blocks + 3, np.uint8)
+    w[3:] = np.bitwise_or.reduce(codes << (2 * np.arange(4, dtype=np.uint8))[:, None],
+                                 axis=1).reshape(-1)
+    x = rng.standard_normal(128 * blocks + 5).astype(np.float32)
+    q = rng.integers(-128, 128, 128 * blocks + 5).astype(np.int8)
+
+    @njit
+    def both(w, x, q):
+        return dot(w, 3, x, 5, blocks), dot(w, 3, q, 5, blocks)
+
+    fsum, isum = both(w, x, q)
+    flat = codes.reshape(-1).astype(np.int64)
+    assert isum == flat @ q[5:].astype(np.int64)
+    np.testing.assert_allclose(fsum, (flat - 1) @ x[5:].astype(np.float64), rtol=1e-5,
+                               atol=1e-4)
+
+
+@pytest.mark.parametrize("n,segment", [(1, 1), (13, 4), (300, 75), (256, 16), (520, 130)])
+def test_layout_pairs_each_code_with_its_element(n, segment):
+    """Position 128k + 32c + m of a segment holds element 4 * (32k + m) + c."""
+    idx = cpu_matmul.layout(n, segment)
+    per_segment = 128 * -(-segment // 32)
+    assert idx.size % per_segment == 0
+    for s in range(idx.size // per_segment):
+        part = idx[s * per_segment:(s + 1) * per_segment].reshape(-1, 4, 32)
+        for k, c, m in np.ndindex(part.shape):
+            element = s * 4 * segment + 4 * (32 * k + m) + c
+            inside = 32 * k + m < segment and element < n
+            assert part[k, c, m] == (element if inside else n)
+
+
+class TestBadInput:
+    w = tn.quantize(np.ones((4, 6)))
+
+    def test_mismatched_features(self):
+        with pytest.raises(tn.ShapeMismatchError, match="5 features") as e:
+            tn.linear(np.ones((2, 5)), self.w)
+        assert (e.value.expected, e.value.actual) == (6, 5)
+        with pytest.raises(tn.ShapeMismatchError):
+            np.ones(7) @ self.w.T
+        with pytest.raises(tn.ShapeMismatchError, match="scalar"):
+            tn.linear(np.float32(1), self.w)
+
+    @pytest.mark.parametrize("dtype", [np.int16, np.int64, np.uint8, np.bool_, np.complex64,
+                                       object])
+    def test_non_float_x(self, dtype):
+        with pytest.raises(TypeError, match="x must be a float"):
+            tn.linear(np.ones((2, 6), dtype), self.w)
+
+    def test_int8_x_needs_its_scale(self):
+        with pytest.raises(TypeError, match="x_scale"):
+            tn.linear(np.ones(6, np.int8), self.w)
+        with pytest.raises(TypeError, match="x_scale goes with int8"):
+            tn.linear(np.ones(6), self.w, x_scale=1.0)
+        with pytest.raises(tn.ShapeMismatchError):
+            tn.linear(np.ones((2, 6), np.int8), self.w, x_scale=np.ones(3))
+
+    def test_bias(self):
+        with pytest.raises(tn.ShapeMismatchError, match=r"bias must have shape \(4,\)") as e:
+            tn.linear(np.ones(6), self.w, np.ones(5))
+        assert (e.value.expected, e.value.actual) == ((4,), (5,))
+        with pytest.raises(TypeError, match="bias"):
+            tn.linear(np.ones(6), self.w, np.array(["a"] * 4))
+
+    def test_weights(self):
+        with pytest.raises(TypeError, match=r"not w\.T"):
+            tn.linear(np.ones(4), self.w.T)
+        with pytest.raises(TypeError, match="TernaryTensor"):
+            tn.linear(np.ones(6), np.ones((4, 6)))
+        with pytest.raises(tn.ShapeMismatchError, match="2-D"):
+            tn.linear(np.ones(6), tn.quantize(np.ones(6)))
+        with pytest.raises(ValueError, match="activations"):
+            tn.linear(np.ones(6), self.w, activations="fp8")
+        with pytest.raises(TypeError):
+            np.ones((2, 6)) @ self.w
+
+    @pytest.mark.parametrize("device", BACKENDS)
+    def test_corrupt_wrapped_weights(self, device):
+        data = tn.pack(np.zeros((3, 8), np.int8)).data.copy()
+        data[2, 1] = 0xFF  # code 3
+        w = tn.TernaryTensor(tn.PackedTrits(data, (3, 8), "2bit"), np.float32(1))
+        with pytest.raises(tn.InvalidTritsError, match=r"byte \(2, 1\) = 0xff"):
+            tn.linear(np.ones(8), w, device=device)
+
+
+class TestBitLinear:
+    def test_matches_linear_on_the_quantized_weight(self):
+        rng = np.random.default_rng(5)
+        weight, bias = rng.standard_normal((12, 40)), rng.standard_normal(12)
+        x = rng.standard_normal((3, 40))
+        for activations in ("int8", "float"):
+            layer = tn.BitLinear(weight, bias, group_size=8, activations=activations)
+            w = tn.quantize(weight, group_size=8)
+            np.testing.assert_array_equal(layer(x), tn.linear(x, w, bias,
+                                                              activations=activations))
+        assert (layer.in_features, layer.out_features) == (40, 12)
+        assert layer.nbytes == w.nbytes + 12 * 4
+        assert layer.sparsity == np.mean(tn.unpack(w.packed) == 0)
+        assert repr(layer).startswith("BitLinear(in_features=40, out_features=12, "
+                                      "activations='float', format='2bit', group_size=8")
+
+    def test_takes_a_ternary_tensor_and_checks_arguments(self):
+        w = tn.quantize(np.ones((2, 4)))
+        assert tn.BitLinear(w).weight is w
+        with pytest.raises(ValueError, match="activations"):
+            tn.BitLinear(w, activations="fp16")
+        with pytest.raises(tn.ShapeMismatchError):
+            tn.BitLinear(w, bias=np.ones(3))
+        with pytest.raises(tn.ShapeMismatchError):
+            tn.BitLinear(np.ones((2, 4)), group_size=3)
