@@ -30,6 +30,7 @@ class Case:
     baseline: Callable[[], Any]
     bar: float | None = None  # required speedup, if any
     repeats: int | None = None  # fewer for slow baselines
+    note: Callable[[float], str] | None = None  # more figures from tritnum's median seconds
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Result:
     speedup: float
     bar: float | None
     meets_bar: bool | None
+    note: str = ""
 
 
 def _time(fn: Callable[[], Any]) -> float:
@@ -66,7 +68,8 @@ def measure(case: Case, repeats: int) -> Result:
     t, b = statistics.median(ours), statistics.median(theirs)
     speedup = b / t
     return Result(case.family, case.name, t, case.baseline_name, b, speedup, case.bar,
-                  None if case.bar is None else speedup >= case.bar)
+                  None if case.bar is None else speedup >= case.bar,
+                  case.note(t) if case.note else "")
 
 
 def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
@@ -137,23 +140,94 @@ def quantization_cases(side: int, device: str) -> list[Case]:
     return cases
 
 
+def copy_bandwidth() -> float:
+    """Bytes per second read plus written by a 256 MiB ``np.copyto`` (median of 5)."""
+    src = np.ones(1 << 26, np.float32)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    return 2 * src.nbytes / statistics.median(_time(lambda: np.copyto(dst, src))
+                                              for _ in range(5))
+
+
+def peak_extra_bytes(fn: Callable[[], Any]) -> int:
+    """Peak bytes that ``fn`` allocates through Python and NumPy while it runs (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _gemv_note(w: Any, threads: int, bandwidth: float, memory: str) -> Callable[[float], str]:
+    """Effective GB/s of packed weights (vs copy bandwidth) and multiply-adds per core."""
+    def note(seconds: float) -> str:
+        rate = w.packed.nbytes / seconds
+        return (f"{rate / 1e9:.1f} GB/s packed ({rate / bandwidth:.0%} of copy), "
+                f"{w.packed.size / seconds / threads / 1e9:.1f} G MAC/s/core{memory}")
+    return note
+
+
+def matmul_cases(quick: bool, device: str) -> list[Case]:
+    """tn.linear against NumPy float32 ``x @ W.T`` (OpenBLAS) with the dense matrix."""
+    import numba
+
+    from .matmul import linear
+    from .packing import pack
+    from .quantize import TernaryTensor
+
+    rng = np.random.default_rng(2)
+    threads = numba.get_num_threads()
+    bandwidth = copy_bandwidth()
+    sizes = [(1, 2048, 2048, (3.0, 5.0)), (64, 2048, 2048, (0.85, 0.85))] if quick else [
+        (1, 4096, 4096, (3.0, 5.0)), (1, 16384, 8192, (None, 6.0)),
+        (256, 4096, 4096, (0.85, 0.85))]
+    cases = []
+    for rows, out, n, bars in sizes:
+        trits = rng.integers(-1, 2, (out, n), dtype=np.int8)
+        w = TernaryTensor(pack(trits), np.float32(0.05))
+        dense = trits * np.float32(0.05)
+        del trits
+        x = rng.standard_normal((rows, n), dtype=np.float32)
+        x = x[0] if rows == 1 else x
+        kind = "GEMV" if rows == 1 else f"GEMM {rows} rows"
+        for act, bar in zip(("float", "int8"), bars, strict=True):
+            memory = ""
+            if rows == 1 and out * n >= 1 << 27:  # the issue's peak-memory bar: <= 10% of W
+                linear(x, w, activations=act, device=device)  # compiled, weights checked
+                peak = peak_extra_bytes(lambda x=x, w=w, a=act: linear(x, w, activations=a,
+                                                                          device=device))
+                memory = f", peak extra {peak / 2**20:.2f} MiB ({peak / dense.nbytes:.3%} of W)"
+            note = _gemv_note(w, threads, bandwidth, memory) if rows == 1 else None
+            cases.append(Case(
+                "matmul", f"linear {kind} {out}x{n} {act}",
+                lambda x=x, w=w, a=act: linear(x, w, activations=a, device=device),
+                "x @ W.T (BLAS)", lambda x=x, d=dense: x @ d.T, bar,
+                5 if rows > 1 else None, note))
+    return cases
+
+
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
         rows: int | None = None) -> list[Result]:
     """Measure every case; ``quick`` uses a quarter of the data and 3 repeats (else 15)."""
     rows = rows or (1024 if quick else 4096)
     repeats = 3 if quick else 15
     cases = packing_cases(rows, cols, device) + quantization_cases(
-        max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device)
+        max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device) + matmul_cases(
+        quick, device)
     return [measure(case, repeats) for case in cases]
 
 
 def table(results: list[Result]) -> str:
     """The results as a plain-text table."""
-    head = ("family", "case", "tritnum ms", "baseline", "baseline ms", "speedup", "bar")
+    head = ("family", "case", "tritnum ms", "baseline", "baseline ms", "speedup", "bar", "note")
     rows = [head] + [
         (r.family, r.name, f"{r.seconds * 1e3:.2f}", r.baseline_name,
          f"{r.baseline_seconds * 1e3:.2f}", f"{r.speedup:.2f}x",
-         "" if r.bar is None else f">={r.bar:g}x {'ok' if r.meets_bar else 'MISSED'}")
+         "" if r.bar is None else f">={r.bar:g}x {'ok' if r.meets_bar else 'MISSED'}",
+         r.note)
         for r in results
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]

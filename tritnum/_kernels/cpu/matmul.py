@@ -7,10 +7,10 @@ Two paths, picked by the number of activation rows ``m``:
   by the SIMD dot product of :mod:`._simd`. The activations are laid out once
   per call to match the codes (:func:`layout`), which costs ``O(m * n)``.
 - **GEMM** (everything else): compute-bound, so tiles of weight rows are decoded
-  once (the fast unpack kernels) and multiplied by BLAS ``sgemm``. On the int8
-  path the tile holds bare trits and ``q`` is converted to float32: every
-  product and partial sum is an integer below ``2**24``, so float32 BLAS
-  returns the exact integer sums (``K_EXACT`` bounds the length of one sum).
+  once to float32 trits and multiplied by BLAS ``sgemm``; the scales come after.
+  On the int8 path ``q`` is converted to float32: every product and partial sum
+  is an integer below ``2**24``, so float32 BLAS returns the exact integer sums
+  (``K_EXACT`` bounds the length of one sum).
 """
 
 from __future__ import annotations
@@ -104,45 +104,55 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
     return y
 
 
-def _tiles(w: np.ndarray, fmt: Format, n: int, rows: int):
-    """``(o0, o1, trits)`` for tiles of ``rows`` weight rows, decoded by the unpack kernels."""
-    for o0 in range(0, w.shape[0], rows):
-        trits, _ = unpack(w[o0:o0 + rows], fmt, n)
-        yield o0, o0 + trits.shape[0], trits
+@jit()
+def _decode_2bit_f32(w, trits, out, t0, t1):
+    """Rows t0..t1 of 2bit codes as float32 trits: four table values per byte."""
+    n = out.shape[1]
+    whole = n // 4
+    for o in range(t0, t1):
+        for b in range(whole):
+            code = w[o, b]
+            for c in range(4):
+                out[o, 4 * b + c] = trits[code, c]
+        for j in range(4 * whole, n):
+            out[o, j] = trits[w[o, whole], j - 4 * whole]
+    return 0
 
 
-def _gemm_float(x, w, fmt, n, scales):
-    y = np.empty((x.shape[0], w.shape[0]), np.float32)
+_TRITS_OF_BYTE = ((np.arange(256)[:, None] >> (2 * np.arange(4))) & 3).astype(np.float32) - 1
+
+
+def _float_tile(w: np.ndarray, fmt: Format, n: int) -> np.ndarray:
+    """Packed rows decoded to float32 trits."""
+    if fmt.name == "2bit":
+        out = np.empty((w.shape[0], n), np.float32)
+        run(_decode_2bit_f32, w.shape[0], out.nbytes, w, _TRITS_OF_BYTE, out)
+        return out
+    return unpack(w, fmt, n)[0].astype(np.float32)
+
+
+def _gemm(x, w, fmt, n, scales):
+    """``sum_g scales[o, g] * (x_g @ trits_g.T)`` in float64, a tile of weight rows at a time.
+
+    ``x`` is float32 (int8 activations converted exactly): BLAS multiplies it by
+    bare trits, chunks of at most ``K_EXACT`` inputs, so integer inputs give
+    exact integer sums; the scales come after, in float64.
+    """
+    m = x.shape[0]
     groups = scales.shape[1]
-    for o0, o1, t in _tiles(w, fmt, n, max(1, TILE_ELEMENTS // n)):
-        dense = t.reshape(o1 - o0, groups, -1) * scales[o0:o1, :, None]
-        np.matmul(x, dense.reshape(o1 - o0, n).T, out=y[:, o0:o1])
-    return y
-
-
-def _exact_sums(qf, t, groups):
-    """``(m, tile, groups)`` float64 sums of trit * q per group, each exact."""
-    m, n = qf.shape
     size = n // groups
-    tf = t.astype(np.float32).reshape(t.shape[0], groups, size)
-    qg = qf.reshape(m, groups, size)
-    sums = np.zeros((m, t.shape[0], groups))
-    for k0 in range(0, size, K_EXACT):
-        a = qg[:, :, k0:k0 + K_EXACT].transpose(1, 0, 2)  # (groups, m, k)
-        b = tf[:, :, k0:k0 + K_EXACT].transpose(1, 2, 0)  # (groups, k, tile)
-        sums += np.matmul(a, b).transpose(1, 2, 0)
-    return sums
-
-
-def _gemm_int8(q, xscale, w, fmt, n, scales):
-    y = np.empty((q.shape[0], w.shape[0]), np.float32)
-    qf = q.astype(np.float32)
-    groups = scales.shape[1]
-    # the float64 sums per group, (m, rows, groups), stay within a tile's size too
-    rows = max(1, min(TILE_ELEMENTS // n, TILE_ELEMENTS // (q.shape[0] * groups)))
-    for o0, o1, t in _tiles(w, fmt, n, rows):
-        sums = _exact_sums(qf, t, groups)
-        y[:, o0:o1] = (sums * scales[o0:o1]).sum(axis=-1) * xscale.astype(np.float64)[:, None]
+    y = np.empty((m, w.shape[0]))
+    # the per-group sums, (m, rows, groups), stay within a tile's size too
+    rows = max(1, min(TILE_ELEMENTS // n, TILE_ELEMENTS // (m * groups)))
+    for o0 in range(0, w.shape[0], rows):
+        o1 = min(o0 + rows, w.shape[0])
+        t = _float_tile(w[o0:o1], fmt, n).reshape(o1 - o0, groups, size)
+        sums = np.zeros((m, o1 - o0, groups))
+        for k0 in range(0, size, K_EXACT):
+            a = x.reshape(m, groups, size)[:, :, k0:k0 + K_EXACT].transpose(1, 0, 2)
+            b = t[:, :, k0:k0 + K_EXACT].transpose(1, 2, 0)  # (groups, k, rows)
+            sums += np.matmul(a, b).transpose(1, 2, 0)
+        y[:, o0:o1] = (sums * scales[o0:o1]).sum(axis=-1)
     return y
 
 
@@ -158,7 +168,7 @@ def linear_float(x, w, fmt, n, scales, bias):
     if segment and x.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(x, np.ones(x.shape[0], np.float32), w, fmt, n, scales, segment)
     else:
-        y = _gemm_float(x, w, fmt, n, scales)
+        y = _gemm(x, w, fmt, n, scales).astype(np.float32)
     return _finish(y, bias)
 
 
@@ -168,5 +178,5 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias):
     if segment and q.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(q, xscale, w, fmt, n, scales, segment)
     else:
-        y = _gemm_int8(q, xscale, w, fmt, n, scales)
+        y = (_gemm(q.astype(np.float32), w, fmt, n, scales) * xscale[:, None]).astype(np.float32)
     return _finish(y, bias)
