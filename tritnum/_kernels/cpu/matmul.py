@@ -122,37 +122,48 @@ def _decode_2bit_f32(w, trits, out, t0, t1):
 _TRITS_OF_BYTE = ((np.arange(256)[:, None] >> (2 * np.arange(4))) & 3).astype(np.float32) - 1
 
 
-def _float_tile(w: np.ndarray, fmt: Format, n: int) -> np.ndarray:
-    """Packed rows decoded to float32 trits."""
+def _float_tile(w: np.ndarray, fmt: Format, n: int, out: np.ndarray) -> np.ndarray:
+    """Packed rows decoded to float32 trits in ``out`` (one buffer reused for every tile)."""
+    out = out[:w.shape[0]]
     if fmt.name == "2bit":
-        out = np.empty((w.shape[0], n), np.float32)
         run(_decode_2bit_f32, w.shape[0], out.nbytes, w, _TRITS_OF_BYTE, out)
-        return out
-    return unpack(w, fmt, n)[0].astype(np.float32)
+    else:
+        out[...] = unpack(w, fmt, n)[0]
+    return out
 
 
 def _gemm(x, w, fmt, n, scales):
-    """``sum_g scales[o, g] * (x_g @ trits_g.T)`` in float64, a tile of weight rows at a time.
+    """``sum_g scales[o, g] * (x_g @ trits_g.T)``, a tile of weight rows at a time.
 
     ``x`` is float32 (int8 activations converted exactly): BLAS multiplies it by
-    bare trits, chunks of at most ``K_EXACT`` inputs, so integer inputs give
+    bare trits, in chunks of at most ``K_EXACT`` inputs, so integer inputs give
     exact integer sums; the scales come after, in float64.
     """
-    m = x.shape[0]
+    m, out_rows = x.shape[0], w.shape[0]
     groups = scales.shape[1]
     size = n // groups
-    y = np.empty((m, w.shape[0]))
-    # the per-group sums, (m, rows, groups), stay within a tile's size too
-    rows = max(1, min(TILE_ELEMENTS // n, TILE_ELEMENTS // (m * groups)))
-    for o0 in range(0, w.shape[0], rows):
-        o1 = min(o0 + rows, w.shape[0])
-        t = _float_tile(w[o0:o1], fmt, n).reshape(o1 - o0, groups, size)
-        sums = np.zeros((m, o1 - o0, groups))
+    if groups == 1 and n <= K_EXACT:  # the common case: one sgemm per tile
+        rows = max(1, min(out_rows, TILE_ELEMENTS // n))
+        tile = np.empty((rows, n), np.float32)
+        sums = np.empty((m, out_rows), np.float32)
+        for o0 in range(0, out_rows, rows):
+            t = _float_tile(w[o0:o0 + rows], fmt, n, tile)
+            np.matmul(x, t.T, out=sums[:, o0:o0 + rows])
+        return sums * scales[:, 0].astype(np.float64)
+    # per-group sums, (m, rows, groups) float64, stay within a tile's size too
+    rows = max(1, min(out_rows, TILE_ELEMENTS // n, TILE_ELEMENTS // (m * groups)))
+    tile = np.empty((rows, n), np.float32)
+    y = np.empty((m, out_rows))
+    xg = x.reshape(m, groups, size)
+    for o0 in range(0, out_rows, rows):
+        t = _float_tile(w[o0:o0 + rows], fmt, n, tile)
+        t = t.reshape(t.shape[0], groups, size)
+        sums = np.zeros((m, t.shape[0], groups))
         for k0 in range(0, size, K_EXACT):
-            a = x.reshape(m, groups, size)[:, :, k0:k0 + K_EXACT].transpose(1, 0, 2)
+            a = xg[:, :, k0:k0 + K_EXACT].transpose(1, 0, 2)  # (groups, m, k)
             b = t[:, :, k0:k0 + K_EXACT].transpose(1, 2, 0)  # (groups, k, rows)
             sums += np.matmul(a, b).transpose(1, 2, 0)
-        y[:, o0:o1] = (sums * scales[o0:o1]).sum(axis=-1)
+        y[:, o0:o0 + t.shape[0]] = (sums * scales[o0:o0 + t.shape[0]]).sum(axis=-1)
     return y
 
 
