@@ -11,7 +11,7 @@ from ._formats import FORMATS
 
 
 def warmup(device: str = "auto") -> float:
-    """Compile (or load from numba's cache) the packing, quantization and GGUF kernels now.
+    """Compile (or load from numba's cache) the packing, quantization, GGUF and matmul kernels.
 
     Parameters
     ----------
@@ -30,6 +30,7 @@ def warmup(device: str = "auto") -> float:
     True
     """
     from .io import from_gguf_blocks, to_gguf_blocks
+    from .matmul import linear
     from .packing import pack
     from .quantize import quantize, quantize_activations
 
@@ -53,4 +54,10 @@ def warmup(device: str = "auto") -> float:
         for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
             from_gguf_blocks(to_gguf_blocks(weights, qtype, device=dev), qtype, weights.shape,
                              device=dev)
+        for name in FORMATS:  # one activation row (GEMV) and many (GEMM), both paths
+            w = quantize(weights, format=name, device=dev)
+            for rows in (1, 64):
+                for activations in ("float", "int8"):
+                    linear(np.ones((rows, 256), np.float32), w, activations=activations,
+                           device=dev)
     return time.perf_counter() - start
