@@ -12,7 +12,7 @@ array([[ 1,  0, -1],
 
 from __future__ import annotations
 
-from . import errors, io
+from . import errors, io, vsa
 from ._dispatch import cuda_available, get_device, set_device, use_device
 from ._warmup import warmup
 from .errors import (
@@ -55,5 +55,6 @@ __all__ = [
     "set_device",
     "unpack",
     "use_device",
+    "vsa",
     "warmup",
 ]

@@ -1,0 +1,337 @@
+"""CPU VSA kernels: serial ``nogil`` loops over tasks, spread over threads by :mod:`._parallel`.
+
+Dense hypervectors are int8 rows; "bitplane" rows are ``(2, nw)`` uint64 words
+and are worked on a word (64 trits) at a time: AND/OR/XOR for binding,
+``llvm.ctpop`` for similarity, carry-save (Harley-Seal) bit-sliced counters for
+bundling. The arithmetic is :mod:`..hv`, shared with the CUDA kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import types
+from numba.extending import intrinsic
+
+from ..._dispatch import register
+from .. import hv
+from ..reference.vsa import topk
+from ._jit import jit
+from ._parallel import run
+
+CHUNK = 4096  # int8 columns per bundle task
+WORDS = 32  # words per bit-sliced bundle task
+MEMORY_ROWS = 256  # memory rows per search task
+
+
+@intrinsic
+def _ctpop(typingctx, x):
+    """Population count of a uint64 (one ``popcnt`` instruction)."""
+
+    def codegen(context, builder, sig, args):
+        return builder.ctpop(args[0])
+
+    return types.uint64(types.uint64), codegen
+
+
+@jit(inline="always")
+def popc(x):
+    return np.int64(_ctpop(x))
+
+
+_fmix = jit(inline="always")(hv.fmix64)
+_row_key = jit(inline="always")(hv.specialize(hv.row_key, fmix64=_fmix))
+_draw = jit(inline="always")(hv.specialize(hv.draw, fmix64=_fmix))
+_trit_of = jit(inline="always")(hv.trit_of)
+_random_word = jit(inline="always")(hv.specialize(hv.random_word, draw=_draw))
+_op_trits = jit(inline="always")(hv.op_trits)
+_op_words = jit(inline="always")(hv.op_words)
+_score = jit(inline="always")(hv.score)
+_pair_words = jit(inline="always")(hv.specialize(hv.pair_words, popc=popc, score=_score))
+_pair_trits = jit(inline="always")(hv.specialize(hv.pair_trits, score=_score))
+_bits_at = jit(inline="always")(hv.bits_at)
+_rolled_word = jit(inline="always")(hv.specialize(hv.rolled_word, bits_at=_bits_at))
+_majority_word = jit(inline="always")(hv.majority_word)
+_csa = jit(inline="always")(hv.csa)
+
+
+# ------------------------------------------------------------------------ random
+@jit()
+def _random_dense(row0, key, thr, out, t0, t1):
+    d = out.shape[1]
+    for r in range(t0, t1):
+        rk = _row_key(key, row0 + r)
+        row = out[r]
+        for j in range(d):
+            row[j] = _trit_of(_draw(rk, j), thr)
+    return 0
+
+
+@jit()
+def _random_planes(row0, d, key, thr, out, t0, t1):
+    nw = out.shape[2]
+    for r in range(t0, t1):
+        rk = _row_key(key, row0 + r)
+        for w in range(nw):
+            out[r, 0, w], out[r, 1, w] = _random_word(rk, w, min(64, d - 64 * w), thr)
+    return 0
+
+
+@register("vsa.random", "cpu")
+def random(row0: int, n: int, d: int, key: int, thr: int, packed: bool) -> np.ndarray:
+    k, t = np.uint64(key), np.uint64(thr)
+    if packed:
+        out = np.empty((n, 2, -(-d // 64)), np.uint64)
+        run(_random_planes, n, 2 * n * d, row0, d, k, t, out)
+    else:
+        out = np.empty((n, d), np.int8)
+        run(_random_dense, n, 8 * n * d, row0, k, t, out)
+    return out
+
+
+# ------------------------------------------------------------------------- check
+@jit()
+def _check(rows, t0, t1):
+    bad = 0
+    for r in range(t0, t1):
+        row = rows[r]
+        ok = True
+        for j in range(row.shape[0]):
+            v = row[j]
+            ok &= (v >= -1) & (v <= 1)
+        bad += not ok
+    return bad
+
+
+@register("vsa.check", "cpu")
+def check(rows: np.ndarray) -> bool:
+    return run(_check, rows.shape[0], rows.nbytes, rows) == 0
+
+
+# ---------------------------------------------------------------- bind and co.
+@jit()
+def _op_dense(a, b, ia, ib, op, out, t0, t1):
+    d = out.shape[1]
+    for t in range(t0, t1):
+        x = a[ia[t]]
+        y = b[ib[t]]
+        o = out[t]
+        for j in range(d):
+            o[j] = _op_trits(x[j], y[j], op)
+    return 0
+
+
+@jit()
+def _op_planes(a, b, ia, ib, op, out, t0, t1):
+    nw = out.shape[2]
+    for t in range(t0, t1):
+        x = a[ia[t]]
+        y = b[ib[t]]
+        o = out[t]
+        for w in range(nw):
+            o[0, w], o[1, w] = _op_words(x[0, w], x[1, w], y[0, w], y[1, w], op)
+    return 0
+
+
+@register("vsa.op", "cpu")
+def op(a, b, ia, ib, code: int, packed: bool, d: int) -> np.ndarray:
+    out = np.empty((len(ia), *a.shape[1:]), a.dtype)
+    if out.size:
+        kernel = _op_planes if packed else _op_dense
+        run(kernel, len(ia), 3 * out.nbytes, a, b, ia, ib, code, out)
+    return out
+
+
+# ------------------------------------------------------------------------ bundle
+@jit()
+def _bundle_weighted(vs, weights, out, t0, t1):
+    n, _, d = vs.shape
+    chunks = (d + CHUNK - 1) // CHUNK
+    acc = np.zeros(CHUNK, weights.dtype)
+    for t in range(t0, t1):
+        r = t // chunks
+        lo = (t % chunks) * CHUNK
+        width = min(CHUNK, d - lo)
+        acc[:width] = 0
+        for i in range(n):
+            v = vs[i, r, lo:lo + width]
+            w = weights[i]
+            for j in range(width):
+                acc[j] += w * v[j]
+        o = out[r, lo:lo + width]
+        for j in range(width):
+            o[j] = (acc[j] > 0) - (acc[j] < 0)
+    return 0
+
+
+@jit()
+def _bundle_planes(vs, top, out, t0, t1):
+    """Majority of bit-plane rows: per plane, a bit-sliced count of its set bits.
+
+    Eight words at a time go through a carry-save adder tree (Harley-Seal):
+    ``ones``, ``twos``, ``fours`` are bits 0-2 of each lane's count, and the
+    ``eights`` it produces ripple into bits 3 and up. ``top`` bits hold ``n``.
+    """
+    n, _, _, nw = vs.shape
+    blocks = (nw + WORDS - 1) // WORDS
+    cnt = np.zeros((2, top, WORDS), np.uint64)
+    carry = np.zeros(WORDS, np.uint64)
+    for t in range(t0, t1):
+        r = t // blocks
+        w0 = (t % blocks) * WORDS
+        cw = min(WORDS, nw - w0)
+        cnt[:] = 0
+        for p in range(2):
+            c = cnt[p]
+            g = 0
+            while g + 8 <= n and top > 3:
+                for w in range(cw):
+                    d0 = vs[g, r, p, w0 + w]
+                    d1 = vs[g + 1, r, p, w0 + w]
+                    d2 = vs[g + 2, r, p, w0 + w]
+                    d3 = vs[g + 3, r, p, w0 + w]
+                    d4 = vs[g + 4, r, p, w0 + w]
+                    d5 = vs[g + 5, r, p, w0 + w]
+                    d6 = vs[g + 6, r, p, w0 + w]
+                    d7 = vs[g + 7, r, p, w0 + w]
+                    ones = c[0, w]
+                    twos = c[1, w]
+                    fours = c[2, w]
+                    ta, ones = _csa(ones, d0, d1)
+                    tb, ones = _csa(ones, d2, d3)
+                    fa, twos = _csa(twos, ta, tb)
+                    ta, ones = _csa(ones, d4, d5)
+                    tb, ones = _csa(ones, d6, d7)
+                    fb, twos = _csa(twos, ta, tb)
+                    carry[w], fours = _csa(fours, fa, fb)
+                    c[0, w] = ones
+                    c[1, w] = twos
+                    c[2, w] = fours
+                for k in range(3, top):
+                    for w in range(cw):
+                        x = c[k, w]
+                        c[k, w] = x ^ carry[w]
+                        carry[w] &= x
+                g += 8
+            for i in range(g, n):  # the rest one word at a time
+                for w in range(cw):
+                    carry[w] = vs[i, r, p, w0 + w]
+                for k in range(top):
+                    for w in range(cw):
+                        x = c[k, w]
+                        c[k, w] = x ^ carry[w]
+                        carry[w] &= x
+        for w in range(cw):
+            out[r, 0, w0 + w], out[r, 1, w0 + w] = _majority_word(cnt, w, top)
+    return 0
+
+
+@register("vsa.bundle", "cpu")
+def bundle(vs, weights, packed: bool, d: int) -> np.ndarray:
+    n, rows = vs.shape[:2]
+    out = np.empty(vs.shape[1:], vs.dtype)
+    if out.size == 0:
+        return out
+    if packed:
+        nw = vs.shape[3]
+        top = max(4, int(n).bit_length())
+        run(_bundle_planes, rows * -(-nw // WORDS), vs.nbytes, vs, top, out)
+    else:
+        weights = np.ones(n, np.int32) if weights is None else weights
+        run(_bundle_weighted, rows * -(-d // CHUNK), vs.nbytes, vs, weights, out)
+    return out
+
+
+# ----------------------------------------------------------------------- permute
+@jit()
+def _permute_dense(rows, shifts, out, t0, t1):
+    d = out.shape[1]
+    for r in range(t0, t1):
+        s = shifts[r]
+        src = rows[r]
+        dst = out[r]
+        dst[s:] = src[:d - s]
+        dst[:s] = src[d - s:]
+    return 0
+
+
+@jit()
+def _permute_planes(rows, shifts, d, out, t0, t1):
+    nw = out.shape[2]
+    for r in range(t0, t1):
+        s = shifts[r]
+        for p in range(2):
+            src = rows[r, p]
+            for k in range(nw):
+                out[r, p, k] = _rolled_word(src, k, s, d)
+    return 0
+
+
+@register("vsa.permute", "cpu")
+def permute(rows, shifts, packed: bool, d: int) -> np.ndarray:
+    out = np.empty_like(rows)
+    if out.size:
+        if packed:
+            run(_permute_planes, len(rows), 2 * rows.nbytes, rows, shifts, d, out)
+        else:
+            run(_permute_dense, len(rows), 2 * rows.nbytes, rows, shifts, out)
+    return out
+
+
+# -------------------------------------------------------------- similarity/search
+@jit()
+def _pairs_dense(a, b, ia, ib, metric, d, out, t0, t1):
+    for t in range(t0, t1):
+        out[t] = _pair_trits(a[ia[t]], b[ib[t]], metric, d)
+    return 0
+
+
+@jit()
+def _pairs_planes(a, b, ia, ib, metric, d, out, t0, t1):
+    for t in range(t0, t1):
+        out[t] = _pair_words(a[ia[t]], b[ib[t]], metric, d)
+    return 0
+
+
+@register("vsa.similarity", "cpu")
+def similarity(a, b, ia, ib, metric: int, packed: bool, d: int) -> np.ndarray:
+    out = np.empty(len(ia))
+    if len(ia):
+        kernel = _pairs_planes if packed else _pairs_dense
+        run(kernel, len(ia), len(ia) * a[0].nbytes, a, b, ia, ib, metric, d, out)
+    return out
+
+
+@jit(inline="always")
+def _task(t, m):
+    """Query and memory rows ``[lo, hi)`` of search task t."""
+    chunks = (m + MEMORY_ROWS - 1) // MEMORY_ROWS
+    lo = (t % chunks) * MEMORY_ROWS
+    return t // chunks, lo, min(m, lo + MEMORY_ROWS)
+
+
+@jit()
+def _scores_dense(queries, memory, metric, d, out, t0, t1):
+    for t in range(t0, t1):
+        q, lo, hi = _task(t, memory.shape[0])
+        for i in range(lo, hi):
+            out[q, i] = _pair_trits(queries[q], memory[i], metric, d)
+    return 0
+
+
+@jit()
+def _scores_planes(queries, memory, metric, d, out, t0, t1):
+    for t in range(t0, t1):
+        q, lo, hi = _task(t, memory.shape[0])
+        for i in range(lo, hi):
+            out[q, i] = _pair_words(queries[q], memory[i], metric, d)
+    return 0
+
+
+@register("vsa.search", "cpu")
+def search(queries, memory, k: int, metric: int, packed: bool, d: int):
+    q, m = len(queries), len(memory)
+    s = np.empty((q, m))
+    if q:
+        kernel = _scores_planes if packed else _scores_dense
+        run(kernel, q * -(-m // MEMORY_ROWS), q * memory.nbytes, queries, memory, metric, d, s)
+    return topk(s, k)

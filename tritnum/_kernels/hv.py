@@ -1,0 +1,220 @@
+"""Hypervector arithmetic shared by the NumPy, CPU and CUDA VSA kernels.
+
+Plain Python functions on NumPy scalars (or arrays, for the reference), compiled
+by ``numba.njit`` in :mod:`.cpu.vsa` and by ``numba.cuda.jit(device=True)`` in
+:mod:`.cuda.vsa`, so every backend draws the same random trits and combines the
+same bit planes.
+
+The generator is counter based: the trit at ``(seed, row, column)`` is a hash
+of those three numbers (the murmur3 64-bit finalizer, a bijection, applied
+once per row key and once per element), so it does not depend on the device,
+the chunking or the order of the calls. Its top 32 bits against a threshold
+decide zero or not, its lowest bit the sign.
+
+Functions that count bits call ``popc``, a global each backend binds to its
+own popcount with :func:`specialize`.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # row stride of the row keys
+COLUMN = np.uint64(0xD1B54A32D192ED03)  # column stride within a row
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_S32 = np.uint64(32)
+_ONE = np.uint64(1)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+# metric codes
+DOT, COSINE, HAMMING = 0, 1, 2
+METRICS = {"dot": DOT, "cosine": COSINE, "hamming": HAMMING}
+# elementwise operation codes
+MUL, SUB3, ADD3, NEG = 0, 1, 2, 3
+
+
+def popc(x):  # pragma: no cover - replaced by each backend (see specialize)
+    raise NotImplementedError
+
+
+def specialize(fn, **names):
+    """A copy of ``fn`` whose globals ``names`` are replaced (e.g. ``popc``)."""
+    return types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+
+
+def fmix64(x):
+    """murmur3's 64-bit finalizer: a bijection that mixes every input bit into every output bit."""
+    x = x ^ (x >> _S33)
+    x = x * _M1
+    x = x ^ (x >> _S33)
+    x = x * _M2
+    return x ^ (x >> _S33)
+
+
+def row_key(key, row):
+    """The hash key of one row (``key`` from the seed, ``row`` >= 0)."""
+    return fmix64(key + np.uint64(row) * GOLDEN)
+
+
+def draw(rkey, col):
+    """The 64-bit hash of element ``col`` of the row with key ``rkey``."""
+    return fmix64(rkey + np.uint64(col) * COLUMN)
+
+
+def trit_of(h, thr):
+    """The trit of hash ``h``: non-zero when its top 32 bits are below ``thr``, sign from bit 0."""
+    nz = np.int64((h >> _S32) < thr)
+    return nz * (2 * np.int64(h & _ONE) - 1)
+
+
+def random_word(rkey, w, count, thr):
+    """Plus and minus words of columns ``64 w .. 64 w + count`` (``count`` <= 64) of a row."""
+    plus = np.uint64(0)
+    minus = np.uint64(0)
+    base = 64 * w
+    for b in range(count):
+        h = draw(rkey, base + b)
+        nz = (h >> _S32) < thr
+        bit = np.uint64(nz) << np.uint64(b)
+        if h & _ONE:
+            plus |= bit
+        else:
+            minus |= bit
+    return plus, minus
+
+
+def op_trits(x, y, op):
+    """The elementwise operation ``op`` on two trits (int)."""
+    if op == MUL:
+        return x * y
+    if op == NEG:
+        return -x
+    v = x - y if op == SUB3 else x + y  # in [-2, 2]: fold into {-1, 0, 1} mod 3
+    return v - 3 * (v > 1) + 3 * (v < -1)
+
+
+def op_words(ap, am, bp, bm, op):
+    """The elementwise operation ``op`` on one word of two bit-plane rows: (plus, minus)."""
+    if op == MUL:
+        return (ap & bp) | (am & bm), (ap & bm) | (am & bp)
+    if op == NEG:
+        return am, ap
+    if op == ADD3:  # a + b = a - (-b)
+        bp, bm = bm, bp
+    az = ~(ap | am)
+    bz = ~(bp | bm)
+    # a - b mod 3: +1 from (1, 0), (0, -1), (-1, 1); -1 from (1, -1), (0, 1), (-1, 0)
+    return (ap & bz) | (az & bm) | (am & bp), (ap & bm) | (az & bp) | (am & bz)
+
+
+def score(metric, dot, na, nb, eq, d):
+    """The similarity ``metric`` from the counts of a pair (float64)."""
+    if metric == DOT:
+        return np.float64(dot)
+    if metric == COSINE:
+        if na == 0 or nb == 0:
+            return np.float64(0.0)
+        return np.float64(dot) / math.sqrt(np.float64(na * nb))
+    if d == 0:
+        return np.float64(1.0)
+    return np.float64(eq) / np.float64(d)
+
+
+def pair_words(a, b, metric, d):
+    """Similarity of two bit-plane rows ``(2, nw)`` with word-parallel popcounts."""
+    nw = a.shape[1]
+    pos = 0
+    neg = 0
+    na = 0
+    nb = 0
+    diff = 0
+    if metric == HAMMING:
+        for w in range(nw):
+            diff += popc((a[0, w] ^ b[0, w]) | (a[1, w] ^ b[1, w]))
+        return score(metric, 0, 0, 0, d - diff, d)
+    for w in range(nw):
+        ap = a[0, w]
+        am = a[1, w]
+        bp = b[0, w]
+        bm = b[1, w]
+        pos += popc((ap & bp) | (am & bm))
+        neg += popc((ap & bm) | (am & bp))
+    if metric == COSINE:
+        for w in range(nw):
+            na += popc(a[0, w] | a[1, w])
+            nb += popc(b[0, w] | b[1, w])
+    return score(metric, pos - neg, na, nb, 0, d)
+
+
+def pair_trits(x, y, metric, d):
+    """Similarity of two dense int8 rows."""
+    if metric == HAMMING:
+        eq = 0
+        for j in range(d):
+            eq += x[j] == y[j]
+        return score(metric, 0, 0, 0, eq, d)
+    dot = 0
+    na = 0
+    nb = 0
+    for j in range(d):
+        dot += np.int64(x[j]) * np.int64(y[j])
+    if metric == COSINE:
+        for j in range(d):
+            na += x[j] != 0
+            nb += y[j] != 0
+    return score(metric, dot, na, nb, 0, d)
+
+
+def bits_at(words, p, count):
+    """``count`` (1..64) bits of a plane row from bit ``p`` on (``p + count`` within the row)."""
+    w = p >> 6
+    off = p & 63
+    x = words[w] >> np.uint64(off)
+    if off != 0 and off + count > 64:
+        x |= words[w + 1] << np.uint64(64 - off)
+    if count < 64:
+        x &= (_ONE << np.uint64(count)) - _ONE
+    return x
+
+
+def rolled_word(words, k, shift, d):
+    """Word ``k`` of a plane row of ``d`` bits rolled right by ``shift`` (0 <= shift < d)."""
+    j0 = 64 * k
+    c = min(64, d - j0)
+    p = j0 - shift
+    if p < 0:
+        p += d
+    first = min(c, d - p)
+    x = bits_at(words, p, first)
+    if first < c:
+        x |= bits_at(words, 0, c - first) << np.uint64(first)
+    return x
+
+
+def csa(a, b, c):
+    """Carry-save adder of three words: (carries, sums) of each bit lane."""
+    u = a ^ b
+    return (a & b) | (u & c), u ^ c
+
+
+def majority_word(cnt, w, top):
+    """Plus and minus words where the bit-sliced plus count beats the minus count.
+
+    ``cnt[p, k, w]`` is bit ``k`` of the count of plane ``p`` at each bit lane.
+    """
+    gt = np.uint64(0)
+    lt = np.uint64(0)
+    eq = _ALL
+    for k in range(top - 1, -1, -1):
+        p = cnt[0, k, w]
+        m = cnt[1, k, w]
+        gt |= eq & p & ~m
+        lt |= eq & m & ~p
+        eq &= ~(p ^ m)
+    return gt, lt

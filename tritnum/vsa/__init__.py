@@ -1,0 +1,42 @@
+"""Vector symbolic architectures (hyperdimensional computing) on ternary hypervectors.
+
+Hypervectors are dense int8 arrays of trits ``(..., d)`` or "bitplane"
+:class:`~tritnum.PackedTrits`; every operation returns the kind it was given,
+and on bitplanes works on 64 trits per machine word (AND/OR/XOR, popcount,
+bit-sliced counting). Random hypervectors come from a counter-based generator:
+the same vectors for the same ``(seed, row, column)`` on every device.
+
+>>> import tritnum as tn
+>>> apple, red = tn.vsa.random(2, 10_000, seed=7)
+>>> record = tn.vsa.bind(apple, red)
+>>> bool((tn.vsa.unbind(record, red) == apple)[red != 0].all())
+True
+"""
+
+from ._ops import (
+    bind,
+    bundle,
+    circular,
+    identity,
+    level,
+    negate,
+    permute,
+    random,
+    search,
+    similarity,
+    unbind,
+)
+
+__all__ = [
+    "bind",
+    "bundle",
+    "circular",
+    "identity",
+    "level",
+    "negate",
+    "permute",
+    "random",
+    "search",
+    "similarity",
+    "unbind",
+]

@@ -1,0 +1,129 @@
+"""Hypervector inputs at the public boundary: checked, seen as rows, and results wrapped back."""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import _arrays
+from .._dispatch import is_cuda_array, kernel, resolve_device
+from .._validate import raise_invalid_trits, trit_array
+from ..errors import FormatError, ShapeMismatchError
+from ..packing import PackedTrits, ensure_valid
+
+Hypervectors = Any  # an int8 array (NumPy or GPU) or a "bitplane" PackedTrits
+
+
+@dataclass
+class HV:
+    """Validated hypervectors: ``rows`` of ``d`` trits with leading shape ``lead``."""
+
+    rows: Any  # (R, d) int8, or (R, 2, nw) uint64 when packed; host or GPU
+    lead: tuple[int, ...]
+    d: int
+    packed: bool
+    on_gpu: bool
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (*self.lead, self.d)
+
+
+def _int8_rows(a: Any, lead: tuple[int, ...], d: int) -> Any:
+    """``a`` as C-contiguous int8 ``(rows, d)`` (a view when it already is)."""
+    if is_cuda_array(a):
+        if a.dtype == np.int8 and a.is_c_contiguous():
+            return a.reshape(math.prod(lead), d)
+        a = _arrays.to_host(a)
+        return _arrays.to_gpu(np.ascontiguousarray(a, np.int8).reshape(math.prod(lead), d))
+    return np.ascontiguousarray(a, np.int8).reshape(math.prod(lead), d)
+
+
+def resolve(device: str, *xs: Any) -> str:
+    """The device an operation on hypervectors ``xs`` runs on (see ``resolve_device``)."""
+    return resolve_device(device, *(x.data if isinstance(x, PackedTrits) else x for x in xs))
+
+
+def hypervectors(x: Any, dev: str, name: str = "hypervectors") -> HV:
+    """Check ``x`` (dense trits or bitplane PackedTrits) and see it as rows on ``dev``."""
+    if isinstance(x, PackedTrits):
+        if x.format != "bitplane":
+            raise FormatError(
+                f"{name}: VSA operations take dense int8 trits or 'bitplane' PackedTrits, "
+                f"got {x.format!r}; convert with .to('bitplane')"
+            )
+        ensure_valid(x, dev)
+        rows = _arrays.for_device(_arrays.as_rows(x.data, 2), dev)
+        return HV(rows, x.shape[:-1], x.shape[-1], True, x.device == "cuda")
+    a = trit_array(x, name)
+    lead, d = tuple(a.shape[:-1]), int(a.shape[-1])
+    on_gpu = is_cuda_array(a)
+    if a.size and not kernel("vsa.check", dev)(_arrays.for_device(_arrays.as_rows(a), dev)):
+        raise_invalid_trits(a, name)
+    rows = _arrays.for_device(_int8_rows(a, lead, d), dev)
+    return HV(rows, lead, d, False, on_gpu)
+
+
+def same_kind(a: HV, b: HV, op: str) -> None:
+    """Both dense or both bitplane, of the same dimension ``d``."""
+    if a.packed != b.packed:
+        raise TypeError(
+            f"{op}: both operands must be dense int8 arrays or both 'bitplane' PackedTrits; "
+            "convert with tn.pack(x, 'bitplane') or tn.unpack(p)"
+        )
+    if a.d != b.d:
+        raise ShapeMismatchError(
+            f"{op}: hypervectors of dimension {a.d} and {b.d} do not match",
+            expected=a.d, actual=b.d,
+        )
+
+
+def broadcast_rows(a: HV, b: HV, op: str) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """Broadcast leading shape and the row of ``a`` and of ``b`` behind each output row."""
+    try:
+        lead = np.broadcast_shapes(a.lead, b.lead)
+    except ValueError:
+        raise ShapeMismatchError(
+            f"{op}: leading shapes {a.lead} and {b.lead} do not broadcast",
+            expected=a.lead, actual=b.lead,
+        ) from None
+
+    def index(h: HV) -> np.ndarray:
+        rows = np.arange(math.prod(h.lead), dtype=np.int64).reshape(h.lead)
+        return np.ascontiguousarray(np.broadcast_to(rows, lead).reshape(-1))
+
+    return lead, index(a), index(b)
+
+
+def wrap(rows: Any, lead: tuple[int, ...], d: int, packed: bool, on_gpu: bool) -> Any:
+    """Kernel output rows as the caller's kind: int8 array or bitplane PackedTrits."""
+    rows = _arrays.place(rows, on_gpu)
+    if packed:
+        nw = rows.shape[-1]
+        return PackedTrits._encoded(rows.reshape((*lead, 2, nw)), (*lead, d), "bitplane")
+    return rows.reshape((*lead, d))
+
+
+def place_scores(scores: Any, lead: tuple[int, ...], on_gpu: bool) -> Any:
+    """Scores of shape ``lead``; a NumPy scalar for a single pair on the host."""
+    scores = _arrays.place(scores, on_gpu)
+    if not on_gpu and lead == ():
+        return scores.reshape(())[()]
+    return scores.reshape(lead)
+
+
+def count(value: Any, name: str, minimum: int = 0) -> int:
+    """An integer argument >= ``minimum`` (TypeError or ValueError otherwise)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got a bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
