@@ -26,14 +26,20 @@ from ._ops import (
     similarity,
     unbind,
 )
+from .structures import Centroid, ItemMemory, bundle_sequence, hash_table, ngrams
 
 __all__ = [
+    "Centroid",
+    "ItemMemory",
     "bind",
     "bundle",
+    "bundle_sequence",
     "circular",
+    "hash_table",
     "identity",
     "level",
     "negate",
+    "ngrams",
     "permute",
     "random",
     "search",
