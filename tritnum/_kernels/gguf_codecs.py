@@ -39,25 +39,26 @@ def encode_tq2_block(x, base, inv, qs, b):
 def encode_tq1_block(x, base, inv, qs, b):
     """TQ1_0 ``qs[48]`` and ``qh[4]`` of block b (base-3 bytes, ``qh``'s fifth digit 0).
 
-    The digits accumulate in place (q = 3 q + c stays below 243), then each byte
-    becomes ``(256 q + 242) // 243``.
+    Each byte's digits accumulate in a register, ``q = 3 q + c`` (below 243),
+    and the byte is ``(256 q + 242) // 243``: one pass over the block, the
+    digit loop unrolled so that the byte loop vectorizes.
     """
     half = np.float32(0.5)
-    for j in range(52):
-        qs[b, j] = 0
+    one = np.int32(1)
     for part in range(3):
         first = 0 if part == 0 else (32 if part == 1 else 48)
         count = 32 if part == 0 else (16 if part == 1 else 4)
         start = 0 if part == 0 else (160 if part == 1 else 240)
-        for n in range(5 if part < 2 else 4):
-            for k in range(count):
-                v = np.float32(x[base + start + k + count * n]) * inv
-                c = np.int32(1) + np.int32(v >= half) - np.int32(v <= -half)
-                qs[b, first + k] = np.int32(qs[b, first + k]) * np.int32(3) + c
-    for j in range(48, 52):  # qh's fifth digit is 0
-        qs[b, j] = np.int32(qs[b, j]) * np.int32(3)
-    for j in range(52):
-        qs[b, j] = (np.int32(qs[b, j]) * np.int32(256) + np.int32(242)) // np.int32(243)
+        digits = 5 if part < 2 else 4
+        for k in range(count):
+            q = np.uint32(0)
+            for n in range(5):
+                c = np.int32(0)
+                if n < digits:
+                    v = np.float32(x[base + start + k + count * n]) * inv
+                    c = one + np.int32(v >= half) - np.int32(v <= -half)
+                q = q * np.uint32(3) + np.uint32(c)
+            qs[b, first + k] = (q * np.uint32(256) + np.uint32(242)) // np.uint32(243)
 
 
 def encode_i2s_block(x, b, qs):
@@ -100,12 +101,14 @@ def decode_tq1_block(qs, b, d, out):
         count = 32 if part == 0 else (16 if part == 1 else 4)
         start = 0 if part == 0 else (160 if part == 1 else 240)
         digits = 5 if part < 2 else 4
-        pow3 = np.int32(1)
-        for n in range(digits):
-            for k in range(count):
-                code = (((np.int32(qs[b, first + k]) * pow3) & np.int32(255)) * np.int32(3)) >> 8
-                out[b, start + k + count * n] = d * np.float32(code - one)
-            pow3 *= np.int32(3)
+        for k in range(count):
+            byte = np.int32(qs[b, first + k])
+            pow3 = np.int32(1)
+            for n in range(5):  # unrolled: 3^n is a constant in each copy
+                if n < digits:
+                    code = (((byte * pow3) & np.int32(255)) * np.int32(3)) >> 8
+                    out[b, start + k + count * n] = d * np.float32(code - one)
+                pow3 *= np.int32(3)
     return False
 
 
