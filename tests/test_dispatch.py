@@ -180,6 +180,22 @@ def test_bench_command_reports_every_row(tmp_path):
     assert "speedup" in out.stdout
 
 
+def test_demo_command_prints_every_step():
+    pytest.importorskip("sklearn", reason="the test extra installs scikit-learn")
+    out = run_python("""
+        import sys; from tritnum.__main__ import main
+        sys.exit(main(['demo', '--out-features', '256', '--in-features', '1024',
+                       '--dim', '2000', '--repeats', '2']))
+    """)
+    assert out.returncode == 0, out.stderr
+    for key in ("memory 2bit", "memory base3", "linear GEMV float", "linear GEMV int8",
+                "GGUF TQ2_0", "HDC digits", "similarity search"):
+        assert key in out.stdout
+    assert "trits identical" in out.stdout
+    accuracy = float(out.stdout.split("accuracy ")[1].split("%")[0])
+    assert accuracy >= 85, out.stdout
+
+
 def test_follows_data_on_host():
     assert _dispatch.resolve_device("auto", np.zeros(3)) == "cpu"
 

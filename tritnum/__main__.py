@@ -1,4 +1,4 @@
-"""Command line: ``python -m tritnum {info,bench}``."""
+"""Command line: ``python -m tritnum {info,demo,bench}``."""
 
 from __future__ import annotations
 
@@ -62,6 +62,12 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from ._demo import main
+
+    return main(args)
+
+
 def _bench(args: argparse.Namespace) -> int:
     from ._bench import main
 
@@ -74,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="versions, devices, threads and kernel cache").set_defaults(
         func=_info)
+    from ._demo import __doc__ as demo_doc
+    from ._demo import add_arguments
+
+    demo = sub.add_parser("demo", help="what tritnum does, on embedded data, in a minute",
+                          description=demo_doc, formatter_class=argparse.RawTextHelpFormatter)
+    add_arguments(demo)
+    demo.set_defaults(func=_demo)
     bench = sub.add_parser("bench", help="speed ratios against baselines, in one run")
     bench.add_argument("--quick", action="store_true", help="less data, 3 repeats")
     bench.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "numpy"])

@@ -26,6 +26,7 @@ from ._ops import (
     similarity,
     unbind,
 )
+from .encoders import encode_features
 from .structures import Centroid, ItemMemory, bundle_sequence, hash_table, ngrams
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "bundle",
     "bundle_sequence",
     "circular",
+    "encode_features",
     "hash_table",
     "identity",
     "level",
