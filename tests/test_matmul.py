@@ -173,11 +173,12 @@ def test_nan_on_the_int8_path_names_the_position():
 
 @pytest.mark.parametrize("avx2", [True, False])
 @given(blocks=st.integers(0, 6), seed=st.integers(0, 2**32 - 1))
-def test_simd_dot_matches_numpy(avx2, blocks, seed):
-    """The SIMD dot (and its portable lowering) against the layout it documents."""
+def test_simd_dot_and_decode_match_numpy(avx2, blocks, seed):
+    """The SIMD dot and decoder (and their portable lowering) against the documented layout."""
     if avx2 and not _simd.HAS_AVX2:
         pytest.skip("this CPU has no AVX2; the portable lowering is what runs here")
     dot = _simd.dot_2bit if avx2 else _simd.dot_2bit_portable
+    decode = _simd.decode_2bit if avx2 else _simd.decode_2bit_portable
     rng = np.random.default_rng(seed)
     codes = rng.integers(0, 3, (blocks, 4, 32)).astype(np.uint8)  # block, code n, byte m
     w = np.zeros(32 * blocks + 3, np.uint8)
@@ -187,11 +188,15 @@ def test_simd_dot_matches_numpy(avx2, blocks, seed):
     q = rng.integers(-128, 128, 128 * blocks + 5).astype(np.int8)
 
     @njit
-    def both(w, x, q):
+    def run(w, x, q, out):
+        decode(w, 3, out, 2, blocks)
         return dot(w, 3, x, 5, blocks), dot(w, 3, q, 5, blocks)
 
-    fsum, isum = both(w, x, q)
+    out = np.full(128 * blocks + 4, 7, np.float32)
+    fsum, isum = run(w, x, q, out)
     flat = codes.reshape(-1).astype(np.int64)
+    np.testing.assert_array_equal(out[2:-2], flat - 1)  # the trits, in the layout
+    assert (out[:2] == 7).all() and (out[-2:] == 7).all()  # nothing written outside
     assert isum == flat @ q[5:].astype(np.int64)
     np.testing.assert_allclose(fsum, (flat - 1) @ x[5:].astype(np.float64), rtol=1e-5,
                                atol=1e-4)

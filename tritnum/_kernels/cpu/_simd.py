@@ -6,6 +6,8 @@ activations laid out for them (from flat element ``xoff`` of ``x``): block k,
 code n (bits 2n..2n+1) of byte m pairs with ``x[xoff + 128k + 32n + m]``.
 So one block is one 32-byte load whose four shifted-and-masked copies meet
 four contiguous 32-element runs of ``x``. Codes are ``trit + 1`` (0, 1, 2).
+``decode_2bit(w, woff, out, ooff, nblocks)`` writes the float32 trits of the
+blocks in that layout (the GEMM's tiles).
 
 - float32 ``x``: the sum of ``trit * x`` in float32 (see :func:`_dot_float`):
   on AVX2, ``vpermilps`` turns each 2-bit code into its float trit in one
@@ -101,24 +103,29 @@ def _trits_permil(builder, bytes8, n):
     return builder.call(permute, [table, index]), 1.0
 
 
-def _trits_masked(builder, bytes8, n):
-    """Portable: ``b & (3 << 2n)`` is ``code * 4**n``; minus ``4**n``, ``trit * 4**n``."""
+def _trits_masked(builder, bytes8, n, exact=False):
+    """Portable: ``b & (3 << 2n)`` is ``code * 4**n``; minus ``4**n``, ``trit * 4**n``.
+
+    Returns the float trit times ``4**n`` and ``4**-n`` to scale it back, or with
+    ``exact`` the trit itself (one shift more).
+    """
     field = builder.and_(bytes8, _splat(_I32, 8, 3 << (2 * n)))
     trit = builder.sub(field, _splat(_I32, 8, 1 << (2 * n)))
-    return builder.sitofp(trit, _vec(_F32, 8)), 4.0 ** -n
+    if exact and n:
+        trit = builder.ashr(trit, _splat(_I32, 8, 2 * n))
+    return builder.sitofp(trit, _vec(_F32, 8)), 1.0 if exact else 4.0 ** -n
 
 
-def _dot_float(builder, w, x, count, avx2):
-    """Sum of ``trit * x``, 8 bytes (8 float lanes) at a time.
+def _trit_vectors(builder, w, count, avx2, exact, body):
+    """``body(t, scale, n, offset)`` for every 8 float trits of ``count`` 32-byte blocks.
 
-    Each 8 bytes are zero-extended once into int32 lanes; code n of every lane
-    becomes a float trit (times a power of 4 on the portable path, scaled back
-    exactly at the end) and is multiply-added into the accumulators of its n.
+    Each 8 bytes are zero-extended once into int32 lanes and code n of every lane
+    becomes a float trit (times ``1 / scale``: a power of 4 on the portable path
+    unless ``exact``); ``offset`` is its place in the block layout,
+    ``128 k + 32 n + 8 quarter``.
     """
-    trits = _trits_permil if avx2 else _trits_masked
-    vf, v8 = _vec(_F32, 8), _vec(_I32, 8)
-    accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(8)]
-    scales = [1.0] * 4
+    trits = _trits_permil if avx2 else (lambda b, v, n: _trits_masked(b, v, n, exact))
+    v8 = _vec(_I32, 8)
     with cgutils.for_range(builder, count) as loop:
         k = loop.index
         for quarter in range(4):
@@ -126,12 +133,25 @@ def _dot_float(builder, w, x, count, avx2):
                               ir.Constant(k.type, 8 * quarter))
             bytes8 = builder.zext(_load(builder, w, off, _vec(_I8, 8), 1), v8)
             for n in range(4):
-                t, scales[n] = trits(builder, bytes8, n)
-                xoff = builder.add(builder.mul(k, ir.Constant(k.type, 128)),
-                                   ir.Constant(k.type, 32 * n + 8 * quarter))
-                acc = accs[2 * n + (quarter & 1)]  # two chains per n hide the latency
-                prod = builder.fmul(t, _load(builder, x, xoff, vf, 1), flags=("contract",))
-                builder.store(builder.fadd(builder.load(acc), prod, flags=("contract",)), acc)
+                t, scale = trits(builder, bytes8, n)
+                offset = builder.add(builder.mul(k, ir.Constant(k.type, 128)),
+                                     ir.Constant(k.type, 32 * n + 8 * quarter))
+                body(t, scale, n, quarter, offset)
+
+
+def _dot_float(builder, w, x, count, avx2):
+    """Sum of ``trit * x``: multiply-adds into two accumulators per code n."""
+    vf = _vec(_F32, 8)
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(8)]
+    scales = [1.0] * 4
+
+    def body(t, scale, n, quarter, offset):
+        scales[n] = scale
+        acc = accs[2 * n + (quarter & 1)]  # two chains per n hide the latency
+        prod = builder.fmul(t, _load(builder, x, offset, vf, 1), flags=("contract",))
+        builder.store(builder.fadd(builder.load(acc), prod, flags=("contract",)), acc)
+
+    _trit_vectors(builder, w, count, avx2, False, body)
     total = None
     for n in range(4):
         part = builder.fadd(builder.load(accs[2 * n]), builder.load(accs[2 * n + 1]))
@@ -197,5 +217,31 @@ def _make_dot(avx2: bool):
     return dot
 
 
+def _make_decode(avx2: bool):
+    @intrinsic
+    def decode(typingctx, w, woff, out, ooff, nblocks):
+        if not (isinstance(w, types.Array) and w.dtype == types.uint8
+                and isinstance(out, types.Array) and out.dtype == types.float32):
+            return None
+        sig = types.none(w, types.intp, out, types.intp, types.intp)
+
+        def codegen(context, builder, sig, args):
+            wp = _base(context, builder, sig.args[0], args[0], args[1], _I8)
+            op = _base(context, builder, sig.args[2], args[2], args[3], _F32)
+
+            def body(t, scale, n, quarter, offset):
+                ptr = builder.bitcast(builder.gep(op, [offset]), _vec(_F32, 8).as_pointer())
+                builder.store(t, ptr, align=1)
+
+            _trit_vectors(builder, wp, args[4], avx2, True, body)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return decode
+
+
 dot_2bit = _make_dot(HAS_AVX2)
+decode_2bit = _make_decode(HAS_AVX2)  # float32 trits in the dot's layout
+decode_2bit_portable = _make_decode(False)
 dot_2bit_portable = _make_dot(False)  # what non-x86 targets get; tested everywhere

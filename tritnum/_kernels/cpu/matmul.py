@@ -23,7 +23,7 @@ from ..._dispatch import register
 from ..._formats import Format
 from ._jit import jit
 from ._parallel import run
-from ._simd import dot_2bit
+from ._simd import decode_2bit, dot_2bit
 from .packing import unpack
 
 GEMV_MAX_ROWS = 16
@@ -91,10 +91,7 @@ def _gemv_segment(fmt: Format, n: int, groups: int) -> int:
 
 def _gemv(x, xscale, w, fmt, n, scales, segment):
     rows = x.shape[0]
-    idx = layout(n, segment)
-    padded = np.zeros((rows, n + 1), x.dtype)
-    padded[:, :n] = x
-    xl = np.ascontiguousarray(padded[:, idx])
+    xl = _laid_out(x, n, segment)
     groups = scales.shape[1]
     # the int8 dot sums code * q = (trit + 1) * q; the float dot sums trit * x
     xsum = (x.reshape(rows, groups, -1).sum(axis=-1, dtype=np.float64) if x.dtype == np.int8
@@ -105,31 +102,30 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
 
 
 @jit()
-def _decode_2bit_f32(w, trits, out, t0, t1):
-    """Rows t0..t1 of 2bit codes as float32 trits: four table values per byte."""
-    n = out.shape[1]
-    whole = n // 4
+def _decode_2bit_rows(w, segment, out, t0, t1):
+    """Rows t0..t1 as float32 trits in the GEMV layout (``out`` is ``(rows, layout size)``)."""
+    units = w.shape[1]
+    full = segment // BLOCK_BYTES
+    rest = segment - BLOCK_BYTES * full
+    per_segment = 128 * (full + (rest > 0))
+    tail = np.zeros(BLOCK_BYTES, np.uint8)  # code 0 (-1) where the layout has x = 0
     for o in range(t0, t1):
-        for b in range(whole):
-            code = w[o, b]
-            for c in range(4):
-                out[o, 4 * b + c] = trits[code, c]
-        for j in range(4 * whole, n):
-            out[o, j] = trits[w[o, whole], j - 4 * whole]
+        for g in range(out.shape[1] // per_segment):
+            start = g * segment
+            oo = o * out.shape[1] + g * per_segment
+            decode_2bit(w, o * units + start, out, oo, full)
+            if rest:
+                for i in range(rest):
+                    tail[i] = w[o, start + BLOCK_BYTES * full + i]
+                decode_2bit(tail, 0, out, oo + 128 * full, 1)
     return 0
 
 
-_TRITS_OF_BYTE = ((np.arange(256)[:, None] >> (2 * np.arange(4))) & 3).astype(np.float32) - 1
-
-
-def _float_tile(w: np.ndarray, fmt: Format, n: int, out: np.ndarray) -> np.ndarray:
-    """Packed rows decoded to float32 trits in ``out`` (one buffer reused for every tile)."""
-    out = out[:w.shape[0]]
-    if fmt.name == "2bit":
-        run(_decode_2bit_f32, w.shape[0], out.nbytes, w, _TRITS_OF_BYTE, out)
-    else:
-        out[...] = unpack(w, fmt, n)[0]
-    return out
+def _laid_out(x: np.ndarray, n: int, segment: int) -> np.ndarray:
+    """Rows of ``x`` in the layout of :func:`layout` (zeros in its padding)."""
+    padded = np.zeros((x.shape[0], n + 1), x.dtype)
+    padded[:, :n] = x
+    return np.ascontiguousarray(padded[:, layout(n, segment)])
 
 
 def _gemm(x, w, fmt, n, scales):
@@ -137,26 +133,40 @@ def _gemm(x, w, fmt, n, scales):
 
     ``x`` is float32 (int8 activations converted exactly): BLAS multiplies it by
     bare trits, in chunks of at most ``K_EXACT`` inputs, so integer inputs give
-    exact integer sums; the scales come after, in float64.
+    exact integer sums; the scales come after, in float64. "2bit" tiles are
+    decoded by the SIMD decoder in the GEMV layout and ``x`` is laid out to match
+    (the sum does not depend on the order); other formats are unpacked.
     """
     m, out_rows = x.shape[0], w.shape[0]
     groups = scales.shape[1]
-    size = n // groups
-    if groups == 1 and n <= K_EXACT:  # the common case: one sgemm per tile
-        rows = max(1, min(out_rows, TILE_ELEMENTS // n))
-        tile = np.empty((rows, n), np.float32)
+    segment = _gemv_segment(fmt, n, groups)
+    if segment:
+        x = _laid_out(x, n, segment)
+    k = x.shape[1]  # inputs per row, layout padding included
+    size = k // groups
+
+    def decode(rows, out):
+        if segment:
+            run(_decode_2bit_rows, rows.shape[0], out.nbytes, rows, segment, out)
+        else:
+            out[...] = unpack(rows, fmt, n)[0]
+        return out
+
+    if groups == 1 and k <= K_EXACT:  # the common case: one sgemm per tile
+        rows = max(1, min(out_rows, TILE_ELEMENTS // k))
+        tile = np.empty((rows, k), np.float32)
         sums = np.empty((m, out_rows), np.float32)
         for o0 in range(0, out_rows, rows):
-            t = _float_tile(w[o0:o0 + rows], fmt, n, tile)
+            t = decode(w[o0:o0 + rows], tile[:min(rows, out_rows - o0)])
             np.matmul(x, t.T, out=sums[:, o0:o0 + rows])
         return sums * scales[:, 0].astype(np.float64)
     # per-group sums, (m, rows, groups) float64, stay within a tile's size too
-    rows = max(1, min(out_rows, TILE_ELEMENTS // n, TILE_ELEMENTS // (m * groups)))
-    tile = np.empty((rows, n), np.float32)
+    rows = max(1, min(out_rows, TILE_ELEMENTS // k, TILE_ELEMENTS // (m * groups)))
+    tile = np.empty((rows, k), np.float32)
     y = np.empty((m, out_rows))
     xg = x.reshape(m, groups, size)
     for o0 in range(0, out_rows, rows):
-        t = _float_tile(w[o0:o0 + rows], fmt, n, tile)
+        t = decode(w[o0:o0 + rows], tile[:min(rows, out_rows - o0)])
         t = t.reshape(t.shape[0], groups, size)
         sums = np.zeros((m, t.shape[0], groups))
         for k0 in range(0, size, K_EXACT):
