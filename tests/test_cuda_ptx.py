@@ -23,7 +23,8 @@ import pytest
 
 CC = (8, 0)
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
-KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf"))
+KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
+                                                                   "matmul"))
 
 
 def _unavailable(reason: str) -> None:
@@ -125,7 +126,29 @@ def _signatures():
         "encode_i2s_blocks": [((f32, u32, rows_u8, u32), "float32")],
         "decode_tq_blocks": [((rows_u8, f32, nt.boolean, f32_rows, bad), "uint8")],
         "decode_i2s_blocks": [((rows_u8, nt.float64, f32_rows, bad), "uint8")],
+        "gemv_rows": _matmul_signatures(),
+        "gemm_tiles": _matmul_signatures(),
     }
+
+
+def _matmul_signatures():
+    """``(x, xscale, w, fmt, half, n, scales, bias, y)`` as ``linear`` launches the kernels.
+
+    x is float32 (xscale None) or int8 (xscale float32); the weights are uint8 rows
+    ("2bit", "base3", or bitplane words viewed as bytes); bias is None or float32.
+    """
+    from numba import types as nt
+
+    i64 = nt.int64
+    f32_rows = nt.Array(nt.float32, 2, "C")
+    f32 = nt.Array(nt.float32, 1, "C")
+    rows_u8 = nt.Array(nt.uint8, 2, "C")
+    return [
+        ((nt.Array(x, 2, "C"), xscale, rows_u8, i64, i64, i64, f32_rows, bias, f32_rows),
+         f"{x}-bias:{bias}")
+        for x, xscale in ((nt.float32, nt.none), (nt.int8, f32))
+        for bias in (nt.none, f32)
+    ]
 
 
 SIGNATURES = _signatures() if importlib.util.find_spec("numba") else {}

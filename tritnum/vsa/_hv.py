@@ -60,7 +60,7 @@ def hypervectors(x: Any, dev: str, name: str = "hypervectors") -> HV:
         rows = _arrays.for_device(_arrays.as_rows(x.data, 2), dev)
         return HV(rows, x.shape[:-1], x.shape[-1], True, x.device == "cuda")
     a = trit_array(x, name)
-    lead, d = tuple(a.shape[:-1]), int(a.shape[-1])
+    lead, d = tuple(a.shape)[:-1], int(tuple(a.shape)[-1])
     on_gpu = is_cuda_array(a)
     if a.size and not kernel("vsa.check", dev)(_arrays.for_device(_arrays.as_rows(a), dev)):
         raise_invalid_trits(a, name)
@@ -103,7 +103,7 @@ def wrap(rows: Any, lead: tuple[int, ...], d: int, packed: bool, on_gpu: bool) -
     """Kernel output rows as the caller's kind: int8 array or bitplane PackedTrits."""
     rows = _arrays.place(rows, on_gpu)
     if packed:
-        nw = rows.shape[-1]
+        nw = tuple(rows.shape)[-1]
         return PackedTrits._encoded(rows.reshape((*lead, 2, nw)), (*lead, d), "bitplane")
     return rows.reshape((*lead, d))
 

@@ -348,7 +348,7 @@ def _weights(weights: Any, n: int, dev: str) -> Any:
 
 def _axis_first(h: HV, axis: int) -> Any:
     """The rows of ``h`` as ``(n, R, ...)`` with ``axis`` of the leading shape first."""
-    tail = h.rows.shape[1:]
+    tail = tuple(h.rows.shape)[1:]
     n = h.lead[axis]
     rest = math.prod(h.lead[:axis] + h.lead[axis + 1:])
     if axis == 0:
@@ -416,7 +416,7 @@ def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
     rows = _axis_first(h, axis)
     packed = h.packed
     if packed and w is not None:  # weighted votes are counted on int8 rows
-        flat = rows.reshape((n * math.prod(rest), *rows.shape[2:]))
+        flat = rows.reshape((n * math.prod(rest), *tuple(rows.shape)[2:]))
         rows = kernel("unpack", dev)(flat, _BITPLANE, h.d)[0].reshape((n, math.prod(rest), h.d))
         packed = False
     out = kernel("vsa.bundle", dev)(rows, w, packed, h.d)

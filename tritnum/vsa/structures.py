@@ -26,7 +26,7 @@ def _rows(x: Hypervectors, sl: slice) -> Hypervectors:
     """``x[..., sl, :]``: a range of vectors along the second-to-last axis, of either kind."""
     if isinstance(x, PackedTrits):
         data = x.data[..., sl, :, :]
-        return PackedTrits._encoded(data, (*data.shape[:-2], x.shape[-1]), "bitplane")
+        return PackedTrits._encoded(data, (*tuple(data.shape)[:-2], x.shape[-1]), "bitplane")
     return x[..., sl, :]
 
 
@@ -222,7 +222,7 @@ class ItemMemory:
 
     def _wrap(self, rows: np.ndarray, lead: tuple[int, ...]) -> Hypervectors:
         if self._packed:
-            return PackedTrits._encoded(rows.reshape((*lead, *rows.shape[1:])),
+            return PackedTrits._encoded(rows.reshape((*lead, *tuple(rows.shape)[1:])),
                                         (*lead, self.d), "bitplane")
         return rows.reshape((*lead, self.d))
 

@@ -1,0 +1,119 @@
+"""The CUDA VSA kernels (``tritnum/_kernels/cuda/vsa.py``) against the NumPy reference.
+
+Tiny shapes: under the simulator every thread costs ~150 µs. Results must equal
+``device="numpy"`` exactly, for dense and bitplane hypervectors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import cuda
+
+import tritnum as tn
+from tritnum import vsa
+from tritnum._kernels.cuda.vsa import KMAX  # k above it: scores on the GPU, top-k on host
+from tritnum.testing import trit_arrays
+
+# the simulator runs the hash on NumPy uint64 scalars, which warn when a product wraps
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
+KINDS = ["dense", "bitplane"]
+
+
+def host(x):
+    if isinstance(x, tn.PackedTrits):
+        return tn.PackedTrits(host(x.data), x.shape, "bitplane").unpack()
+    return x.copy_to_host() if hasattr(x, "copy_to_host") else np.asarray(x)
+
+
+def kind(a, k):
+    return tn.pack(a, "bitplane", device="numpy") if k == "bitplane" else a
+
+
+def same(x, y):
+    np.testing.assert_array_equal(host(x), host(y))
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+@pytest.mark.parametrize("d", [1, 70, 130])
+def test_random(fmt, d):
+    got = vsa.random(2, d, seed=5, density=0.5, format=fmt, device="cuda")
+    data = got.data if fmt == "bitplane" else got
+    assert getattr(data, "__cuda_ndarray__", False) or hasattr(data, "__cuda_array_interface__")
+    same(got, vsa.random(2, d, seed=5, density=0.5, format=fmt, device="numpy"))
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+@settings(max_examples=4)
+@given(a=trit_arrays((2, 70), dtype=np.int8), b=trit_arrays((1, 70), dtype=np.int8),
+       rule=st.sampled_from(["mul", "mod3"]))
+def test_bind_unbind_negate(fmt, a, b, rule):
+    A, B = kind(a, fmt), kind(b, fmt)
+    for fn in (vsa.bind, vsa.unbind):
+        got = fn(A, B, rule=rule, device="cuda")
+        assert type(got) is type(A)  # host in, host out
+        same(got, fn(A, B, rule=rule, device="numpy"))
+    same(vsa.negate(A, device="cuda"), -a)
+
+
+def test_check_rejects_non_trits():
+    bad = np.array([[0, 1, 3]], np.int16)
+    with pytest.raises(tn.InvalidTritsError, match=r"\[0, 2\] = 3"):
+        vsa.bind(bad, bad, device="cuda")
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+@pytest.mark.parametrize("n", [0, 1, 5, 9])
+def test_bundle(fmt, n):
+    vs = vsa.random(n * 2, 70, seed=n).reshape(n, 2, 70)
+    V = kind(vs, fmt)
+    same(vsa.bundle(V, device="cuda"), vsa.bundle(V, device="numpy"))
+    w = np.linspace(-1, 2, n)
+    same(vsa.bundle(V, weights=w, device="cuda"), vsa.bundle(V, weights=w, device="numpy"))
+    same(vsa.bundle(V, axis=1, device="cuda"), vsa.bundle(V, axis=1, device="numpy"))
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+@pytest.mark.parametrize("shifts", [0, 1, -5, 64, [3, -70]])
+def test_permute(fmt, shifts):
+    v = kind(vsa.random(2, 130, seed=1), fmt)
+    same(vsa.permute(v, shifts, device="cuda"), vsa.permute(v, shifts, device="numpy"))
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+@pytest.mark.parametrize("metric", ["dot", "cosine", "hamming"])
+def test_similarity(fmt, metric):
+    a, b = vsa.random(3, 100, seed=1), vsa.random(1, 100, seed=2, density=0.3)
+    got = vsa.similarity(kind(a, fmt), kind(b, fmt), metric, device="cuda")
+    np.testing.assert_array_equal(got, vsa.similarity(a, b, metric, device="numpy"))
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+@pytest.mark.parametrize(("k", "metric"), [(1, "cosine"), (3, "dot"), (KMAX + 1, "hamming")])
+def test_search(fmt, k, metric):
+    mem = vsa.random(150, 70, seed=3)
+    mem[100:] = mem[:50]  # duplicates: ties go to the lower index
+    queries = np.concatenate([mem[[5, 120]], vsa.random(1, 70, seed=4)])
+    idx, scores = vsa.search(kind(queries, fmt), kind(mem, fmt), k, metric, device="cuda")
+    want_idx, want_scores = vsa.search(queries, mem, k, metric, device="numpy")
+    np.testing.assert_array_equal(idx, want_idx)
+    np.testing.assert_array_equal(scores, want_scores)
+
+
+def test_device_arrays_stay_on_device():
+    a = cuda.to_device(vsa.random(2, 70, seed=1))
+    b = cuda.to_device(vsa.random(2, 70, seed=2))
+    out = vsa.bind(a, b)  # "auto" follows the data
+    assert hasattr(out, "copy_to_host")
+    np.testing.assert_array_equal(out.copy_to_host(), host(a) * host(b))
+    s = vsa.similarity(a, b, "dot")
+    assert hasattr(s, "copy_to_host")
+    np.testing.assert_array_equal(s.copy_to_host(), (host(a).astype(int) * host(b)).sum(1))
+    p = tn.pack(host(a), "bitplane")
+    gp = tn.PackedTrits(cuda.to_device(p.data), p.shape, "bitplane")
+    out = vsa.bundle(gp)
+    assert out.device == "cuda"
+    np.testing.assert_array_equal(host(out), vsa.bundle(host(a)))
