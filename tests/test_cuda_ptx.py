@@ -25,6 +25,7 @@ CC = (8, 0)
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
 KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
                                                                    "matmul"))
+KERNEL_MODULES += ("tritnum._kernels.cuda.vsa",)
 
 
 def _unavailable(reason: str) -> None:
@@ -126,6 +127,7 @@ def _signatures():
         "encode_i2s_blocks": [((f32, u32, rows_u8, u32), "float32")],
         "decode_tq_blocks": [((rows_u8, f32, nt.boolean, f32_rows, bad), "uint8")],
         "decode_i2s_blocks": [((rows_u8, nt.float64, f32_rows, bad), "uint8")],
+        **_vsa_signatures(),
         "gemv_rows": _matmul_signatures(),
         "gemm_tiles": _matmul_signatures(),
     }
@@ -149,6 +151,41 @@ def _matmul_signatures():
         for x, xscale in ((nt.float32, nt.none), (nt.int8, f32))
         for bias in (nt.none, f32)
     ]
+
+
+def _vsa_signatures():
+    """The VSA kernels as the wrappers in ``cuda/vsa.py`` launch them.
+
+    int8 rows (dense) or uint64 ``(rows, 2, nw)`` words (bitplane), int64 row indices and
+    shifts, uint64 generator keys, float64 scores; trits checked in any integer dtype.
+    """
+    from numba import types as nt
+
+    i64, u64, bad = nt.int64, nt.uint64, nt.Array(nt.int32, 1, "C")
+
+    def arr(dtype, ndim):
+        return nt.Array(dtype, ndim, "C")
+
+    idx, f64 = arr(i64, 1), arr(nt.float64, 1)
+    kinds = {"dense": (arr(nt.int8, 2), arr(nt.int8, 3)), "planes": (arr(u64, 3), arr(u64, 4))}
+    sigs = {
+        "random_dense": [((i64, u64, u64, arr(nt.int8, 2)), "int8")],
+        "random_planes": [((i64, i64, u64, u64, arr(u64, 3)), "uint64")],
+        "check_rows": [((nt.Array(dtype, 2, layout), bad), f"{dtype}-{layout}")
+                       for dtype in (nt.int8, nt.int16, nt.int32, nt.int64, nt.uint8, nt.uint16,
+                                     nt.uint32) for layout in ("C", "A")],
+        "bundle_dense": [((arr(nt.int8, 3), arr(w, 1), arr(nt.int8, 2)), str(w))
+                         for w in (nt.int32, nt.int64, nt.float64)],
+        "bundle_planes": [((arr(u64, 4), i64, arr(u64, 3)), "uint64")],
+        "permute_dense": [((arr(nt.int8, 2), idx, arr(nt.int8, 2)), "int8")],
+        "permute_planes": [((arr(u64, 3), idx, i64, arr(u64, 3)), "uint64")],
+    }
+    for name, (rows, _) in kinds.items():
+        sigs[f"op_{name}"] = [((rows, rows, idx, idx, i64, rows), name)]
+        sigs[f"pairs_{name}"] = [((rows, rows, idx, idx, i64, i64, f64), name)]
+        sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, arr(i64, 2), arr(nt.float64, 2)),
+                                   name)]
+    return sigs
 
 
 SIGNATURES = _signatures() if importlib.util.find_spec("numba") else {}
