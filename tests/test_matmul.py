@@ -216,6 +216,14 @@ def test_layout_pairs_each_code_with_its_element(n, segment):
             assert part[k, c, m] == (element if inside else n)
 
 
+@pytest.mark.parametrize("n,segment", [(256, 64), (512, 32), (256, 16), (300, 75)])
+def test_laid_out_rows_follow_the_layout(n, segment):
+    x = np.random.default_rng(0).standard_normal((3, n)).astype(np.float32)
+    padded = np.concatenate([x, np.zeros((3, 1), np.float32)], axis=1)
+    expected = padded[:, cpu_matmul.layout(n, segment)]
+    np.testing.assert_array_equal(cpu_matmul._laid_out(x, n, segment), expected)
+
+
 class TestBadInput:
     w = tn.quantize(np.ones((4, 6)))
 

@@ -123,13 +123,16 @@ def _decode_2bit_rows(w, segment, out, t0, t1):
 
 def _laid_out(x: np.ndarray, n: int, segment: int) -> np.ndarray:
     """Rows of ``x`` in the layout of :func:`layout` (zeros in its padding)."""
+    if segment % BLOCK_BYTES == 0 and n % (4 * segment) == 0:  # whole blocks: a transpose
+        blocks = x.reshape(x.shape[0], -1, BLOCK_BYTES, 4).swapaxes(2, 3)
+        return np.ascontiguousarray(blocks).reshape(x.shape[0], -1)
     padded = np.zeros((x.shape[0], n + 1), x.dtype)
     padded[:, :n] = x
     return np.ascontiguousarray(padded[:, layout(n, segment)])
 
 
-def _gemm(x, w, fmt, n, scales):
-    """``sum_g scales[o, g] * (x_g @ trits_g.T)``, a tile of weight rows at a time.
+def _gemm(x, w, fmt, n, scales, xscale):
+    """``xscale[r] * sum_g scales[o, g] * (x_g @ trits_g.T)``, a tile of weight rows at a time.
 
     ``x`` is float32 (int8 activations converted exactly): BLAS multiplies it by
     bare trits, in chunks of at most ``K_EXACT`` inputs, so integer inputs give
@@ -159,7 +162,9 @@ def _gemm(x, w, fmt, n, scales):
         for o0 in range(0, out_rows, rows):
             t = decode(w[o0:o0 + rows], tile[:min(rows, out_rows - o0)])
             np.matmul(x, t.T, out=sums[:, o0:o0 + rows])
-        return sums * scales[:, 0].astype(np.float64)
+        sums *= scales[:, 0]  # float32: one rounding each, well inside the 1e-6 contract
+        sums *= xscale[:, None]
+        return sums
     # per-group sums, (m, rows, groups) float64, stay within a tile's size too
     rows = max(1, min(out_rows, TILE_ELEMENTS // k, TILE_ELEMENTS // (m * groups)))
     tile = np.empty((rows, k), np.float32)
@@ -174,7 +179,7 @@ def _gemm(x, w, fmt, n, scales):
             b = t[:, :, k0:k0 + K_EXACT].transpose(1, 2, 0)  # (groups, k, rows)
             sums += np.matmul(a, b).transpose(1, 2, 0)
         y[:, o0:o0 + t.shape[0]] = (sums * scales[o0:o0 + t.shape[0]]).sum(axis=-1)
-    return y
+    return (y * xscale[:, None]).astype(np.float32)
 
 
 def _finish(y, bias):
@@ -189,7 +194,7 @@ def linear_float(x, w, fmt, n, scales, bias):
     if segment and x.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(x, np.ones(x.shape[0], np.float32), w, fmt, n, scales, segment)
     else:
-        y = _gemm(x, w, fmt, n, scales).astype(np.float32)
+        y = _gemm(x, w, fmt, n, scales, np.ones(x.shape[0], np.float32))
     return _finish(y, bias)
 
 
@@ -199,5 +204,5 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias):
     if segment and q.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(q, xscale, w, fmt, n, scales, segment)
     else:
-        y = (_gemm(q.astype(np.float32), w, fmt, n, scales) * xscale[:, None]).astype(np.float32)
+        y = _gemm(q.astype(np.float32), w, fmt, n, scales, xscale)
     return _finish(y, bias)
