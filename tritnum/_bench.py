@@ -293,7 +293,7 @@ def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
     repeats = 3 if quick else 15
     cases = packing_cases(rows, cols, device) + quantization_cases(
         max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device) + matmul_cases(
-        quick, device)
+        quick, device) + vsa_cases(10_000, device)
     return [measure(case, repeats) for case in cases]
 
 
