@@ -23,24 +23,35 @@ def packed_weights(out, n, seed=0):
 class Linear:
     """4096 x 4096: one row (GEMV) and 256 rows (GEMM), float and int8 activations."""
 
-    params = ([1, 256], ["float", "int8"], ["tritnum", "blas"])
+    params = ([1, 256], ["float", "int8"], ["cpu", "cuda", "blas"])
     param_names = ["rows", "activations", "implementation"]
     timeout = 300
 
     def setup(self, rows, activations, impl):
+        if impl == "cuda" and not tn.cuda_available():
+            raise NotImplementedError("no GPU")
+        self.activations = activations
         self.w = packed_weights(4096, 4096)
         self.x = np.random.default_rng(1).standard_normal((rows, 4096), dtype=np.float32)
         if impl == "blas":
             if activations == "int8":
                 raise NotImplementedError("BLAS has one (float32) baseline")
             self.dense = self.w.dequantize()
-        tn.linear(self.x, self.w, activations=activations)  # compile, check the weights
+        elif impl == "cuda":
+            from numba import cuda
+
+            self.x = cuda.to_device(self.x)
+            self.w = tn.TernaryTensor(tn.PackedTrits(cuda.to_device(self.w.packed.data),
+                                                     self.w.shape, "2bit"), self.w.scales)
+        self.run()  # compile, check the weights
+
+    def run(self):
+        if hasattr(self, "dense"):
+            return self.x @ self.dense.T
+        return tn.linear(self.x, self.w, activations=self.activations)
 
     def time_linear(self, rows, activations, impl):
-        if impl == "blas":
-            self.x @ self.dense.T
-        else:
-            tn.linear(self.x, self.w, activations=activations)
+        self.run()
 
 
 class LinearBeyondL3:
