@@ -60,4 +60,21 @@ def warmup(device: str = "auto") -> float:
                 for activations in ("float", "int8"):
                     linear(np.ones((rows, 256), np.float32), w, activations=activations,
                            device=dev)
+        _warm_vsa(dev)
     return time.perf_counter() - start
+
+
+def _warm_vsa(dev: str) -> None:
+    """Every VSA kernel, dense and bitplane (int8 and int64 trits for the check)."""
+    from . import vsa
+
+    for fmt in ("dense", "bitplane"):
+        v = vsa.random(2, 70, format=fmt, device=dev)
+        for rule in ("mul", "mod3"):
+            vsa.unbind(vsa.bind(v, v, rule=rule, device=dev), v, rule=rule, device=dev)
+        for weights in (None, [1, 2], [0.5, 1.0]):
+            vsa.bundle(v, weights=weights, device=dev)
+        vsa.permute(v, 3, device=dev)
+        vsa.similarity(v, v, device=dev)
+        vsa.search(v, v, 1, device=dev)
+    vsa.negate(np.zeros((2, 3), np.int64), device=dev)
