@@ -8,13 +8,17 @@ a few hundred simulated threads per launch. A few tests keep the real sizes.
 
 from __future__ import annotations
 
+import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from numba import cuda
 
 import tritnum as tn
 from tritnum._dispatch import is_cuda_array
 from tritnum._kernels.cuda import matmul as kernels
+from tritnum.testing import ternary_tensors
 
 try:  # as tests/cuda/conftest.py
     from numba.cuda.core import config
@@ -199,3 +203,28 @@ def test_non_finite_x_propagates(m):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
     assert np.isnan(got[0]).all()
+
+
+@st.composite
+def problems(draw):
+    """A TernaryTensor (out <= 6, n <= 40, any scales and format) and x, sometimes strided."""
+    w = draw(ternary_tensors(shape=st.tuples(st.integers(1, 6), st.integers(1, 40))))
+    m = draw(st.integers(1, 9))
+    step = draw(st.sampled_from([1, 2]))
+    wide = draw(hnp.arrays(np.float32, (m, w.shape[1] * step),
+                           elements=st.floats(-4, 4, width=32)))
+    return w, wide[:, ::step], draw(st.booleans())
+
+
+@given(problems())
+def test_any_shape_matches_reference(problem):
+    w, x, with_bias = problem
+    bias = np.linspace(-1, 1, w.shape[0], dtype=np.float32) if with_bias else None
+    dense = tn.dequantize(w).astype(np.float64)
+    # float32 error bound: relative to the sizes of the terms, not of their (cancelling) sum
+    bound = np.linalg.norm(np.abs(x.astype(np.float64)) @ np.abs(dense).T) + 1e-30
+    got = tn.linear(x, w, bias, device="cuda")
+    assert np.linalg.norm(got - float64_math(x, w, bias)) <= 1e-5 * bound
+    got = tn.linear(x, w, bias, activations="int8", device="cuda")
+    ref = tn.linear(x, w, bias, activations="int8", device="numpy")
+    assert np.linalg.norm(got - ref) <= 1e-6 * (bound + np.linalg.norm(ref))
