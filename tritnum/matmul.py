@@ -56,10 +56,11 @@ def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, b
     if a.ndim == 0:
         raise ShapeMismatchError("x must have at least one dimension, got a scalar",
                                  expected=f"(..., {n})", actual=())
-    if a.shape[-1] != n:
+    features = tuple(a.shape)[-1]  # GPU arrays' shapes may refuse negative indices
+    if features != n:
         raise ShapeMismatchError(
-            f"x has {a.shape[-1]} features on its last axis but w has {n} inputs",
-            expected=n, actual=a.shape[-1])
+            f"x has {features} features on its last axis but w has {n} inputs",
+            expected=n, actual=features)
     return a, int8
 
 
@@ -156,7 +157,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: str = "fl
     out, n = w.shape
     a, int8 = _activations(x, x_scale, activations, n)
     b = _bias(bias, out)
-    lead = tuple(a.shape[:-1])
+    lead = tuple(a.shape)[:-1]
     dev = resolve_device(device, a, w.packed.data)
     ensure_valid(w.packed, dev)
     rows = _arrays.as_rows(a)

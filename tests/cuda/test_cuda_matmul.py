@@ -175,8 +175,6 @@ def test_vector_and_3d_x(lead):
 
 
 # linear() reads x.shape[-1]; the simulator's device-array shapes refuse negative indices
-@pytest.mark.xfail(SIMULATOR, raises=IndexError, strict=False,
-                   reason="tritnum.matmul indexes x.shape[-1] (simulator shapes: no negatives)")
 @pytest.mark.parametrize("m", [1, 6])
 def test_device_x_stays_on_device(m):
     rng = np.random.default_rng(11)
