@@ -245,3 +245,78 @@ dot_2bit = _make_dot(HAS_AVX2)
 decode_2bit = _make_decode(HAS_AVX2)  # float32 trits in the dot's layout
 decode_2bit_portable = _make_decode(False)
 dot_2bit_portable = _make_dot(False)  # what non-x86 targets get; tested everywhere
+
+
+def _word_vector(builder, base, offset):
+    """Four uint64 words from ``base + offset`` as 32 bytes."""
+    return _load(builder, base, offset, _vec(_I8, 32), 1)
+
+
+@intrinsic
+def dot_planes(typingctx, a, aoff, b, boff, nw):
+    """The dot product of two bit-plane rows: ``sum popc(P) - popc(N)`` over ``nw`` words.
+
+    ``a`` and ``b`` are uint64 arrays holding rows of ``2 * nw`` words from
+    ``aoff`` and ``boff`` (plus plane, then minus plane); ``P = ap & bp | am & bm``
+    marks products +1 and ``N = ap & bm | am & bp`` products -1. Four words at a
+    time, counted per byte (``ctpop`` on bytes: a table lookup on AVX2) into
+    byte accumulators that are widened only every 31 steps (31 * 8 < 256).
+    """
+    if not (isinstance(a, types.Array) and a.dtype == types.uint64
+            and isinstance(b, types.Array) and b.dtype == types.uint64):
+        return None
+    sig = types.int64(a, types.intp, b, types.intp, types.intp)
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        ap = _base(context, builder, sig.args[0], args[0], args[1], i64)
+        bp = _base(context, builder, sig.args[2], args[2], args[3], i64)
+        nw = args[4]
+        module = builder.module
+        v32 = _vec(_I8, 32)
+        ctpop8 = cgutils.get_or_insert_function(module, ir.FunctionType(v32, [v32]),
+                                                "llvm.ctpop.v32i8")
+        reduce16 = cgutils.get_or_insert_function(
+            module, ir.FunctionType(_I16, [_vec(_I16, 32)]), "llvm.vector.reduce.add.v32i16")
+        ctpop64 = cgutils.get_or_insert_function(module, ir.FunctionType(i64, [i64]),
+                                                 "llvm.ctpop.i64")
+        total = cgutils.alloca_once_value(builder, ir.Constant(i64, 0))
+        four = ir.Constant(nw.type, 4)
+        vectors = builder.udiv(nw, four)
+        chunks = builder.udiv(builder.add(vectors, ir.Constant(nw.type, 30)),
+                              ir.Constant(nw.type, 31))
+        accs = [cgutils.alloca_once(builder, v32) for _ in range(2)]
+
+        def planes(w):
+            return ([_word_vector(builder, ap, w), _word_vector(builder, ap, builder.add(w, nw))],
+                    [_word_vector(builder, bp, w), _word_vector(builder, bp, builder.add(w, nw))])
+
+        with cgutils.for_range(builder, chunks) as chunk:
+            for acc in accs:
+                builder.store(ir.Constant(v32, None), acc)
+            first = builder.mul(chunk.index, ir.Constant(nw.type, 31))
+            last = builder.select(builder.icmp_unsigned("<", vectors, builder.add(
+                first, ir.Constant(nw.type, 31))), vectors, builder.add(first, ir.Constant(
+                    nw.type, 31)))
+            with cgutils.for_range_slice(builder, first, last, ir.Constant(nw.type, 1)) as (v, _):
+                (xp, xm), (yp, ym) = planes(builder.mul(v, four))
+                pos = builder.or_(builder.and_(xp, yp), builder.and_(xm, ym))
+                neg = builder.or_(builder.and_(xp, ym), builder.and_(xm, yp))
+                for acc, bits in zip(accs, (pos, neg), strict=True):
+                    builder.store(builder.add(builder.load(acc), builder.call(ctpop8, [bits])),
+                                  acc)
+            sums = [builder.zext(builder.call(reduce16, [builder.zext(builder.load(acc), _vec(
+                _I16, 32))]), i64) for acc in accs]
+            builder.store(builder.add(builder.load(total), builder.sub(*sums)), total)
+        with cgutils.for_range_slice(builder, builder.mul(vectors, four), nw,
+                                     ir.Constant(nw.type, 1)) as (w, _):
+            def word(base, off):
+                return builder.load(builder.gep(base, [off]))
+            xp, xm = word(ap, w), word(ap, builder.add(w, nw))
+            yp, ym = word(bp, w), word(bp, builder.add(w, nw))
+            pos = builder.call(ctpop64, [builder.or_(builder.and_(xp, yp), builder.and_(xm, ym))])
+            neg = builder.call(ctpop64, [builder.or_(builder.and_(xp, ym), builder.and_(xm, yp))])
+            builder.store(builder.add(builder.load(total), builder.sub(pos, neg)), total)
+        return builder.load(total)
+
+    return sig, codegen

@@ -17,6 +17,7 @@ from .. import hv
 from ..reference.vsa import topk
 from ._jit import jit
 from ._parallel import run
+from ._simd import dot_planes
 
 CHUNK = 4096  # int8 columns per bundle task
 WORDS = 32  # words per bit-sliced bundle task
@@ -320,10 +321,15 @@ def _scores_dense(queries, memory, metric, d, out, t0, t1):
 
 @jit()
 def _scores_planes(queries, memory, metric, d, out, t0, t1):
+    """Scores of query-memory pairs; "dot" through the byte-wise SIMD popcount."""
+    nw = memory.shape[2]
     for t in range(t0, t1):
         q, lo, hi = _task(t, memory.shape[0])
         for i in range(lo, hi):
-            out[q, i] = _pair_words(queries[q], memory[i], metric, d)
+            if metric == hv.DOT:
+                out[q, i] = np.float64(dot_planes(queries, 2 * nw * q, memory, 2 * nw * i, nw))
+            else:
+                out[q, i] = _pair_words(queries[q], memory[i], metric, d)
     return 0
 
 
@@ -333,5 +339,6 @@ def search(queries, memory, k: int, metric: int, packed: bool, d: int):
     s = np.empty((q, m))
     if q:
         kernel = _scores_planes if packed else _scores_dense
+        queries, memory = np.ascontiguousarray(queries), np.ascontiguousarray(memory)
         run(kernel, q * -(-m // MEMORY_ROWS), q * memory.nbytes, queries, memory, metric, d, s)
     return topk(s, k)
