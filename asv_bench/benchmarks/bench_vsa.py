@@ -12,17 +12,29 @@ def hypervectors(n, fmt, seed):
     return tn.vsa.random(n, D, seed=seed, format=fmt)
 
 
+def _on_gpu(h):
+    """The same hypervectors in GPU memory."""
+    from numba import cuda
+
+    if isinstance(h, tn.PackedTrits):
+        return tn.PackedTrits(cuda.to_device(h.data), h.shape, h.format)
+    return cuda.to_device(h)
+
+
 class VSA:
-    params = (["dense", "bitplane"], ["cpu"])  # the NumPy reference would need GBs here
+    params = (["dense", "bitplane"], ["cpu", "cuda"])  # the NumPy reference needs GBs here
     param_names = ["format", "device"]
     timeout = 300
 
     def setup(self, fmt, device):
-        self.a = hypervectors(1000, fmt, 1)
-        self.b = hypervectors(1000, fmt, 2)
-        self.memory = hypervectors(10_000, fmt, 3)
-        self.query = hypervectors(1, fmt, 4)
-        small = hypervectors(8, fmt, 5)
+        if device == "cuda" and not tn.cuda_available():
+            raise NotImplementedError("no GPU")
+        on = _on_gpu if device == "cuda" else (lambda h: h)
+        self.a = on(hypervectors(1000, fmt, 1))
+        self.b = on(hypervectors(1000, fmt, 2))
+        self.memory = on(hypervectors(10_000, fmt, 3))
+        self.query = on(hypervectors(1, fmt, 4))
+        small = on(hypervectors(8, fmt, 5))
         # compile outside the timing
         tn.vsa.random(2, 70, format=fmt, device=device)
         tn.vsa.bind(small, small, device=device)
