@@ -50,14 +50,15 @@ def _get_pool() -> ThreadPoolExecutor:
 
 
 def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
-        min_bytes: int = MIN_PARALLEL_BYTES) -> int:
+        light: bool = False) -> int:
     """Call ``kernel(*args, t0, t1)`` over tasks ``[0, tasks)`` and add up what it returns.
 
     With ``numba.get_num_threads()`` threads (``NUMBA_NUM_THREADS``) when the
-    input has at least ``min_bytes``, the calling thread taking the first share.
+    input has at least ``MIN_PARALLEL_BYTES`` (``MIN_PARALLEL_BYTES_LIGHT`` for a
+    ``light`` kernel), the calling thread taking the first share.
     """
     parts = min(numba.get_num_threads(), tasks)
-    if parts <= 1 or nbytes < min_bytes:
+    if parts <= 1 or nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
         return kernel(*args, 0, tasks)
     bounds = [tasks * i // parts for i in range(parts + 1)]
     pool = _get_pool()

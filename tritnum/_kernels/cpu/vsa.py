@@ -16,7 +16,7 @@ from ..._dispatch import register
 from .. import hv
 from ..reference.vsa import topk
 from ._jit import jit
-from ._parallel import MIN_PARALLEL_BYTES_LIGHT, run
+from ._parallel import run
 from ._simd import dot_planes
 
 CHUNK = 4096  # int8 columns per bundle task
@@ -138,8 +138,7 @@ def op(a, b, ia, ib, code: int, packed: bool, d: int) -> np.ndarray:
     out = np.empty((len(ia), *a.shape[1:]), a.dtype)
     if out.size:
         kernel = _op_planes if packed else _op_dense
-        run(kernel, len(ia), 3 * out.nbytes, a, b, ia, ib, code, out,
-            min_bytes=MIN_PARALLEL_BYTES_LIGHT)
+        run(kernel, len(ia), 3 * out.nbytes, a, b, ia, ib, code, out, light=True)
     return out
 
 
