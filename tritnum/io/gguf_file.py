@@ -90,6 +90,19 @@ def read_gguf(path: str | os.PathLike[str], *, format: str = "2bit",
     ------
     FormatError
         A file gguf cannot parse (truncated, corrupt, not GGUF).
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, tritnum as tn
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.gguf")
+    >>> w = tn.quantize(np.random.default_rng(0).standard_normal((4, 256)))
+    >>> tn.io.write_gguf(path, {"blk.0.attn_q.weight": w, "norm": np.ones(4, np.float32)},
+    ...                  qtype="TQ1_0")
+    >>> tensors = tn.io.read_gguf(path)
+    >>> tensors["blk.0.attn_q.weight"]
+    TernaryTensor(shape=(4, 256), format='2bit', group_size=256, 2.1 bits/weight, 272 bytes)
+    >>> tensors["norm"]  # a view of the memory-mapped file
+    memmap([1., 1., 1., 1.], dtype=float32)
     """
     gguf = _gguf()
     try:

@@ -76,6 +76,20 @@ def load(path: str | os.PathLike[str]) -> Any:
     ------
     FormatError
         Not a tritnum file, a newer format version, or a truncated or corrupt file.
+
+    Examples
+    --------
+    >>> import os, tempfile, tritnum as tn
+    >>> path = os.path.join(tempfile.mkdtemp(), "mask.npz")
+    >>> tn.save(path, tn.pack([1, 0, -1], "bitplane"))
+    >>> tn.load(path)
+    PackedTrits(shape=(3,), format='bitplane', nbytes=16, device='cpu')
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(b"not a zip")
+    >>> tn.load(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tritnum.errors.FormatError: '...mask.npz' is not a readable tritnum file: ...
     """
     try:
         with np.load(path, allow_pickle=False) as files:
