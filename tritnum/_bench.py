@@ -54,6 +54,11 @@ def _time(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+# OpenBLAS and torch's OpenMP threads spin for a while after a call, on the same two
+# cores: each side waits this long first, so that neither runs beside the other's spinners.
+SETTLE_SECONDS = 0.25
+
+
 def measure(case: Case, repeats: int) -> Result:
     """Warm each side up once, then time it ``repeats`` times in a row.
 
@@ -61,8 +66,10 @@ def measure(case: Case, repeats: int) -> Result:
     large temporaries) from charging page faults to it.
     """
     repeats = min(repeats, case.repeats or repeats)
+    time.sleep(SETTLE_SECONDS)
     case.run()
     ours = [_time(case.run) for _ in range(repeats)]
+    time.sleep(SETTLE_SECONDS)
     case.baseline()
     theirs = [_time(case.baseline) for _ in range(repeats)]
     t, b = statistics.median(ours), statistics.median(theirs)
