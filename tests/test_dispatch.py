@@ -177,6 +177,7 @@ def test_bench_command_reports_every_row(tmp_path):
         assert (f"pack {fmt}", "np.packbits") in names
         assert (f"unpack {fmt}", "numpy reference") in names
     assert all(r["seconds"] > 0 and r["baseline_seconds"] > 0 for r in results)
+    assert {r["family"] for r in results} == {"packing", "quantize", "gguf", "matmul", "vsa"}
     assert "speedup" in out.stdout
 
 

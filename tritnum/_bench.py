@@ -321,6 +321,24 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def _cpu_times() -> list[int] | None:
+    """The machine's CPU time counters (``/proc/stat``), or None where there are none."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+
+
+def _steal_fraction(before: list[int] | None, after: list[int] | None) -> float | None:
+    """Share of CPU time a hypervisor gave to other machines between two readings."""
+    if not before or not after or len(before) < 8:
+        return None
+    delta = [b - a for a, b in zip(before, after, strict=False)]
+    total = sum(delta[:8])
+    return delta[7] / total if total > 0 else None
+
+
 def main(args: Any) -> int:
     """Entry point of ``python -m tritnum bench``."""
     from .__main__ import environment
@@ -328,8 +346,15 @@ def main(args: Any) -> int:
     env = environment()
     print(f"tritnum bench: {env['cpu']}, {env['threads']} threads, numpy {env['numpy']}, "
           f"numba {env['numba']}; speedup = baseline time / tritnum time (median)")
+    before = _cpu_times()
     results = run(quick=args.quick, device=args.device, cols=args.cols, rows=args.rows)
     print(table(results))
+    steal = _steal_fraction(before, _cpu_times())
+    if steal is not None:
+        env["steal"] = steal
+        print(f"CPU time stolen by the hypervisor during the run: {steal:.0%}"
+              + (" (ratios are unreliable: rerun when the host is quieter)" if steal > 0.05
+                 else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "results": [asdict(r) for r in results]}, f,
