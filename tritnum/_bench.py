@@ -293,15 +293,26 @@ def vsa_cases(d: int, device: str) -> list[Case]:
     return cases
 
 
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
+
+
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
-        rows: int | None = None) -> list[Result]:
-    """Measure every case; ``quick`` uses a quarter of the data and 3 repeats (else 15)."""
+        rows: int | None = None, families: tuple[str, ...] = FAMILIES) -> list[Result]:
+    """Measure every case of ``families``; ``quick``: a quarter of the data and 3 repeats."""
     rows = rows or (1024 if quick else 4096)
     repeats = 3 if quick else 15
-    cases = packing_cases(rows, cols, device) + quantization_cases(
-        max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device) + matmul_cases(
-        quick, device) + vsa_cases(10_000, device)
-    return [measure(case, repeats) for case in cases]
+    builders = {
+        "packing": lambda: packing_cases(rows, cols, device),
+        "quantize": lambda: quantization_cases(
+            max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device),
+        "matmul": lambda: matmul_cases(quick, device),
+        "vsa": lambda: vsa_cases(10_000, device),
+    }
+    wanted = set(families)
+    if "gguf" in wanted:  # built with the quantization cases
+        wanted.add("quantize")
+    cases = [case for name, build in builders.items() if name in wanted for case in build()]
+    return [measure(case, repeats) for case in cases if case.family in families]
 
 
 def table(results: list[Result]) -> str:
@@ -347,7 +358,8 @@ def main(args: Any) -> int:
     print(f"tritnum bench: {env['cpu']}, {env['threads']} threads, numpy {env['numpy']}, "
           f"numba {env['numba']}; speedup = baseline time / tritnum time (median)")
     before = _cpu_times()
-    results = run(quick=args.quick, device=args.device, cols=args.cols, rows=args.rows)
+    results = run(quick=args.quick, device=args.device, cols=args.cols, rows=args.rows,
+                  families=tuple(args.family or FAMILIES))
     print(table(results))
     steal = _steal_fraction(before, _cpu_times())
     if steal is not None:

@@ -10,6 +10,7 @@ a cache that makes every later process slower defeats its purpose.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -23,6 +24,7 @@ MIN_PARALLEL_BYTES = 1 << 20
 # The same for kernels doing a few instructions per byte (elementwise bit-plane ops):
 # 2.5 MB of bind output takes 0.15-0.2 ms on one thread and 0.2-0.5 ms on two.
 MIN_PARALLEL_BYTES_LIGHT = 1 << 24
+CHUNKS_PER_THREAD = 4
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -55,13 +57,27 @@ def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
 
     With ``numba.get_num_threads()`` threads (``NUMBA_NUM_THREADS``) when the
     input has at least ``MIN_PARALLEL_BYTES`` (``MIN_PARALLEL_BYTES_LIGHT`` for a
-    ``light`` kernel), the calling thread taking the first share.
+    ``light`` kernel). The tasks are cut into ``CHUNKS_PER_THREAD`` chunks per
+    thread that the threads (the calling one too) take in turn: when a core is
+    busy elsewhere, or a virtual machine's core is stolen by its host, the other
+    threads take over its share instead of waiting for it.
     """
     parts = min(numba.get_num_threads(), tasks)
     if parts <= 1 or nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
         return kernel(*args, 0, tasks)
-    bounds = [tasks * i // parts for i in range(parts + 1)]
+    chunks = min(tasks, parts * CHUNKS_PER_THREAD)
+    bounds = [tasks * i // chunks for i in range(chunks + 1)]
+    order = itertools.count()  # next() on it is atomic under the GIL
+
+    def work() -> int:
+        total = 0
+        for i in iter(order.__next__, None):
+            if i >= chunks:
+                return total
+            total += kernel(*args, bounds[i], bounds[i + 1])
+        return total
+
     pool = _get_pool()
-    futures = [pool.submit(kernel, *args, bounds[i], bounds[i + 1]) for i in range(1, parts)]
-    total = kernel(*args, bounds[0], bounds[1])
+    futures = [pool.submit(work) for _ in range(parts - 1)]
+    total = work()
     return total + sum(f.result() for f in futures)
