@@ -54,22 +54,23 @@ def _time(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-# OpenBLAS and torch's OpenMP threads spin for a while after a call, on the same two
-# cores: each side waits this long first, so that neither runs beside the other's spinners.
-SETTLE_SECONDS = 0.25
+# OpenBLAS and torch's OpenMP threads spin for a while after a call (torch's for more
+# than 0.3 s here), on the same two cores: each side waits this long first, so that
+# neither runs beside the other's spinners.
+SETTLE_SECONDS = 1.0
 
 
-def measure(case: Case, repeats: int) -> Result:
+def measure(case: Case, repeats: int, settle: float = SETTLE_SECONDS) -> Result:
     """Warm each side up once, then time it ``repeats`` times in a row.
 
     Back-to-back runs of one side keep the other's allocations (the baselines make
     large temporaries) from charging page faults to it.
     """
     repeats = min(repeats, case.repeats or repeats)
-    time.sleep(SETTLE_SECONDS)
+    time.sleep(settle)
     case.run()
     ours = [_time(case.run) for _ in range(repeats)]
-    time.sleep(SETTLE_SECONDS)
+    time.sleep(settle)
     case.baseline()
     theirs = [_time(case.baseline) for _ in range(repeats)]
     t, b = statistics.median(ours), statistics.median(theirs)
@@ -298,7 +299,7 @@ FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
 
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
         rows: int | None = None, families: tuple[str, ...] = FAMILIES) -> list[Result]:
-    """Measure every case of ``families``; ``quick``: a quarter of the data and 3 repeats."""
+    """Measure the cases of ``families``; ``quick``: a quarter of the data, 3 repeats, no pauses."""
     rows = rows or (1024 if quick else 4096)
     repeats = 3 if quick else 15
     builders = {
@@ -312,7 +313,8 @@ def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
     if "gguf" in wanted:  # built with the quantization cases
         wanted.add("quantize")
     cases = [case for name, build in builders.items() if name in wanted for case in build()]
-    return [measure(case, repeats) for case in cases if case.family in families]
+    settle = 0.0 if quick else SETTLE_SECONDS
+    return [measure(case, repeats, settle) for case in cases if case.family in families]
 
 
 def table(results: list[Result]) -> str:
