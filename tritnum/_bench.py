@@ -54,24 +54,30 @@ def _time(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-# OpenBLAS and torch's OpenMP threads spin for a while after a call (torch's for more
-# than 0.3 s here), on the same two cores: each side waits this long first, so that
-# neither runs beside the other's spinners.
-SETTLE_SECONDS = 1.0
+# Each side first runs untimed for this long. OpenBLAS's and torch's OpenMP threads spin
+# for a while after a call (torch's for more than 0.3 s here) on the same two cores, and
+# after an idle pause this machine's cores run slower for a while (a short kernel measured
+# right after 1 s of sleep takes twice as long): busy warm-up covers both.
+WARMUP_SECONDS = 0.5
 
 
-def measure(case: Case, repeats: int, settle: float = SETTLE_SECONDS) -> Result:
-    """Warm each side up once, then time it ``repeats`` times in a row.
+def _warm(fn: Callable[[], Any], seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    fn()
+    while time.perf_counter() < end:
+        fn()
+
+
+def measure(case: Case, repeats: int, warmup: float = WARMUP_SECONDS) -> Result:
+    """Warm each side up (at least once, for ``warmup`` seconds), then time it ``repeats`` times.
 
     Back-to-back runs of one side keep the other's allocations (the baselines make
     large temporaries) from charging page faults to it.
     """
     repeats = min(repeats, case.repeats or repeats)
-    time.sleep(settle)
-    case.run()
+    _warm(case.run, warmup)
     ours = [_time(case.run) for _ in range(repeats)]
-    time.sleep(settle)
-    case.baseline()
+    _warm(case.baseline, warmup)
     theirs = [_time(case.baseline) for _ in range(repeats)]
     t, b = statistics.median(ours), statistics.median(theirs)
     speedup = b / t
@@ -299,7 +305,7 @@ FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
 
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
         rows: int | None = None, families: tuple[str, ...] = FAMILIES) -> list[Result]:
-    """Measure the cases of ``families``; ``quick``: a quarter of the data, 3 repeats, no pauses."""
+    """Measure the cases of ``families``; ``quick``: less data, 3 repeats, one warm-up call."""
     rows = rows or (1024 if quick else 4096)
     repeats = 3 if quick else 15
     builders = {
@@ -313,8 +319,8 @@ def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
     if "gguf" in wanted:  # built with the quantization cases
         wanted.add("quantize")
     cases = [case for name, build in builders.items() if name in wanted for case in build()]
-    settle = 0.0 if quick else SETTLE_SECONDS
-    return [measure(case, repeats, settle) for case in cases if case.family in families]
+    warmup = 0.0 if quick else WARMUP_SECONDS
+    return [measure(case, repeats, warmup) for case in cases if case.family in families]
 
 
 def table(results: list[Result]) -> str:
