@@ -136,8 +136,9 @@ def _signatures():
 def _matmul_signatures():
     """``(x, xscale, w, fmt, half, n, scales, bias, y)`` as ``linear`` launches the kernels.
 
-    x is float32 (xscale None) or int8 (xscale float32); the weights are uint8 rows
-    ("2bit", "base3", or bitplane words viewed as bytes); bias is None or float32.
+    x is float32 or int8; xscale and bias are float32 (empty where absent: a real GPU
+    launch refuses None); the weights are uint8 rows ("2bit", "base3", or bitplane
+    words viewed as bytes).
     """
     from numba import types as nt
 
@@ -146,10 +147,8 @@ def _matmul_signatures():
     f32 = nt.Array(nt.float32, 1, "C")
     rows_u8 = nt.Array(nt.uint8, 2, "C")
     return [
-        ((nt.Array(x, 2, "C"), xscale, rows_u8, i64, i64, i64, f32_rows, bias, f32_rows),
-         f"{x}-bias:{bias}")
-        for x, xscale in ((nt.float32, nt.none), (nt.int8, f32))
-        for bias in (nt.none, f32)
+        ((nt.Array(x, 2, "C"), f32, rows_u8, i64, i64, i64, f32_rows, f32, f32_rows), str(x))
+        for x in (nt.float32, nt.int8)
     ]
 
 

@@ -11,7 +11,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -86,17 +86,50 @@ def measure(case: Case, repeats: int, warmup: float = WARMUP_SECONDS) -> Result:
                   case.note(t) if case.note else "")
 
 
+def _put(a: np.ndarray, device: str) -> Any:
+    """``a`` where ``device``'s kernels read it: on the GPU for ``"cuda"`` (no copy is timed)."""
+    from ._arrays import to_gpu
+
+    return to_gpu(a) if device == "cuda" else a
+
+
+def _gpu_torch() -> Any:
+    """The torch module where it runs on a GPU (the baselines of ``--device cuda``), or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _synced(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` followed by waiting for the GPU, so that its time is the GPU's work."""
+    from numba import cuda
+
+    def run() -> Any:
+        result = fn()
+        cuda.synchronize()  # numba and torch share the device's primary context
+        return result
+    return run
+
+
+def on_gpu(case: Case) -> Case:
+    """``case`` timed on the GPU: both sides synchronized, no bar (the bars are for 2 cores)."""
+    return replace(case, run=_synced(case.run), baseline=_synced(case.baseline), bar=None)
+
+
 def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
     """pack/unpack of ``rows x cols`` trits against np.packbits and the NumPy reference."""
     from .packing import pack, unpack
 
     rng = np.random.default_rng(0)
-    trits = rng.integers(-1, 2, size=(rows, cols), dtype=np.int8)
-    bools = trits > 0
+    host = rng.integers(-1, 2, size=(rows, cols), dtype=np.int8)
+    trits = _put(host, device)
+    bools = host > 0
     bits = np.packbits(bools)
     cases = []
     for name in FORMATS:
-        packed = pack(trits, name)
+        packed, packed_host = pack(trits, name, device=device), pack(host, name)
         # DESIGN §7 bars: 2bit pack <= 1.25x and unpack <= 1x the bit baselines, others <= 2x
         pack_bar, unpack_bar = (0.8, 1.0) if name == "2bit" else (0.5, 0.5)
         cases += [
@@ -105,15 +138,16 @@ def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
             Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
                  "np.unpackbits", lambda: np.unpackbits(bits), unpack_bar),
             Case("packing", f"pack {name}", lambda n=name: pack(trits, n, device=device),
-                 "numpy reference", lambda n=name: pack(trits, n, device="numpy"), 10.0, 3),
+                 "numpy reference", lambda n=name: pack(host, n, device="numpy"), 10.0, 3),
             Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
-                 "numpy reference", lambda p=packed: unpack(p, device="numpy"), 10.0, 3),
+                 "numpy reference", lambda h=packed_host: unpack(h, device="numpy"),
+                 10.0, 3),
         ]
     for src, dst in [("2bit", "base3"), ("base3", "bitplane"), ("bitplane", "2bit")]:
-        packed = pack(trits, src)
+        packed, packed_host = pack(trits, src, device=device), pack(host, src)
         cases.append(Case(
             "packing", f"{src} -> {dst}", lambda p=packed, d=dst: p.to(d, device=device),
-            "numpy reference", lambda p=packed, d=dst: p.to(d, device="numpy"), None, 3))
+            "numpy reference", lambda p=packed_host, d=dst: p.to(d, device="numpy"), None, 3))
     return cases
 
 
@@ -131,7 +165,8 @@ def quantization_cases(side: int, device: str) -> list[Case]:
     from .quantize import quantize
 
     w = np.random.default_rng(1).standard_normal((side, side), dtype=np.float32)
-    cases = [Case("quantize", "quantize 2bit", lambda: quantize(w, device=device),
+    wd = _put(w, device)
+    cases = [Case("quantize", "quantize 2bit", lambda: quantize(wd, device=device),
                   "numpy expression", lambda: _numpy_quantize(w), 5.0, 3)]
     try:
         from gguf import GGMLQuantizationType, quants
@@ -140,17 +175,19 @@ def quantization_cases(side: int, device: str) -> list[Case]:
     for qtype, bar in (("TQ2_0", 10.0), ("TQ1_0", 20.0)):
         kind = getattr(GGMLQuantizationType, qtype)
         buf = quants.quantize(w, kind)
+        buf_on = _put(buf, device)
         cases += [
             Case("gguf", f"to_gguf_blocks {qtype}",
-                 lambda q=qtype: to_gguf_blocks(w, q, device=device),
+                 lambda q=qtype: to_gguf_blocks(wd, q, device=device),
                  "gguf.quants.quantize", lambda k=kind: quants.quantize(w, k), bar, 3),
             Case("gguf", f"from_gguf_blocks {qtype}",
-                 lambda q=qtype, b=buf: from_gguf_blocks(b, q, w.shape, device=device),
+                 lambda q=qtype, b=buf_on: from_gguf_blocks(b, q, w.shape, device=device),
                  "gguf.quants.dequantize", lambda k=kind, b=buf: quants.dequantize(b, k), bar, 3),
         ]
     # the floor: reading the float32 input once; speedup = how far the encoder is from it
-    cases.append(Case("gguf", "read the input (floor)", lambda: w.max(),
-                      "to_gguf_blocks TQ2_0", lambda: to_gguf_blocks(w, "TQ2_0", device=device)))
+    if device != "cuda":
+        cases.append(Case("gguf", "read the input (floor)", lambda: w.max(), "to_gguf_blocks "
+                          "TQ2_0", lambda: to_gguf_blocks(w, "TQ2_0", device=device)))
     return cases
 
 
@@ -175,17 +212,27 @@ def peak_extra_bytes(fn: Callable[[], Any]) -> int:
         tracemalloc.stop()
 
 
-def _gemv_note(w: Any, threads: int, bandwidth: float, memory: str) -> Callable[[float], str]:
-    """Effective GB/s of packed weights (vs copy bandwidth) and multiply-adds per core."""
+def _gemv_note(w: Any, threads: int, bandwidth: float | None,
+               memory: str) -> Callable[[float], str]:
+    """Effective GB/s of packed weights (vs copy bandwidth) and multiply-adds per core.
+
+    Without ``bandwidth`` (on the GPU) only the GB/s.
+    """
     def note(seconds: float) -> str:
         rate = w.packed.nbytes / seconds
+        if bandwidth is None:
+            return f"{rate / 1e9:.1f} GB/s packed"
         return (f"{rate / 1e9:.1f} GB/s packed ({rate / bandwidth:.0%} of copy), "
                 f"{w.packed.size / seconds / threads / 1e9:.1f} G MAC/s/core{memory}")
     return note
 
 
 def matmul_cases(quick: bool, device: str) -> list[Case]:
-    """tn.linear against NumPy float32 ``x @ W.T`` (OpenBLAS) with the dense matrix."""
+    """tn.linear against float32 ``x @ W.T`` with the dense matrix.
+
+    The baseline is NumPy's (OpenBLAS); with ``device="cuda"`` it is torch's on the GPU
+    (cuBLAS) where torch sees one, and both sides' data live on the GPU.
+    """
     import numba
 
     from .matmul import linear
@@ -194,7 +241,9 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
 
     rng = np.random.default_rng(2)
     threads = numba.get_num_threads()
-    bandwidth = copy_bandwidth()
+    gpu = device == "cuda"
+    torch = _gpu_torch() if gpu else None
+    bandwidth = None if gpu else copy_bandwidth()
     # the bars hold for the issue's sizes; --quick only checks that everything runs
     sizes = [(1, 2048, 2048, (None, None)), (64, 2048, 2048, (None, None))] if quick else [
         (1, 4096, 4096, (3.0, 5.0)), (1, 16384, 8192, (None, 6.0)),
@@ -202,15 +251,20 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
     cases = []
     for rows, out, n, bars in sizes:
         trits = rng.integers(-1, 2, (out, n), dtype=np.int8)
-        w = TernaryTensor(pack(trits), np.float32(0.05))
+        w = TernaryTensor(pack(_put(trits, device)), np.float32(0.05))
         dense = trits * np.float32(0.05)
         del trits
         x = rng.standard_normal((rows, n), dtype=np.float32)
         x = x[0] if rows == 1 else x
+        base_name, base = "x @ W.T (BLAS)", lambda x=x, d=dense: x @ d.T
+        if torch is not None:
+            tx, td = torch.from_numpy(x).cuda(), torch.from_numpy(dense).cuda()
+            base_name, base = "x @ W.T (torch, cuBLAS)", lambda x=tx, d=td: x @ d.T
+        xd = _put(x, device)
         kind = "GEMV" if rows == 1 else f"GEMM {rows} rows"
         for act, bar in zip(("float", "int8"), bars, strict=True):
             memory = ""
-            if rows == 1 and out * n >= 1 << 27:  # the issue's peak-memory bar: <= 10% of W
+            if rows == 1 and out * n >= 1 << 27 and not gpu:  # peak-memory bar: <= 10% of W
                 linear(x, w, activations=act, device=device)  # compiled, weights checked
                 peak = peak_extra_bytes(lambda x=x, w=w, a=act: linear(x, w, activations=a,
                                                                           device=device))
@@ -218,9 +272,8 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
             note = _gemv_note(w, threads, bandwidth, memory) if rows == 1 else None
             cases.append(Case(
                 "matmul", f"linear {kind} {out}x{n} {act}",
-                lambda x=x, w=w, a=act: linear(x, w, activations=a, device=device),
-                "x @ W.T (BLAS)", lambda x=x, d=dense: x @ d.T, bar,
-                5 if rows > 1 else None, note))
+                lambda x=xd, w=w, a=act: linear(x, w, activations=a, device=device),
+                base_name, base, bar, 5 if rows > 1 else None, note))
     return cases
 
 
@@ -250,7 +303,8 @@ def vsa_cases(d: int, device: str) -> list[Case]:
     mem = random(n_memory, d, seed=1)
     a, b = mem[:n_bind], random(n_bind, d, seed=2)
     q = random(1, d, seed=3)
-    pa, pb, pmem, pq = (pack(x, "bitplane") for x in (a, b, mem, q))
+    da, db, dmem, dq = (_put(x, device) for x in (a, b, mem, q))
+    pa, pb, pmem, pq = (pack(x, "bitplane") for x in (da, db, dmem, dq))
     th = _torchhd()
     per_hv = pack(q[0], "bitplane").nbytes
 
@@ -277,22 +331,24 @@ def vsa_cases(d: int, device: str) -> list[Case]:
                 ((k, ours[k], skipped[k]) for k in ours)]
     import torch
 
-    ta, tmem, tq = (torch.from_numpy(x.astype(np.float32)) for x in (a, mem, q))
-    ia, ib = torch.from_numpy(a), torch.from_numpy(b)
+    on = "cuda" if device == "cuda" and _gpu_torch() is not None else "cpu"
+    ta, tmem, tq = (torch.from_numpy(x.astype(np.float32)).to(on) for x in (a, mem, q))
+    ia, ib = torch.from_numpy(a).to(on), torch.from_numpy(b).to(on)
     baselines = {
         "search 1 x 10k (dot)": ("torchhd dot_similarity f32",
                                  lambda: th.dot_similarity(tq, tmem)),
         "bundle 1000": ("torchhd multiset f32", lambda: th.multiset(ta)),
         "bind 1000 pairs": ("torchhd bind int8", lambda: th.bind(ia, ib)),
-        "random 1000": ("torchhd random MAP", lambda: th.random(n_bind, d, "MAP")),
+        "random 1000": ("torchhd random MAP",
+                        lambda: th.random(n_bind, d, "MAP", device=on)),
     }
     cases = [Case("vsa", f"{name} bitplane", fn, baselines[name][0], baselines[name][1], bar,
                   5, memory_note if name.startswith("random") else None)
              for name, (fn, bar) in ours.items()]
     dense_runs = {
-        "search 1 x 10k (dot)": lambda: search(q, mem, 1, "dot", device=device),
-        "bundle 1000": lambda: bundle(a, device=device),
-        "bind 1000 pairs": lambda: bind(a, b, device=device),
+        "search 1 x 10k (dot)": lambda: search(dq, dmem, 1, "dot", device=device),
+        "bundle 1000": lambda: bundle(da, device=device),
+        "bind 1000 pairs": lambda: bind(da, db, device=device),
         "random 1000": lambda: random(n_bind, d, device=device),
     }
     cases += [Case("vsa", f"{name} dense", fn, baselines[name][0], baselines[name][1], None, 5)
@@ -319,6 +375,8 @@ def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
     if "gguf" in wanted:  # built with the quantization cases
         wanted.add("quantize")
     cases = [case for name, build in builders.items() if name in wanted for case in build()]
+    if device == "cuda":
+        cases = [on_gpu(case) for case in cases]
     warmup = 0.0 if quick else WARMUP_SECONDS
     return [measure(case, repeats, warmup) for case in cases if case.family in families]
 
@@ -365,6 +423,13 @@ def main(args: Any) -> int:
     env = environment()
     print(f"tritnum bench: {env['cpu']}, {env['threads']} threads, numpy {env['numpy']}, "
           f"numba {env['numba']}; speedup = baseline time / tritnum time (median)")
+    if args.device == "cuda":
+        from numba import cuda
+
+        name = cuda.get_current_device().name  # bytes in older numba-cuda
+        name = name.decode() if isinstance(name, bytes) else name
+        print(f"on the GPU: {name}; each side's data lives "
+              "where it runs and its time includes waiting for the GPU; no bars (2 CPU cores)")
     before = _cpu_times()
     results = run(quick=args.quick, device=args.device, cols=args.cols, rows=args.rows,
                   families=tuple(args.family or FAMILIES))

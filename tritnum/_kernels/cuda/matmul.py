@@ -24,8 +24,9 @@ ends, then the row by ``xscale`` (int8 path only) and ``bias`` is added in
 float64 before rounding to float32. Groups may have any size (group
 boundaries fall anywhere inside a packed unit or a tile).
 
-``xscale`` and ``bias`` may be None: numba compiles a kernel per argument
-type and prunes the branches on ``is None``.
+A missing ``xscale`` or ``bias`` reaches the kernels as an empty float32
+array, never as None: the simulator takes None arguments, but a real GPU
+launch refuses them (numba-cuda 0.30: ``NotImplementedError: (none, None)``).
 """
 
 from __future__ import annotations
@@ -51,10 +52,13 @@ TILE = 16  # GEMM tile edge: TILE x TILE threads per block, one output each
 
 @cuda.jit(device=True, inline="always")
 def _finish(acc, xscale, r, bias, o):
-    """The float32 output from a row's float64 sum: times ``xscale[r]``, plus ``bias[o]``."""
-    if xscale is not None:
+    """The float32 output from a row's float64 sum: times ``xscale[r]``, plus ``bias[o]``.
+
+    An empty ``xscale`` or ``bias`` is absent.
+    """
+    if xscale.shape[0] != 0:
         acc *= float64(xscale[r])
-    if bias is not None:
+    if bias.shape[0] != 0:
         acc += float64(bias[o])
     return float32(acc)
 
@@ -87,8 +91,8 @@ def gemv_rows(x, xscale, w, fmt, half, n, scales, bias, y):
     Parameters
     ----------
     x : (m, n) float32 or int8
-    xscale : (m,) float32 or None
-        Per-row activation scale (int8 path).
+    xscale : (m,) or (0,) float32
+        Per-row activation scale (int8 path); empty on the float path.
     w : (out, bytes) uint8
         Packed rows seen as bytes (:func:`..layout.byte_rows`).
     fmt, half : int
@@ -96,7 +100,8 @@ def gemv_rows(x, xscale, w, fmt, half, n, scales, bias, y):
     n : int
         Trits per row.
     scales : (out, groups) float32
-    bias : (out,) float32 or None
+    bias : (out,) or (0,) float32
+        Empty without a bias.
     y : (m, out) float32
         The result.
     """
@@ -198,6 +203,9 @@ def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias:
     m = x.shape[0]
     rows, half = byte_rows(w, fmt)
     out = rows.shape[0]
+    none = cuda.device_array(0, np.float32)  # stands for a missing xscale or bias
+    xscale = none if xscale is None else xscale
+    bias = none if bias is None else bias
     y = cuda.device_array((m, out), np.float32)
     if m == 0 or out == 0:
         return y
