@@ -32,7 +32,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils, config
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 
 _I8, _I16, _I32, _F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 
@@ -318,5 +318,49 @@ def dot_planes(typingctx, a, aoff, b, boff, nw):
             neg = builder.call(ctpop64, [builder.or_(builder.and_(xp, ym), builder.and_(xm, yp))])
             builder.store(builder.add(builder.load(total), builder.sub(pos, neg)), total)
         return builder.load(total)
+
+    return sig, codegen
+
+
+PREFETCH_BYTES = 8192  # how far ahead of the row it works on a streaming kernel prefetches
+
+
+@register_jitable(inline="always")
+def rows_ahead(a):
+    """Rows of ``a`` in ``PREFETCH_BYTES`` (at least one): the distance for :func:`prefetch_row`."""
+    return max(1, PREFETCH_BYTES // max(1, a.strides[0]))
+
+
+@intrinsic
+def prefetch_row(typingctx, a, row):
+    """Ask the CPU to start loading row ``row`` of the 2-D or 3-D array ``a`` into cache.
+
+    One ``prefetcht1`` (into L2, leaving L1 to the data being worked on) per
+    64-byte line of the ``shape[1] * strides[1]`` bytes from the row's start
+    (``llvm.prefetch``: a hint, which never faults, even out of bounds).
+    Streaming kernels call it a few rows ahead of the row they work on: the
+    hardware prefetchers alone leave the search over
+    10,000 bitplane rows (25 MB, beyond the cache) at half the speed.
+    """
+    if not (isinstance(a, types.Array) and a.ndim >= 2):
+        return None
+    sig = types.void(a, types.intp)
+
+    def codegen(context, builder, sig, args):
+        arr = context.make_array(sig.args[0])(context, builder, args[0])
+        shape = cgutils.unpack_tuple(builder, arr.shape, sig.args[0].ndim)
+        strides = cgutils.unpack_tuple(builder, arr.strides, sig.args[0].ndim)
+        i64 = ir.IntType(64)
+        start = builder.gep(builder.bitcast(arr.data, _I8.as_pointer()),
+                            [builder.mul(args[1], strides[0])])
+        nbytes = builder.mul(shape[1], strides[1])
+        hint = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32, _I32, _I32]),
+            "llvm.prefetch.p0i8")
+        read, keep, data = ir.Constant(_I32, 0), ir.Constant(_I32, 2), ir.Constant(_I32, 1)
+        with cgutils.for_range_slice(builder, ir.Constant(i64, 0), nbytes,
+                                     ir.Constant(i64, 64)) as (offset, _):
+            builder.call(hint, [builder.gep(start, [offset]), read, keep, data])
+        return context.get_dummy_value()
 
     return sig, codegen

@@ -123,7 +123,9 @@ def similarity(a, b, ia, ib, metric: int, packed: bool, d: int) -> np.ndarray:
 def topk(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices and values of the ``k`` largest scores of each row, ties to the lower index."""
     q, m = s.shape
-    if k >= m:
+    if k == 1:  # one pass: argmax returns the first, lowest-index maximum (scores are never NaN)
+        idx = np.argmax(s, axis=1)[:, None]
+    elif k >= m:
         idx = np.argsort(-s, axis=1, kind="stable")
     else:
         part = np.argpartition(-s, k - 1, axis=1)[:, :k]
