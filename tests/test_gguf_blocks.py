@@ -112,3 +112,28 @@ def test_bad_input():
     assert tn.io.from_gguf_blocks(corrupt, "TQ2_0", (2, 256))[0, 0] == 2  # as llama.cpp reads it
     with pytest.raises(tn.InvalidTritsError, match="code 3"):
         tn.io.from_gguf_blocks(corrupt, "TQ2_0", (2, 256), ternary=True)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("qtype", [*GGUF_TYPES, "I2_S"])
+def test_decode_into_out(qtype, device):
+    x = np.random.default_rng(6).standard_normal((3, 512)).astype(np.float32)
+    buf = tn.io.to_gguf_blocks(x, qtype)
+    out = np.full(x.shape, np.nan, np.float32)  # every value must be written
+    got = tn.io.from_gguf_blocks(buf, qtype, x.shape, out=out, device=device)
+    assert got is out
+    np.testing.assert_array_equal(out, tn.io.from_gguf_blocks(buf, qtype, x.shape, device="numpy"))
+
+
+def test_decode_into_bad_out():
+    x = np.ones((2, 256), np.float32)
+    buf = tn.io.to_gguf_blocks(x, "TQ2_0")
+    with pytest.raises(tn.ShapeMismatchError, match=r"out has shape \(512,\)"):
+        tn.io.from_gguf_blocks(buf, "TQ2_0", (2, 256), out=np.empty(512, np.float32))
+    with pytest.raises(TypeError, match="float32 NumPy array, got ndarray of float64"):
+        tn.io.from_gguf_blocks(buf, "TQ2_0", (2, 256), out=np.empty((2, 256)))
+    with pytest.raises(TypeError, match="C-contiguous"):
+        tn.io.from_gguf_blocks(buf, "TQ2_0", (2, 256), out=np.empty((256, 2), np.float32).T)
+    with pytest.raises(TypeError, match="ternary=True"):
+        tn.io.from_gguf_blocks(buf, "TQ2_0", (2, 256), ternary=True,
+                               out=np.empty((2, 256), np.float32))

@@ -166,6 +166,8 @@ def quantization_cases(side: int, device: str) -> list[Case]:
 
     w = np.random.default_rng(1).standard_normal((side, side), dtype=np.float32)
     wd = _put(w, device)
+    values = np.empty_like(w)  # the decoders' reused output (out=)
+    bufs = {}
     cases = [Case("quantize", "quantize 2bit", lambda: quantize(wd, device=device),
                   "numpy expression", lambda: _numpy_quantize(w), 5.0, 3)]
     try:
@@ -175,7 +177,7 @@ def quantization_cases(side: int, device: str) -> list[Case]:
     for qtype, bar in (("TQ2_0", 10.0), ("TQ1_0", 20.0)):
         kind = getattr(GGMLQuantizationType, qtype)
         buf = quants.quantize(w, kind)
-        buf_on = _put(buf, device)
+        buf_on = bufs[qtype] = _put(buf, device)
         cases += [
             Case("gguf", f"to_gguf_blocks {qtype}",
                  lambda q=qtype: to_gguf_blocks(wd, q, device=device),
@@ -183,11 +185,21 @@ def quantization_cases(side: int, device: str) -> list[Case]:
             Case("gguf", f"from_gguf_blocks {qtype}",
                  lambda q=qtype, b=buf_on: from_gguf_blocks(b, q, w.shape, device=device),
                  "gguf.quants.dequantize", lambda k=kind, b=buf: quants.dequantize(b, k), bar, 3),
+            Case("gguf", f"from_gguf_blocks {qtype} out=",
+                 lambda q=qtype, b=buf_on: from_gguf_blocks(b, q, w.shape, out=values,
+                                                            device=device),
+                 "gguf.quants.dequantize", lambda k=kind, b=buf: quants.dequantize(b, k), bar, 3),
         ]
-    # the floor: reading the float32 input once; speedup = how far the encoder is from it
+    # the floors: reading the float32 input once (encoders) and writing the float32
+    # values once into fresh memory (decoders); speedup = how far tritnum is from them
     if device != "cuda":
-        cases.append(Case("gguf", "read the input (floor)", lambda: w.max(), "to_gguf_blocks "
-                          "TQ2_0", lambda: to_gguf_blocks(w, "TQ2_0", device=device)))
+        cases += [
+            Case("gguf", "read the input (floor)", lambda: w.max(), "to_gguf_blocks "
+                 "TQ2_0", lambda: to_gguf_blocks(w, "TQ2_0", device=device)),
+            Case("gguf", "write fresh values (floor)", lambda: np.ones(w.shape, np.float32),
+                 "from_gguf_blocks TQ2_0", lambda: from_gguf_blocks(
+                     bufs["TQ2_0"], "TQ2_0", w.shape, device=device)),
+        ]
     return cases
 
 

@@ -17,8 +17,12 @@ def test_encode_decode_match_reference(qtype):
     ref = tn.io.to_gguf_blocks(x, qtype, device="numpy")
     got = tn.io.to_gguf_blocks(x, qtype, device="cuda")
     np.testing.assert_array_equal(got, ref)
+    expected = tn.io.from_gguf_blocks(ref, qtype, x.shape, device="numpy")
     np.testing.assert_array_equal(tn.io.from_gguf_blocks(ref, qtype, x.shape, device="cuda"),
-                                  tn.io.from_gguf_blocks(ref, qtype, x.shape, device="numpy"))
+                                  expected)
+    out = np.full(x.shape, np.nan, np.float32)
+    assert tn.io.from_gguf_blocks(ref, qtype, x.shape, out=out, device="cuda") is out
+    np.testing.assert_array_equal(out, expected)
 
 
 def test_code_three_is_reported():

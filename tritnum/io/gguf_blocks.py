@@ -65,17 +65,55 @@ def _byte_shape(shape: tuple[int, ...], qtype: str) -> tuple[int, ...]:
     return (*shape[:-1], shape[-1] // 256 * QTYPES[qtype][1])
 
 
-def _assemble(qs: np.ndarray, scales: np.ndarray, shape: tuple[int, ...], qtype: str) -> np.ndarray:
+def _blocks_buffer(shape: tuple[int, ...], qtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """The encoded tensor's bytes (uninitialized) and where the encoder writes the codes.
+
+    For TQ1_0/TQ2_0 that is the ``(blocks, block bytes)`` buffer itself, whose rows
+    begin with the codes (a C-contiguous array: the kernels' stores vectorize, as
+    they do not into a column slice); for I2_S the leading bytes.
+    """
     if qtype == "I2_S":
-        out = np.zeros(_byte_shape(shape, qtype), np.uint8)
-        out[: qs.size] = qs
-        out[qs.size: qs.size + 4] = scales.astype(np.float32).view(np.uint8)
+        out = np.empty(_byte_shape(shape, qtype), np.uint8)
+        out[-32:] = 0  # the scale and its padding
+        return out, out[: math.prod(shape) // 4]
+    out = np.empty((math.prod(shape) // 256, QTYPES[qtype][1]), np.uint8)
+    return out, out
+
+
+def _finish_blocks(out: np.ndarray, scales: np.ndarray, shape: tuple[int, ...],
+                   qtype: str) -> np.ndarray:
+    """Write the scales beside the codes in ``out`` (from :func:`_blocks_buffer`)."""
+    if qtype == "I2_S":
+        out[-32:-28] = scales.astype(np.float32).view(np.uint8)
         return out
-    codes = QTYPES[qtype][2]
-    out = np.empty((qs.shape[0], QTYPES[qtype][1]), np.uint8)
-    out[:, :codes] = qs
-    out[:, codes:] = scales.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    out[:, QTYPES[qtype][2]:] = scales.astype(np.float16).view(np.uint8).reshape(-1, 2)
     return out.reshape(_byte_shape(shape, qtype))
+
+
+def _assemble(qs: np.ndarray, scales: np.ndarray, shape: tuple[int, ...], qtype: str) -> np.ndarray:
+    out, codes = _blocks_buffer(shape, qtype)
+    if qtype == "I2_S":
+        codes[...] = qs
+    else:
+        codes[:, : qs.shape[1]] = qs
+    return _finish_blocks(out, scales, shape, qtype)
+
+
+def _check_out(out: Any, shape: tuple[int, ...], ternary: bool) -> None:
+    if out is None:
+        return
+    if ternary:
+        raise TypeError("from_gguf_blocks: out= holds float values; it cannot go with "
+                        "ternary=True")
+    if not (isinstance(out, np.ndarray) and out.dtype == np.float32
+            and out.flags.c_contiguous and out.flags.writeable):
+        raise TypeError("from_gguf_blocks: out must be a writeable, C-contiguous float32 NumPy "
+                        f"array, got {type(out).__name__}"
+                        + (f" of {out.dtype}" if isinstance(out, np.ndarray) else ""))
+    if out.shape != shape:
+        raise ShapeMismatchError(f"from_gguf_blocks: out has shape {out.shape}, "
+                                 f"the values have shape {shape}",
+                                 expected=shape, actual=out.shape)
 
 
 def _from_ternary(t: TernaryTensor, qtype: str) -> np.ndarray:
@@ -146,17 +184,19 @@ def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
     _check_shape(shape, qtype)
     dev = resolve_device(device, x)
     flat = np.ascontiguousarray(_arrays.to_host(x), dtype=np.float32).reshape(-1)
-    qs, scales = kernel("gguf_encode", dev)(_arrays.for_device(flat, dev), qtype)
-    qs, scales = _arrays.to_host(qs), _arrays.to_host(scales)
+    out, codes = _blocks_buffer(shape, qtype)
+    scales = _arrays.to_host(kernel("gguf_encode", dev)(_arrays.for_device(flat, dev), qtype,
+                                                        codes))
     if not np.isfinite(scales).all():
         bad = np.flatnonzero(~np.isfinite(flat))[0]
         where = index_str(np.unravel_index(bad, shape))
         raise ValueError(f"x[{where}] = {flat[bad]} is not finite")
-    return _assemble(qs, scales, shape, qtype)
+    return _finish_blocks(out, scales, shape, qtype)
 
 
 def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: bool = False,
-                     format: str = "2bit", device: str = "auto") -> Any:
+                     format: str = "2bit", out: np.ndarray | None = None,
+                     device: str = "auto") -> Any:
     """Decode GGUF ternary blocks to float32 values, or to a TernaryTensor.
 
     Parameters
@@ -172,6 +212,11 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
         float32 scale per block, or per tensor for I2_S) instead of floats.
     format : {"2bit", "base3", "bitplane"}
         Packed format when ``ternary``.
+    out : numpy.ndarray of float32, optional
+        A C-contiguous array of ``shape`` to write the values into, and return
+        (not with ``ternary``). Decoding many tensors into one reused buffer
+        skips the allocation and the first touch of fresh pages, which cost
+        more than the decoding itself on large tensors.
     device : {"auto", "cpu", "cuda", "numpy"}
         Where to run; the values come back to the host either way.
 
@@ -186,6 +231,11 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
         An unknown qtype, or a buffer whose length does not match ``shape``.
     InvalidTritsError
         A 2-bit code 3, which is not a trit (TQ2_0 and I2_S).
+    ShapeMismatchError
+        An ``out`` whose shape is not ``shape``.
+    TypeError
+        An ``out`` that is not a C-contiguous float32 NumPy array, or ``out`` with
+        ``ternary``.
 
     Examples
     --------
@@ -193,10 +243,15 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
     >>> x = np.zeros(256, np.float32); x[:3] = [2.0, -2.0, 1.0]
     >>> tn.io.from_gguf_blocks(tn.io.to_gguf_blocks(x, "TQ1_0"), "TQ1_0", (256,))[:4]
     array([ 2., -2.,  2.,  0.], dtype=float32)
+    >>> buf = np.empty(256, np.float32)
+    >>> y = tn.io.from_gguf_blocks(tn.io.to_gguf_blocks(x, "TQ2_0"), "TQ2_0", (256,), out=buf)
+    >>> y is buf, buf[:3]
+    (True, array([ 2., -2.,  2.], dtype=float32))
     """
     qtype = _qtype(qtype)
     shape = tuple(int(s) for s in shape)
     _check_shape(shape, qtype)
+    _check_out(out, shape, ternary)
     raw = np.frombuffer(buf, np.uint8) if isinstance(buf, (bytes, bytearray, memoryview)) \
         else np.asarray(buf)
     if raw.dtype != np.uint8:
@@ -213,13 +268,14 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
     else:
         _, size, codes = QTYPES[qtype]
         blocks = raw.reshape(-1, size)
-        qs = np.ascontiguousarray(blocks[:, :codes])
+        qs = blocks[:, :codes]  # a strided view: the CPU kernel reads it in place
         scales = blocks[:, codes:].copy().view(np.float16).astype(np.float32).reshape(-1)
     dev = resolve_device(device, raw)
     values, ok = kernel("gguf_decode", dev)(
-        _arrays.for_device(qs, dev), _arrays.for_device(scales, dev), qtype)
+        _arrays.for_device(qs, dev), _arrays.for_device(scales, dev), qtype,
+        None if out is None else out.reshape(-1))
     if not ternary:
-        return _arrays.to_host(values).reshape(shape)
+        return out if out is not None else _arrays.to_host(values).reshape(shape)
     if not ok:
         raise InvalidTritsError(f"the {qtype} buffer holds 2-bit code 3, which is not a trit")
     codes = (layout.i2s_unpack(qs) if qtype == "I2_S" else

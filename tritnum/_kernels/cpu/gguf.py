@@ -64,29 +64,29 @@ def _decode_i2s_blocks(qs, scale, out, t0, t1):
 
 
 @register("gguf_encode", "cpu")
-def gguf_encode(x: np.ndarray, qtype: str) -> tuple[np.ndarray, np.ndarray]:
+def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
     if qtype == "I2_S":
         blocks = x.size // 128
-        qs = np.empty((blocks, 32), np.uint8)
         maxima = np.empty(blocks, np.float32)
-        run(_encode_i2s_blocks, blocks, x.nbytes, x, x.view(np.uint32), qs,
+        run(_encode_i2s_blocks, blocks, x.nbytes, x, x.view(np.uint32), qs.reshape(blocks, 32),
             maxima.view(np.uint32))
-        return qs.reshape(-1), np.array([maxima.max(initial=np.float32(0))], np.float32)
+        return np.array([maxima.max(initial=np.float32(0))], np.float32)
     blocks = x.size // 256
-    qs = np.empty((blocks, 64 if qtype == "TQ2_0" else 52), np.uint8)
     d = np.empty(blocks, np.float32)
     run(_encode_tq, blocks, x.nbytes, x, x.view(np.uint32), qtype == "TQ2_0", qs, d,
         d.view(np.uint32))
-    return qs, d
+    return d
 
 
 @register("gguf_decode", "cpu")
-def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str) -> tuple[np.ndarray, bool]:
+def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
+                out: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    per_block = 128 if qtype == "I2_S" else 256
+    blocks = qs.size // 32 if qtype == "I2_S" else qs.shape[0]
+    out = (np.empty(blocks * per_block, np.float32) if out is None else out).reshape(
+        blocks, per_block)
     if qtype == "I2_S":
-        out = np.empty((qs.size // 32, 128), np.float32)
-        bad = run(_decode_i2s_blocks, qs.size // 32, out.nbytes, qs.reshape(-1, 32), scales[0],
-                  out)
-        return out.reshape(-1), bad == 0
-    out = np.empty((qs.shape[0], 256), np.float32)
-    bad = run(_decode_tq, qs.shape[0], out.nbytes, qs, scales, qtype == "TQ2_0", out)
+        bad = run(_decode_i2s_blocks, blocks, out.nbytes, qs.reshape(-1, 32), scales[0], out)
+    else:
+        bad = run(_decode_tq, blocks, out.nbytes, qs, scales, qtype == "TQ2_0", out)
     return out.reshape(-1), bad == 0

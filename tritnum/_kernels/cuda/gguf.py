@@ -59,35 +59,45 @@ def decode_i2s_blocks(qs, scale, out, bad):
 
 
 @register("gguf_encode", "cuda")
-def gguf_encode(x: Any, qtype: str) -> tuple[Any, Any]:
+def gguf_encode(x: Any, qtype: str, qs: np.ndarray) -> np.ndarray:
+    """Encode on the GPU; the codes are copied into the host rows ``qs``, the scales returned."""
     if qtype == "I2_S":
         n = x.shape[0] // 128
-        qs = cuda.device_array((n, 32), np.uint8)
+        codes = cuda.device_array((n, 32), np.uint8)
         maxima = cuda.device_array(n, np.float32)
         if n:
-            encode_i2s_blocks[blocks(n), THREADS](x, x.view(np.uint32), qs,
+            encode_i2s_blocks[blocks(n), THREADS](x, x.view(np.uint32), codes,
                                                   maxima.view(np.uint32))
-        top = maxima.copy_to_host().max(initial=np.float32(0))
-        return qs.reshape(n * 32), np.array([top], np.float32)
+        qs[...] = codes.copy_to_host().reshape(qs.shape)
+        return np.array([maxima.copy_to_host().max(initial=np.float32(0))], np.float32)
     n = x.shape[0] // 256
-    qs = cuda.device_array((n, 64 if qtype == "TQ2_0" else 52), np.uint8)
+    codes = cuda.device_array((n, 64 if qtype == "TQ2_0" else 52), np.uint8)
     d = cuda.device_array(n, np.float32)
     if n:
-        encode_tq_blocks[blocks(n), THREADS](x, x.view(np.uint32), qtype == "TQ2_0", qs, d,
+        encode_tq_blocks[blocks(n), THREADS](x, x.view(np.uint32), qtype == "TQ2_0", codes, d,
                                              d.view(np.uint32))
-    return qs, d
+    qs[:, : codes.shape[1]] = codes.copy_to_host()
+    return d.copy_to_host()
 
 
 @register("gguf_decode", "cuda")
-def gguf_decode(qs: Any, scales: Any, qtype: str) -> tuple[Any, bool]:
+def gguf_decode(qs: Any, scales: Any, qtype: str,
+                out: np.ndarray | None = None) -> tuple[Any, bool]:
+    """The flat float32 values on the GPU, or copied into the host array ``out``."""
     bad = flag()
     if qtype == "I2_S":
         n = qs.shape[0] // 32
-        out = cuda.device_array((n, 128), np.float32)
+        values = cuda.device_array((n, 128), np.float32)
         if n:
-            decode_i2s_blocks[blocks(n), THREADS](qs.reshape(n, 32), float(scales[0]), out, bad)
-        return out.reshape(n * 128), not is_set(bad)
-    out = cuda.device_array((qs.shape[0], 256), np.float32)
-    if qs.shape[0]:
-        decode_tq_blocks[blocks(qs.shape[0]), THREADS](qs, scales, qtype == "TQ2_0", out, bad)
-    return out.reshape(out.size), not is_set(bad)
+            decode_i2s_blocks[blocks(n), THREADS](qs.reshape(n, 32), float(scales[0]), values,
+                                                  bad)
+    else:
+        values = cuda.device_array((qs.shape[0], 256), np.float32)
+        if qs.shape[0]:
+            decode_tq_blocks[blocks(qs.shape[0]), THREADS](qs, scales, qtype == "TQ2_0", values,
+                                                           bad)
+    values = values.reshape(values.size)
+    if out is not None:
+        values.copy_to_host(out)
+        values = out
+    return values, not is_set(bad)

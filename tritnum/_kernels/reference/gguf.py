@@ -89,20 +89,36 @@ def i2s_unpack(qs: np.ndarray) -> np.ndarray:
 
 
 @register("gguf_encode", "numpy")
-def gguf_encode(x: np.ndarray, qtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """Quantized bytes (without scales) and the float32 scales of ``x`` (flat float32)."""
+def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
+    """Write the quantized bytes (without scales) of ``x`` (flat float32) into ``qs``.
+
+    ``qs`` is ``(blocks, block bytes)`` for TQ1_0/TQ2_0, each row's code bytes
+    written from its start and the rest left alone; flat for I2_S. Returns the
+    float32 scales: one per block, or the tensor's maximum for I2_S.
+    """
     if qtype == "I2_S":
-        return i2s_bytes(i2s_codes(x)), np.abs(x).max(initial=np.float32(0)).reshape(1)
+        qs[...] = i2s_bytes(i2s_codes(x))
+        return np.abs(x).max(initial=np.float32(0)).reshape(1)
     codes, d = block_codes(x.reshape(-1, 256))
-    return (tq2_bytes(codes) if qtype == "TQ2_0" else tq1_bytes(codes)), d
+    data = tq2_bytes(codes) if qtype == "TQ2_0" else tq1_bytes(codes)
+    qs[:, : data.shape[1]] = data
+    return d
 
 
 @register("gguf_decode", "numpy")
-def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str) -> tuple[np.ndarray, bool]:
-    """float32 values ``scale * (code - 1)`` and whether every code was a trit code."""
+def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
+                out: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    """float32 values ``scale * (code - 1)`` and whether every code was a trit code.
+
+    The values go into ``out`` (flat) when it is given.
+    """
     if qtype == "I2_S":
         codes = i2s_unpack(qs)
-        return scales[0] * (codes.astype(np.float32) - 1), bool((codes != 3).all())
-    codes = tq2_codes(qs) if qtype == "TQ2_0" else tq1_codes(qs)
-    values = scales[:, None] * (codes.astype(np.float32) - 1)
-    return values.reshape(-1), bool((codes != 3).all())
+        values = scales[0] * (codes.astype(np.float32) - 1)
+    else:
+        codes = tq2_codes(qs) if qtype == "TQ2_0" else tq1_codes(qs)
+        values = (scales[:, None] * (codes.astype(np.float32) - 1)).reshape(-1)
+    if out is not None:
+        out[...] = values
+        values = out
+    return values, bool((codes != 3).all())
