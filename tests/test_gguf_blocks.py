@@ -137,3 +137,24 @@ def test_decode_into_bad_out():
     with pytest.raises(TypeError, match="ternary=True"):
         tn.io.from_gguf_blocks(buf, "TQ2_0", (2, 256), ternary=True,
                                out=np.empty((2, 256), np.float32))
+
+
+@pytest.mark.parametrize("qtype", list(GGUF_TYPES))
+@pytest.mark.parametrize("offset", [0, 4, 16, 1])  # bytes: 32-aligned, float-aligned, unaligned
+def test_streaming_decoder_writes_what_the_plain_one_does(qtype, offset):
+    from tritnum._kernels.cpu import gguf as cpu_gguf
+
+    x = np.random.default_rng(8).standard_normal((5, 256)).astype(np.float32)
+    rows = tn.io.to_gguf_blocks(x, qtype).reshape(5, -1)
+    codes = 64 if qtype == "TQ2_0" else 52
+    qs, d = rows[:, :codes], rows[:, codes:].copy().view(np.float16).astype(np.float32).ravel()
+    expected = quants.dequantize(rows.reshape(-1), GGUF_TYPES[qtype]).reshape(5, 256)
+    raw = bytearray(5 * 256 * 4 + 64)
+    base = np.frombuffer(raw, np.uint8)
+    start = (-base.ctypes.data) % 32 + offset
+    out = np.frombuffer(raw, np.float32, count=5 * 256, offset=start).reshape(5, 256)
+    out[...] = np.nan
+    for t0, t1 in [(0, 2), (2, 5)]:  # two tasks, as two threads would run them
+        assert cpu_gguf._decode_tq(qs, d, qtype == "TQ2_0", True, out, t0, t1) == 0
+    np.testing.assert_array_equal(out, expected)
+    assert not base[:start].any() and not base[start + out.nbytes:].any()  # nothing outside

@@ -78,8 +78,8 @@ def encode_i2s_block(x, b, qs):
             qs[b, k] |= code << shift
 
 
-def decode_tq2_block(qs, b, d, out):
-    """Values ``d * (code - 1)`` of TQ2_0 block b; returns whether a code was 3."""
+def decode_tq2_block(qs, b, d, out, row):
+    """Values ``d * (code - 1)`` of TQ2_0 block b into ``out[row]``; whether a code was 3."""
     bad = False
     one = np.int32(1)
     three = np.int32(3)
@@ -89,12 +89,15 @@ def decode_tq2_block(qs, b, d, out):
             for k in range(32):
                 code = (np.int32(qs[b, 32 * h + k]) >> shift) & three
                 bad |= code == three
-                out[b, 128 * h + 32 * n + k] = d * np.float32(code - one)
+                out[row, 128 * h + 32 * n + k] = d * np.float32(code - one)
     return bad
 
 
-def decode_tq1_block(qs, b, d, out):
-    """Values of TQ1_0 block b: digit n of a byte is ((byte * 3^n) mod 256 * 3) >> 8."""
+def decode_tq1_block(qs, b, d, out, row):
+    """Values of TQ1_0 block b into ``out[row]``.
+
+    Digit n of a byte is ``((byte * 3^n) mod 256 * 3) >> 8``.
+    """
     one = np.int32(1)
     for part in range(3):
         first = 0 if part == 0 else (32 if part == 1 else 48)
@@ -107,7 +110,7 @@ def decode_tq1_block(qs, b, d, out):
             for n in range(5):  # unrolled: 3^n is a constant in each copy
                 if n < digits:
                     code = (((byte * pow3) & np.int32(255)) * np.int32(3)) >> 8
-                    out[b, start + k + count * n] = d * np.float32(code - one)
+                    out[row, start + k + count * n] = d * np.float32(code - one)
                 pow3 *= np.int32(3)
     return False
 

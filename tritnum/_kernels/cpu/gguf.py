@@ -12,6 +12,9 @@ from ..._dispatch import register
 from .. import gguf_codecs as codecs
 from ._jit import jit
 from ._parallel import run
+from ._simd import store_fence, stream_floats
+
+STREAM_BYTES = 32 << 20  # a given out= this large (beyond the L3 cache) is written streaming
 
 _absmax_bits = jit(inline="always")(codecs.block_absmax_bits)
 _encode_tq2 = jit(inline="always")(codecs.encode_tq2_block)
@@ -44,14 +47,31 @@ def _encode_i2s_blocks(x, bits, qs, maxima_bits, t0, t1):
     return 0
 
 
+@jit(inline="always")
+def _decode_tq_block(qs, b, d, tq2, out, row):
+    if tq2:
+        return _decode_tq2(qs, b, d[b], out, row)
+    return _decode_tq1(qs, b, d[b], out, row)
+
+
 @jit()
-def _decode_tq(qs, d, tq2, out, t0, t1):
+def _decode_tq(qs, d, tq2, stream, out, t0, t1):
+    """Blocks t0..t1 into ``out``.
+
+    With ``stream`` each block is decoded into a 1 KiB scratch row and copied out
+    with non-temporal stores (no read of the destination lines, nothing of them
+    left in the cache).
+    """
     bad = 0
-    for b in range(t0, t1):
-        if tq2:
-            bad += _decode_tq2(qs, b, d[b], out)
-        else:
-            _decode_tq1(qs, b, d[b], out)
+    if stream:
+        scratch = np.empty((1, 256), np.float32)
+        for b in range(t0, t1):
+            bad += _decode_tq_block(qs, b, d, tq2, scratch, 0)
+            stream_floats(out, 256 * b, scratch, 0, 256)
+        store_fence()
+    else:
+        for b in range(t0, t1):
+            bad += _decode_tq_block(qs, b, d, tq2, out, b)
     return bad
 
 
@@ -81,6 +101,9 @@ def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
 @register("gguf_decode", "cpu")
 def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
                 out: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    # streaming stores pay off on a large, reused ``out`` (3.7 instead of 4.2-4.5 ms for
+    # 64 MiB); into fresh pages the page faults dominate and they gain nothing
+    stream = out is not None and out.nbytes >= STREAM_BYTES
     per_block = 128 if qtype == "I2_S" else 256
     blocks = qs.size // 32 if qtype == "I2_S" else qs.shape[0]
     out = (np.empty(blocks * per_block, np.float32) if out is None else out).reshape(
@@ -88,5 +111,5 @@ def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
     if qtype == "I2_S":
         bad = run(_decode_i2s_blocks, blocks, out.nbytes, qs.reshape(-1, 32), scales[0], out)
     else:
-        bad = run(_decode_tq, blocks, out.nbytes, qs, scales, qtype == "TQ2_0", out)
+        bad = run(_decode_tq, blocks, out.nbytes, qs, scales, qtype == "TQ2_0", stream, out)
     return out.reshape(-1), bad == 0

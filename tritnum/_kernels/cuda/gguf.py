@@ -45,10 +45,10 @@ def encode_i2s_blocks(x, bits, qs, maxima_bits):
 def decode_tq_blocks(qs, d, tq2, out, bad):
     for b in range(cuda.grid(1), qs.shape[0], cuda.gridsize(1)):
         if tq2:
-            if _decode_tq2(qs, b, d[b], out):
+            if _decode_tq2(qs, b, d[b], out, b):
                 bad[0] = 1
         else:
-            _decode_tq1(qs, b, d[b], out)
+            _decode_tq1(qs, b, d[b], out, b)
 
 
 @cuda.jit
