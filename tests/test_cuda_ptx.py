@@ -130,6 +130,11 @@ def _signatures():
         **_vsa_signatures(),
         "gemv_rows": _matmul_signatures(),
         "gemm_tiles": _matmul_signatures(),
+        "gemv_2bit_words": [
+            ((nt.Array(x, 2, "C"), f32, nt.Array(nt.uint32, 2, "C"), f32_rows, f32, f32_rows),
+             str(x))
+            for x in (nt.float32, nt.int8)
+        ],
     }
 
 

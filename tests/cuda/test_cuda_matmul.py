@@ -49,6 +49,7 @@ def small_launch(monkeypatch, request):
     if SIMULATOR and not request.node.name.startswith("test_real_"):
         monkeypatch.setattr(kernels, "GEMV_THREADS", 8)
         monkeypatch.setattr(kernels, "TILE", 4)
+        monkeypatch.setattr(kernels, "WORD_WARPS", 2)
 
 
 def weights(out, n, fmt, mode, group_size, seed=0):
@@ -240,3 +241,41 @@ def test_any_shape_matches_reference(problem):
     got = tn.linear(x, w, bias, activations="int8", device="cuda")
     ref = tn.linear(x, w, bias, activations="int8", device="numpy")
     assert np.linalg.norm(got - ref) <= 1e-6 * (bound + np.linalg.norm(ref))
+
+
+class _Spy:
+    """Records the launches of a CUDA kernel and passes them on."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, 0
+
+    def __getitem__(self, config):
+        launch = self.kernel[config]
+
+        def run(*args):
+            self.launches += 1
+            return launch(*args)
+        return run
+
+
+@pytest.mark.parametrize("act", ["float", "int8"])
+@pytest.mark.parametrize("mode", ["tensor", "row"])
+@pytest.mark.parametrize(("out", "n"), [(1, 16), (5, 48), (3, 160), (11, 32)])
+def test_2bit_word_gemv(out, n, mode, act, monkeypatch):
+    """One row of x on "2bit" weights with one scale per row: the word kernel, any out."""
+    spy = _Spy(kernels.gemv_2bit_words)
+    monkeypatch.setattr(kernels, "gemv_2bit_words", spy)
+    rng = np.random.default_rng(out * n)
+    w = weights(out, n, "2bit", mode, None)
+    x = rng.standard_normal((1, n)).astype(np.float32)
+    bias = rng.standard_normal(out).astype(np.float32) if mode == "tensor" else None
+    if act == "float":
+        check_float(x, w, bias)
+        check_float(x[0], w, bias)  # a vector x is one row too
+    else:
+        exact_int8(rng.integers(-128, 128, (1, n), dtype=np.int8),
+                   tn.TernaryTensor(w.packed, np.float32(1.0)))
+        got = tn.linear(x, w, bias, activations="int8", device="cuda")
+        np.testing.assert_allclose(
+            got, tn.linear(x, w, bias, activations="int8", device="numpy"), rtol=1e-6, atol=1e-6)
+    assert spy.launches >= 1

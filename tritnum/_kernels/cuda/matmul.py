@@ -1,7 +1,11 @@
 """CUDA ternary matmul (contract: :mod:`..reference.matmul`).
 
-Two kernels, each compiled for float32 and int8 activations, picked by the
-number of activation rows ``m``:
+Three kernels, each compiled for float32 and int8 activations, picked by the
+number of activation rows ``m`` and the weights:
+
+- **2bit GEMV** (:func:`gemv_2bit_words`, ``m == 1``, "2bit" weights with one
+  scale per row and ``n % 16 == 0``: BitNet's batch-1 case): a warp per few
+  output rows reads the weights as uint32 words and ``x`` once per word column.
 
 - **GEMV** (:func:`gemv_rows`, ``m <= GEMV_MAX_ROWS``): memory-bound. One
   block per output row; its threads stride over the row's packed units,
@@ -198,6 +202,70 @@ def gemm_tiles(x, xscale, w, fmt, half, n, scales, bias, y):
                 y[r, o] = _finish(acc, xscale, r, bias, o)
 
 
+ROWS_PER_WARP = 4  # output rows each warp of the 2bit GEMV takes
+WORD_WARPS = 8  # warps per block of the 2bit GEMV
+WORD_THREADS = 32 * WORD_WARPS  # its block size (a literal for the shared array's shape)
+
+
+@cuda.jit
+def gemv_2bit_words(x, xscale, w, scale, bias, y):
+    """The common GEMV: one row of x, "2bit" weights, one scale per output row.
+
+    ``w`` is ``(out, n // 16)`` uint32 words (16 codes each, little-endian). Each
+    warp takes ``ROWS_PER_WARP`` output rows; its lanes stride over the word
+    columns, load the 16 values of ``x`` a column meets once into registers and
+    use them for every row (one 4-byte weight load per 16 trits). Float ``x``
+    sums in float32 per lane (per word first), int8 ``x`` in exact int32; a
+    shared-memory tree sums the lanes (no warp shuffles: the simulator has none),
+    and ``_finish`` applies ``scale``, ``xscale`` and ``bias`` in float64.
+    Arguments as :func:`gemv_rows` (``scale``: ``(out, 1)``).
+    """
+    sums = cuda.shared.array((ROWS_PER_WARP, WORD_THREADS), float64)
+    xv = cuda.local.array(16, float32)
+    acc = cuda.local.array(ROWS_PER_WARP, float64)
+    tid = cuda.threadIdx.x
+    lane = tid % 32
+    base = tid - lane  # the warp's first thread
+    per_block = (cuda.blockDim.x // 32) * ROWS_PER_WARP
+    int8 = xscale.shape[0] != 0  # the float path has no xscale
+    nw = w.shape[1]
+    out = w.shape[0]
+    for o0 in range(cuda.blockIdx.x * per_block, out, cuda.gridDim.x * per_block):
+        first = o0 + (tid // 32) * ROWS_PER_WARP
+        for r in range(ROWS_PER_WARP):
+            acc[r] = 0.0
+        for c in range(lane, nw, 32):
+            for i in range(16):
+                xv[i] = float32(x[0, 16 * c + i])
+            for r in range(ROWS_PER_WARP):
+                if first + r < out:
+                    word = w[first + r, c]
+                    if int8:
+                        isum = 0
+                        for i in range(16):
+                            isum += (int((word >> (2 * i)) & 3) - 1) * int(xv[i])
+                        acc[r] += float64(isum)
+                    else:
+                        fsum = float32(0)
+                        for i in range(16):
+                            fsum += float32(int((word >> (2 * i)) & 3) - 1) * xv[i]
+                        acc[r] += float64(fsum)
+        for r in range(ROWS_PER_WARP):
+            sums[r, tid] = acc[r]
+        cuda.syncthreads()
+        step = 16
+        while step > 0:
+            if lane < step:
+                for r in range(ROWS_PER_WARP):
+                    sums[r, tid] += sums[r, tid + step]
+            cuda.syncthreads()
+            step //= 2
+        o = first + lane
+        if lane < ROWS_PER_WARP and o < out:
+            y[0, o] = _finish(sums[lane, base] * float64(scale[o, 0]), xscale, 0, bias, o)
+        cuda.syncthreads()  # sums[] is rewritten for the next rows
+
+
 def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias: Any) -> Any:
     """Launch the GEMV or GEMM kernel for ``m`` rows of ``x``; ``(m, out)`` float32 on the GPU."""
     m = x.shape[0]
@@ -209,7 +277,11 @@ def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias:
     y = cuda.device_array((m, out), np.float32)
     if m == 0 or out == 0:
         return y
-    if m <= GEMV_MAX_ROWS:
+    if m == 1 and fmt.name == "2bit" and scales.shape[1] == 1 and n % 16 == 0:
+        rows_per_block = WORD_WARPS * ROWS_PER_WARP
+        gemv_2bit_words[min(-(-out // rows_per_block), MAX_BLOCKS), 32 * WORD_WARPS](
+            x, xscale, rows.view(np.uint32), scales, bias, y)
+    elif m <= GEMV_MAX_ROWS:
         gemv_rows[min(out, MAX_BLOCKS), GEMV_THREADS](
             x, xscale, rows, fmt.code, half, n, scales, bias, y)
     else:
