@@ -64,3 +64,19 @@ class GGUFBlocks:
             quants.dequantize(self.buf, getattr(GGMLQuantizationType, qtype))
         else:
             tn.io.from_gguf_blocks(self.buf, qtype, self.w.shape)
+
+
+class GGUFDecodeInto:
+    """Decoding into a reused array (``out=``): no page faults on a fresh result."""
+
+    params = ["TQ2_0", "TQ1_0", "I2_S"]
+    param_names = ["qtype"]
+
+    def setup(self, qtype):
+        w = weights()
+        self.shape = w.shape
+        self.buf = tn.io.to_gguf_blocks(w, qtype)
+        self.values = np.empty_like(w)
+
+    def time_from_gguf_blocks_into_out(self, qtype):
+        tn.io.from_gguf_blocks(self.buf, qtype, self.shape, out=self.values)
