@@ -1,5 +1,7 @@
 import os
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -10,3 +12,27 @@ settings.register_profile(
 )
 settings.register_profile("ci", parent=settings.get_profile("default"), max_examples=100)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="session")
+def tq1_every_pattern() -> np.ndarray:
+    """An exactly ternary (243, 256) float32 tensor whose block i codes digit pattern i
+    (base 3, most significant first) in every TQ1_0 byte: all 243 byte values the
+    encoder can produce, at every byte position."""
+    digits = (np.arange(243)[:, None] // 3 ** np.arange(4, -1, -1)) % 3  # (243, 5)
+    trits = (digits - 1).astype(np.float32)
+    x = np.empty((243, 256), np.float32)
+    for start, count, ndigits in ((0, 32, 5), (160, 16, 5), (240, 4, 4)):
+        # value start + k + count * n holds digit n of every byte k of the part
+        x[:, start:start + count * ndigits] = np.repeat(trits[:, :ndigits], count, axis=1)
+    return x
+
+
+@pytest.fixture(scope="session")
+def tq1_every_byte() -> np.ndarray:
+    """A TQ1_0 buffer of 256 blocks (54 bytes each): every code byte of block j is j,
+    the fp16 scale 0.75. Decoders must agree with gguf on all 256 byte values."""
+    buf = np.empty((256, 54), np.uint8)
+    buf[:, :52] = np.arange(256, dtype=np.uint8)[:, None]
+    buf[:, 52:] = np.full((256, 1), 0.75, np.float16).view(np.uint8)
+    return buf

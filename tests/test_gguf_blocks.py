@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tritnum as tn
+from tritnum._kernels import gguf_codecs
+from tritnum._kernels.cpu._jit import jit
 
 BACKENDS = ["numpy", "cpu"]
 GGUF_TYPES = {"TQ2_0": GGMLQuantizationType.TQ2_0, "TQ1_0": GGMLQuantizationType.TQ1_0}
@@ -158,3 +160,56 @@ def test_streaming_decoder_writes_what_the_plain_one_does(qtype, offset):
         assert cpu_gguf._decode_tq(qs, d, qtype == "TQ2_0", True, out, t0, t1) == 0
     np.testing.assert_array_equal(out, expected)
     assert not base[:start].any() and not base[start + out.nbytes:].any()  # nothing outside
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_tq1_every_digit_pattern(tq1_every_pattern, device):
+    ref = quants.quantize(tq1_every_pattern, GGMLQuantizationType.TQ1_0)
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(tq1_every_pattern, "TQ1_0",
+                                                       device=device), ref)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_tq1_every_byte_value(tq1_every_byte, device):
+    ref = quants.dequantize(tq1_every_byte, GGMLQuantizationType.TQ1_0)
+    got = tn.io.from_gguf_blocks(tq1_every_byte, "TQ1_0", ref.shape, device=device)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_float16_bits_rounds_as_numpy():
+    """The kernels' float16 conversion of the scales, on every float16, its float32
+    neighbours and the midpoints between float16s (where rounding to even decides),
+    overflow, subnormal halves and random float32 bits."""
+    half = jit(inline="always")(gguf_codecs.float16_bits)
+
+    @jit()
+    def convert(bits, out):
+        for i in range(bits.size):
+            out[i] = half(bits[i])
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    every = every[np.isfinite(every)].astype(np.float64)
+    every.sort()
+    mid = ((every[:-1] + every[1:]) / 2).astype(np.float32).view(np.uint32)
+    exact = every.astype(np.float32).view(np.uint32)
+    rng = np.random.default_rng(3)
+    bits = np.concatenate([exact, exact + 1, exact - 1, mid, mid + 1, mid - 1,
+                           np.array([0x7F800000, 0xFF800000, 0x477FF000, 0x477FEFFF], np.uint32),
+                           rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)])
+    values = bits.view(np.float32)
+    bits = bits[~np.isnan(values)]
+    got = np.empty(bits.size, np.uint16)
+    convert(bits, got)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(got, bits.view(np.float32).astype(np.float16).view(np.uint16))
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("qtype", list(GGUF_TYPES))
+def test_scales_beyond_float16_normals(qtype, device):
+    """Block maxima that are subnormal, round to zero or overflow as float16."""
+    maxima = np.array([1e-7, 3e-8, 2.9e-8, 6.1e-5, 65504, 65519, 65520, 7e4], np.float32)
+    x = np.linspace(-1, 1, 256, dtype=np.float32) * maxima[:, None]
+    with np.errstate(over="ignore"):
+        ref = quants.quantize(x, GGUF_TYPES[qtype])
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device=device), ref)

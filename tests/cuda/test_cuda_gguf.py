@@ -30,3 +30,21 @@ def test_code_three_is_reported():
     buf[0, 5] = 0xFF
     with pytest.raises(tn.InvalidTritsError, match="code 3"):
         tn.io.from_gguf_blocks(buf, "TQ2_0", (1, 256), ternary=True, device="cuda")
+
+
+def test_tq1_every_digit_pattern_and_byte_value(tq1_every_pattern, tq1_every_byte):
+    np.testing.assert_array_equal(
+        tn.io.to_gguf_blocks(tq1_every_pattern, "TQ1_0", device="cuda"),
+        tn.io.to_gguf_blocks(tq1_every_pattern, "TQ1_0", device="numpy"))
+    shape = (256, 256)
+    np.testing.assert_array_equal(
+        tn.io.from_gguf_blocks(tq1_every_byte, "TQ1_0", shape, device="cuda"),
+        tn.io.from_gguf_blocks(tq1_every_byte, "TQ1_0", shape, device="numpy"))
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0"])
+def test_scales_beyond_float16_normals(qtype):
+    maxima = np.array([1e-7, 3e-8, 2.9e-8, 65519, 65520], np.float32)
+    x = np.linspace(-1, 1, 256, dtype=np.float32) * maxima[:, None]
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device="cuda"),
+                                  tn.io.to_gguf_blocks(x, qtype, device="numpy"))

@@ -66,11 +66,13 @@ def _byte_shape(shape: tuple[int, ...], qtype: str) -> tuple[int, ...]:
 
 
 def _blocks_buffer(shape: tuple[int, ...], qtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """The encoded tensor's bytes (uninitialized) and where the encoder writes the codes.
+    """The encoded tensor's bytes (uninitialized) and what the encoder writes.
 
-    For TQ1_0/TQ2_0 that is the ``(blocks, block bytes)`` buffer itself, whose rows
-    begin with the codes (a C-contiguous array: the kernels' stores vectorize, as
-    they do not into a column slice); for I2_S the leading bytes.
+    For TQ1_0/TQ2_0 that is the ``(blocks, block bytes)`` buffer itself, whole
+    blocks of codes and float16 scale (a C-contiguous array: the kernels' stores
+    vectorize, as they do not into a column slice; and writing the scales apart,
+    once the rows have left the cache, cost 0.7 ms on 4096x4096); for I2_S the
+    leading bytes, the codes.
     """
     if qtype == "I2_S":
         out = np.empty(_byte_shape(shape, qtype), np.uint8)
@@ -191,7 +193,9 @@ def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
         bad = np.flatnonzero(~np.isfinite(flat))[0]
         where = index_str(np.unravel_index(bad, shape))
         raise ValueError(f"x[{where}] = {flat[bad]} is not finite")
-    return _finish_blocks(out, scales, shape, qtype)
+    if qtype == "I2_S":  # the TQ1_0/TQ2_0 encoders write their scales themselves
+        return _finish_blocks(out, scales, shape, qtype)
+    return out.reshape(_byte_shape(shape, qtype))
 
 
 def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: bool = False,

@@ -17,6 +17,7 @@ from ._simd import store_fence, stream_floats
 STREAM_BYTES = 32 << 20  # a given out= this large (beyond the L3 cache) is written streaming
 
 _absmax_bits = jit(inline="always")(codecs.block_absmax_bits)
+_float16_bits = jit(inline="always")(codecs.float16_bits)
 _encode_tq2 = jit(inline="always")(codecs.encode_tq2_block)
 _encode_tq1 = jit(inline="always")(codecs.encode_tq1_block)
 _encode_i2s = jit(inline="always")(codecs.encode_i2s_block)
@@ -27,9 +28,17 @@ _decode_i2s = jit(inline="always")(codecs.decode_i2s_block)
 
 @jit()
 def _encode_tq(x, bits, tq2, qs, d, dbits, t0, t1):
-    """``bits`` and ``dbits`` are uint32 views of ``x`` and ``d``."""
+    """Whole blocks into the rows of ``qs``: codes, then the float16 scale.
+
+    ``bits`` and ``dbits`` are uint32 views of ``x`` and ``d``; ``d`` gets the
+    float32 scales.
+    """
+    at = 64 if tq2 else 52  # where the scale goes
     for b in range(t0, t1):
         dbits[b] = _absmax_bits(bits, 256 * b, 256)
+        half = _float16_bits(dbits[b])
+        qs[b, at] = half & 0xFF
+        qs[b, at + 1] = half >> 8
         m = d[b]
         inv = np.float32(1) / m if m != 0 else np.float32(0)
         if tq2:

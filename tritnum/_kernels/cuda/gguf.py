@@ -13,6 +13,7 @@ from ._launch import THREADS, blocks, flag, is_set
 
 _device = cuda.jit(device=True, inline="always")
 _absmax_bits = _device(codecs.block_absmax_bits)
+_float16_bits = _device(codecs.float16_bits)
 _encode_tq2 = _device(codecs.encode_tq2_block)
 _encode_tq1 = _device(codecs.encode_tq1_block)
 _encode_i2s = _device(codecs.encode_i2s_block)
@@ -23,9 +24,13 @@ _decode_i2s = _device(codecs.decode_i2s_block)
 
 @cuda.jit
 def encode_tq_blocks(x, bits, tq2, qs, d, dbits):
-    """``bits`` and ``dbits`` are uint32 views of ``x`` and ``d``."""
+    """Whole blocks (codes, float16 scale); ``bits``, ``dbits``: uint32 views of ``x``, ``d``."""
+    at = 64 if tq2 else 52
     for b in range(cuda.grid(1), qs.shape[0], cuda.gridsize(1)):
         dbits[b] = _absmax_bits(bits, 256 * b, 256)
+        half = _float16_bits(dbits[b])
+        qs[b, at] = half & 0xFF
+        qs[b, at + 1] = half >> 8
         m = d[b]
         inv = float32(1) / m if m != 0 else float32(0)
         if tq2:
@@ -60,7 +65,7 @@ def decode_i2s_blocks(qs, scale, out, bad):
 
 @register("gguf_encode", "cuda")
 def gguf_encode(x: Any, qtype: str, qs: np.ndarray) -> np.ndarray:
-    """Encode on the GPU; the codes are copied into the host rows ``qs``, the scales returned."""
+    """Encode on the GPU into the host rows ``qs`` (as the CPU kernel); the scales returned."""
     if qtype == "I2_S":
         n = x.shape[0] // 128
         codes = cuda.device_array((n, 32), np.uint8)
@@ -71,12 +76,12 @@ def gguf_encode(x: Any, qtype: str, qs: np.ndarray) -> np.ndarray:
         qs[...] = codes.copy_to_host().reshape(qs.shape)
         return np.array([maxima.copy_to_host().max(initial=np.float32(0))], np.float32)
     n = x.shape[0] // 256
-    codes = cuda.device_array((n, 64 if qtype == "TQ2_0" else 52), np.uint8)
+    codes = cuda.device_array(qs.shape, np.uint8)
     d = cuda.device_array(n, np.float32)
     if n:
         encode_tq_blocks[blocks(n), THREADS](x, x.view(np.uint32), qtype == "TQ2_0", codes, d,
                                              d.view(np.uint32))
-    qs[:, : codes.shape[1]] = codes.copy_to_host()
+    codes.copy_to_host(qs)
     return d.copy_to_host()
 
 

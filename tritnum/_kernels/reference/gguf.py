@@ -90,11 +90,11 @@ def i2s_unpack(qs: np.ndarray) -> np.ndarray:
 
 @register("gguf_encode", "numpy")
 def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
-    """Write the quantized bytes (without scales) of ``x`` (flat float32) into ``qs``.
+    """Write the quantized bytes of ``x`` (flat float32) into ``qs``; return the scales.
 
-    ``qs`` is ``(blocks, block bytes)`` for TQ1_0/TQ2_0, each row's code bytes
-    written from its start and the rest left alone; flat for I2_S. Returns the
-    float32 scales: one per block, or the tensor's maximum for I2_S.
+    ``qs`` is ``(blocks, block bytes)`` for TQ1_0/TQ2_0: whole blocks, the codes
+    and then the float16 scale. For I2_S it is flat and gets the codes only. The
+    float32 scales come back: one per block, or the tensor's maximum for I2_S.
     """
     if qtype == "I2_S":
         qs[...] = i2s_bytes(i2s_codes(x))
@@ -102,6 +102,8 @@ def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
     codes, d = block_codes(x.reshape(-1, 256))
     data = tq2_bytes(codes) if qtype == "TQ2_0" else tq1_bytes(codes)
     qs[:, : data.shape[1]] = data
+    with np.errstate(over="ignore"):  # above 65504: infinity, as gguf stores it
+        qs[:, data.shape[1]:] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
     return d
 
 
