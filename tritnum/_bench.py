@@ -7,10 +7,12 @@ median of each and the speedup (baseline time / tritnum time).
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -190,17 +192,38 @@ def quantization_cases(side: int, device: str) -> list[Case]:
                                                             device=device),
                  "gguf.quants.dequantize", lambda k=kind, b=buf: quants.dequantize(b, k), bar, 3),
         ]
-    # the floors: reading the float32 input once (encoders) and writing the float32
-    # values once into fresh memory (decoders); speedup = how far tritnum is from them
+    # the floors: reading the float32 input once (encoders), writing the float32 values
+    # once on every core, into fresh memory and into out= (decoders); speedup = how far
+    # tritnum is from them
     if device != "cuda":
         cases += [
             Case("gguf", "read the input (floor)", lambda: w.max(), "to_gguf_blocks "
                  "TQ2_0", lambda: to_gguf_blocks(w, "TQ2_0", device=device)),
-            Case("gguf", "write fresh values (floor)", lambda: np.ones(w.shape, np.float32),
+            Case("gguf", "write fresh values (floor)",
+                 lambda: _fill_on_all_cores(np.empty_like(w)),
                  "from_gguf_blocks TQ2_0", lambda: from_gguf_blocks(
                      bufs["TQ2_0"], "TQ2_0", w.shape, device=device)),
+            Case("gguf", "write values to out= (floor)", lambda: _fill_on_all_cores(values),
+                 "from_gguf_blocks TQ1_0 out=", lambda: from_gguf_blocks(
+                     bufs["TQ1_0"], "TQ1_0", w.shape, out=values, device=device)),
         ]
     return cases
+
+
+def _fill_on_all_cores(out: np.ndarray) -> np.ndarray:
+    """``out.fill(1)``, one contiguous part per thread (``numba.get_num_threads()``)."""
+    import numba
+
+    parts = np.array_split(out.reshape(-1), numba.get_num_threads())
+    pool = _thread_pool(len(parts))
+    for f in [pool.submit(p.fill, 1) for p in parts]:
+        f.result()
+    return out
+
+
+@functools.cache
+def _thread_pool(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(threads)
 
 
 def copy_bandwidth() -> float:
