@@ -116,9 +116,11 @@ def corrupt_cases(n):
     two[1, 0] = 0xFF  # code 3
     cases.append(("2bit", two, r"byte \(1, 0\) = 0xff"))
     for byte in noncanonical_base3():
-        b3 = tn.pack(np.zeros((2, n), np.int8), "base3").data.copy()
-        b3[1, -1] = byte
-        cases.append(("base3", b3, rf"byte \(1, {b3.shape[1] - 1}\) = {byte:#04x}"))
+        for at in {0, -1}:  # the unpack kernel stores its first units whole, its last apart
+            b3 = tn.pack(np.zeros((2, n), np.int8), "base3").data.copy()
+            b3[1, at] = byte
+            where = at % b3.shape[1]
+            cases.append(("base3", b3, rf"byte \(1, {where}\) = {byte:#04x}"))
     bp = tn.pack(np.zeros((2, n), np.int8), "bitplane").data.copy()
     bp[0, :, -1] = 1 << 3  # trit 3 of the last word in both planes
     cases.append(("bitplane", bp, r"word \(0, \d+\) has plus=0x0+8, minus=0x0+8"))

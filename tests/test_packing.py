@@ -157,3 +157,20 @@ def test_long_row_split_across_tasks(fmt, monkeypatch):
         for dst in FORMATS:
             assert packed.to(dst, device="cpu") == tn.pack(x, dst, device="numpy")
     assert calls  # the work really was split across threads
+
+
+def test_base3_unpack_tasks_write_only_their_own_trits():
+    """The base3 unpack kernel stores 8 bytes for 5 trits; the 3 extra bytes must never
+    reach the next task's trits, which another thread may have written already: run the
+    tasks one by one from the last."""
+    from tritnum._kernels.cpu import packing
+
+    rng = np.random.default_rng(4)
+    n = 5 * packing.CHUNK * 2 + 5 * 9 + 2
+    trits = rng.integers(-1, 2, size=(2, n), dtype=np.int8)
+    data = tn.pack(trits, "base3", device="numpy").data
+    out = np.zeros_like(trits)
+    tasks = 2 * -(-data.shape[1] // packing.CHUNK)
+    for t in reversed(range(tasks)):
+        assert packing._unpack3(data, 0, packing._BASE3_WORDS, out, t, t + 1) == 0
+    np.testing.assert_array_equal(out, trits)

@@ -219,22 +219,35 @@ def _unpack2(data, half, out, t0, t1):
 
 
 @jit()
-def _unpack3(data, half, table, canonical, out, t0, t1):
-    """One base3 byte to 5 int8 trits through a 256-entry table."""
+def _unpack3(data, half, table, out, t0, t1):
+    """One base3 byte to 5 int8 trits through a 256-entry table of words.
+
+    A word holds the 5 trits in bytes 0-4 and, in byte 5, 1 for a byte that is not
+    a canonical encoding. It is stored whole (8 bytes at 5 j) and the next unit's
+    store overwrites the 3 extra bytes; so only before a task's last unit, whose
+    neighbour may belong to another thread, and only 8 bytes before the row's end.
+    """
     n = out.shape[1]
     units = data.shape[1]
     full = n // 5
+    wide = max(0, (n - 3) // 5)  # units j with 5 j + 8 <= n
     bad = 0
     for t in range(t0, t1):
         r, lo, hi = _task(t, units)
         src = data[r]
         dst = out[r]
-        ok = True
-        for j in range(lo, min(hi, full)):
-            b = src[j]
-            ok &= canonical[b]
+        seen = np.uint64(0)
+        stop = max(lo, min(hi - 1, wide))
+        for j in range(lo, stop):
+            word = table[src[j]]
+            seen |= word
+            store_u64(dst, 5 * j, word)
+        for j in range(stop, min(hi, full)):
+            word = table[src[j]]
+            seen |= word
             for k in range(5):
-                dst[5 * j + k] = table[b, k]
+                dst[5 * j + k] = np.int8(np.uint8((word >> np.uint64(8 * k)) & np.uint64(0xFF)))
+        ok = (seen >> np.uint64(40)) == 0
         if lo <= full < hi:
             ok &= _decode_tail(1, src, dst, full, units, n, half)
         if not ok:
@@ -266,15 +279,21 @@ def _unpackbp(data, half, spread, out, t0, t1):
     return bad
 
 
-def _base3_tables() -> tuple[np.ndarray, np.ndarray]:
-    """Trits of every byte (DESIGN §2 digit formula) and which bytes are canonical."""
+def _base3_words() -> np.ndarray:
+    """The table of :func:`_unpack3`, a word per byte value.
+
+    The byte's trits (DESIGN §2 digit formula) as int8 in bytes 0-4, byte 5 set
+    when the byte is not a canonical encoding.
+    """
     byte = np.arange(256)
     digits = np.stack([((byte * 3**k) % 256 * 3) >> 8 for k in range(5)], axis=1)
     canonical = ((digits @ [81, 27, 9, 3, 1]) * 256 + 242) // 243 == byte
-    return (digits - 1).astype(np.int8), canonical
+    trits = (digits - 1).astype(np.int8).view(np.uint8).astype(np.uint64)
+    return ((trits << (8 * np.arange(5, dtype=np.uint64))).sum(axis=1, dtype=np.uint64)
+            | (~canonical).astype(np.uint64) << np.uint64(40))
 
 
-_BASE3_TRITS, _BASE3_CANONICAL = _base3_tables()
+_BASE3_WORDS = _base3_words()
 _SPREAD = (((np.arange(256)[:, None] >> np.arange(8)) & 1) << (8 * np.arange(8))).sum(
     axis=1).astype(np.uint64)  # bit i of a byte -> byte i of a word
 
@@ -314,7 +333,7 @@ def unpack(data: np.ndarray, fmt: Format, n: int) -> tuple[np.ndarray, bool]:
     if fmt.name == "2bit":
         bad = run(_unpack2, tasks, out.nbytes, src, half, out)
     elif fmt.name == "base3":
-        bad = run(_unpack3, tasks, out.nbytes, src, half, _BASE3_TRITS, _BASE3_CANONICAL, out)
+        bad = run(_unpack3, tasks, out.nbytes, src, half, _BASE3_WORDS, out)
     else:
         bad = run(_unpackbp, tasks, out.nbytes, src, half, _SPREAD, out)
     return out, bad == 0
