@@ -34,6 +34,19 @@ def test_invalid_value_names_first_index(n, bad, fmt, device):
 
 
 @pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_lone_invalid_value_is_seen_at_every_position(fmt, device):
+    # the word-parallel kernels check several trits per load: each byte lane of a word,
+    # the row's last words and its padded tail
+    for n in (45, 83):
+        for p in range(n):
+            a = np.zeros((2, n), np.int8)
+            a[1, p] = (2, -2, 127, -128)[p % 4]
+            with pytest.raises(tn.InvalidTritsError, match=rf"trits\[1, {p}\] = "):
+                tn.pack(a, fmt, device=device)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
 def test_invalid_value_wide_dtypes(device):
     for dtype, bad in [(np.int64, 2**40), (np.uint8, 255), (np.uint64, 2**64 - 1), (np.int16, -3)]:
         a = np.zeros(10, dtype)

@@ -44,7 +44,6 @@ def _storer(bits, word):
     return store
 
 
-load_u8 = _loader(8, types.uint8)
 load_u32 = _loader(32, types.uint32)
 load_u64 = _loader(64, types.uint64)
 store_u32 = _storer(32, types.uint32)

@@ -22,7 +22,7 @@ from .. import codecs
 from ..layout import byte_rows
 from ._jit import jit
 from ._parallel import run
-from ._unaligned import load_u8, load_u32, load_u64, store_u32, store_u64
+from ._unaligned import load_u32, load_u64, store_u32, store_u64
 
 CHUNK = 1 << 14  # storage units per parallel task (a multiple of 8)
 CONVERT_BLOCK_BYTES = 1 << 22  # int8 trits held at once while converting formats
@@ -44,7 +44,7 @@ def _task(t, units):
 
 @jit(inline="always")
 def _encode_tail(fmt, src, dst, u0, units, n, half):
-    """Encode units ``u0..units`` of a row (the padded end) with the codecs."""
+    """Encode units ``u0..units`` of a row (its end, or all of a short one) with the codecs."""
     per = _UNIT_TRITS[fmt]
     for u in range(u0, units):
         value = _encode_unit(fmt, src, u * per, max(min(per, n - u * per), 0))
@@ -112,33 +112,31 @@ def _pack2(a, out, half, t0, t1):
 
 @jit()
 def _pack3(a, out, half, t0, t1):
-    """5 trits to one base3 byte; / 243 as a multiply-shift."""
+    """5 trits (one uint64 load) to one base3 byte; / 243 as a multiply-shift."""
     n = a.shape[1]
     units = out.shape[1]
-    full = n // 5
+    wide = max(n - 3, 0) // 5  # units whose 8-byte load stays within the row
     bad = 0
     for t in range(t0, t1):
         r, lo, hi = _task(t, units)
         src = a[r]
         dst = out[r]
-        seen = np.uint32(0)
-        threes = np.uint32(0)
-        top = np.uint32(0)
-        for j in range(lo, min(hi, full)):
-            x = load_u32(src, 5 * j)  # trits 0-3 of the unit, one per byte
+        seen = np.uint64(0)
+        threes = np.uint64(0)
+        for j in range(lo, min(hi, wide)):
+            x = load_u64(src, 5 * j)  # bytes 0-4: trits of unit j; 5-7: ignored
             # per-byte +1 without carries between bytes: codes 0..2 when valid (as _pack2)
-            x = ((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x01010101)) ^ (x & np.uint32(0x80808080))
-            c4 = np.uint32(np.uint8(load_u8(src, 5 * j + 4) + np.uint8(1)))
+            x = (((x & np.uint64(0x7F7F7F7F7F7F7F7F)) + np.uint64(0x0101010101010101))
+                 ^ (x & np.uint64(0x8080808080808080)))
             seen |= x
-            threes |= x & (x >> 1)
-            top = max(top, c4)
-            # byte 3 of the product is 27 c0 + 9 c1 + 3 c2 + c3 (<= 80: no carries)
-            q = (((x * np.uint32(0x1B090301)) >> 24) & np.uint32(255)) * np.uint32(3) + c4
+            threes |= x & (x >> np.uint64(1))
+            # byte 4 of the product is 81 c0 + 27 c1 + 9 c2 + 3 c3 + c4 (<= 242), and the
+            # partial sums below it stay under 256: no carries into it
+            q = np.uint32((x * np.uint64(0x511B090301)) >> np.uint64(32)) & np.uint32(255)
             # (q * 256 + 242) // 243 for q <= 242, exactly
             dst[j] = np.uint8(((q * np.uint32(256) + np.uint32(242)) * np.uint32(17262)) >> 22)
-        ok = top <= 2 and ((seen & np.uint32(0xFCFCFCFC)) | (threes & np.uint32(0x01010101))) == 0
-        if lo <= full < hi:
-            ok &= _encode_tail(1, src, dst, full, units, n, half)
+        ok = ((seen & np.uint64(0xFCFCFCFCFC)) | (threes & np.uint64(0x0101010101))) == 0
+        ok &= _encode_tail(1, src, dst, max(lo, wide), hi, n, half)
         if not ok:
             bad += 1
     return bad
