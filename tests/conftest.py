@@ -36,3 +36,16 @@ def tq1_every_byte() -> np.ndarray:
     buf[:, :52] = np.arange(256, dtype=np.uint8)[:, None]
     buf[:, 52:] = np.full((256, 1), 0.75, np.float16).view(np.uint8)
     return buf
+
+
+@pytest.fixture(scope="session")
+def weights_a_hair_from_half_a_scale() -> tuple[np.ndarray, np.float32, np.ndarray]:
+    """float64 weights, their per-row scale, and their trits: four weights 2**-40 either side
+    of scale/2 (closer than float32 can tell apart), which only a float64 division gets right."""
+    s = np.float32(60 / 62)  # the mean of |w| below, whose four last values are about s/2
+    h = np.float64(s) / 2
+    w = np.ones((3, 64))
+    w[:, 60:] = [h * (1 + 2**-40), h * (1 - 2**-40), -h * (1 + 2**-40), -h * (1 - 2**-40)]
+    trits = np.ones((3, 64), np.int8)
+    trits[:, 60:] = [1, 0, -1, 0]
+    return w, s, trits

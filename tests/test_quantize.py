@@ -56,6 +56,14 @@ def test_quantize_matches_formula(w, fmt, device, data):
     assert t.packed == ref.packed
 
 
+@pytest.mark.parametrize("device", BACKENDS)
+def test_float64_weights_a_hair_from_half_a_scale(device, weights_a_hair_from_half_a_scale):
+    w, s, trits = weights_a_hair_from_half_a_scale
+    t = tn.quantize(w, axis=-1, device=device)
+    np.testing.assert_array_equal(t.scales, np.full((3, 1), s))
+    np.testing.assert_array_equal(tn.unpack(t.packed), trits)
+
+
 @given(w=float_arrays(max_dims=2), data=st.data())
 def test_dequantize_error_bound(w, data):
     """|w - t*s| <= s/2 where |w| <= 1.5 s (rounding), else |w| - s (clipping)."""

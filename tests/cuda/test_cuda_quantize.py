@@ -33,6 +33,13 @@ def test_quantize_ties_and_clipping():
     assert tn.unpack(got.packed).tolist() == [[0, 0, 1, -1, 1, 0, 1, 1]]
 
 
+def test_float64_weights_a_hair_from_half_a_scale(weights_a_hair_from_half_a_scale):
+    w, s, trits = weights_a_hair_from_half_a_scale
+    got = tn.quantize(w, axis=-1, device="cuda")
+    np.testing.assert_array_equal(got.scales, np.full((3, 1), s))
+    np.testing.assert_array_equal(tn.unpack(got.packed), trits)
+
+
 def test_quantize_stays_on_device():
     w = cuda.to_device(np.linspace(-2, 2, 40, dtype=np.float32).reshape(2, 20))
     t = tn.quantize(w, axis=-1)

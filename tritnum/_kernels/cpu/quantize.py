@@ -46,15 +46,18 @@ def _ternarize_row(w, scales, r, out, by_halves):
     groups = scales.shape[1]
     g = w.shape[1] // groups
     for k in range(groups):
+        # on the group's slices, indexed from 0: indexing w[r, j] ran 6x slower (not vectorized)
+        wg = w[r, k * g:k * g + g]
+        og = out[k * g:k * g + g]
         if by_halves:
             half = np.float32(scales[r, k]) * np.float32(0.5)
-            for j in range(k * g, k * g + g):
-                out[j] = np.int8(w[r, j] > half) - np.int8(w[r, j] < -half)
+            for j in range(g):
+                og[j] = np.int8(wg[j] > half) - np.int8(wg[j] < -half)
         else:
             s = np.float64(scales[r, k])
-            for j in range(k * g, k * g + g):
-                q = np.float64(w[r, j]) / s
-                out[j] = np.int8(q > 0.5) - np.int8(q < -0.5)
+            for j in range(g):
+                q = np.float64(wg[j]) / s
+                og[j] = np.int8(q > 0.5) - np.int8(q < -0.5)
 
 
 @jit()
