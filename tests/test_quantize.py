@@ -94,6 +94,37 @@ def test_non_finite_weights_name_the_position(bad, device):
         tn.quantize(w, device=device)
 
 
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize(("mode", "where"), [({}, "w"), ({"axis": -1}, r"w\[1, 0:4\]"),
+                                             ({"group_size": 2}, r"w\[1, 2:4\]")])
+def test_scales_beyond_float32_name_the_group(mode, where, device):
+    w = np.ones((2, 4))
+    w[1, 2:] = 1e300  # finite in float64, its mean not in float32
+    with pytest.raises(ValueError, match=rf"the scale mean\(\|{where}\|\) = .* overflows float32"):
+        tn.quantize(w, device=device, **mode)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("dtype", [">f2", ">f4", ">f8"])
+def test_big_endian_floats(dtype, device):
+    w = np.random.default_rng(5).standard_normal((3, 10)).astype(dtype)
+    native = w.astype(w.dtype.newbyteorder("="))
+    t, ref = tn.quantize(w, axis=-1, device=device), tn.quantize(native, axis=-1, device="numpy")
+    assert t.packed == ref.packed
+    np.testing.assert_array_equal(t.scales, ref.scales)
+    for got, want in zip(tn.quantize_activations(w, device=device),
+                         tn.quantize_activations(native, device="numpy"), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.int8, bool])
+def test_only_float16_32_64(dtype):
+    with pytest.raises(TypeError, match="must be a float16/32/64 array"):
+        tn.quantize(np.ones(4, dtype))
+    with pytest.raises(TypeError, match="must be a float16/32/64 array"):
+        tn.quantize_activations(np.ones((1, 4), dtype))
+
+
 def test_group_size_must_divide():
     with pytest.raises(tn.ShapeMismatchError, match="must divide the last axis") as info:
         tn.quantize(np.ones((2, 10)), group_size=4)
@@ -166,4 +197,8 @@ def test_activations_non_finite(device):
     x = np.ones((2, 4))
     x[1, 2] = np.nan
     with pytest.raises(ValueError, match=r"x\[1, 2\] = nan is not finite"):
+        tn.quantize_activations(x, device=device)
+    x[1, 2] = 1.0
+    x[0, 3] = -1e300  # finite, but activations are computed in float32
+    with pytest.raises(ValueError, match=r"x\[0, 3\] = -1e\+300 overflows float32"):
         tn.quantize_activations(x, device=device)

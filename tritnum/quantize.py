@@ -171,22 +171,38 @@ class TransposedTernaryTensor:
 
 def _float_array(x: Any, name: str) -> Any:
     a = x if _arrays.is_cuda_array(x) else np.asarray(x)
-    if a.dtype.kind != "f":
+    if a.dtype.kind != "f" or a.dtype.itemsize > 8:
         hint = "; ternary values are packed with tn.pack" if a.dtype.kind in "iub" else ""
         raise TypeError(f"{name} must be a float16/32/64 array, got dtype {a.dtype}{hint}")
     if a.ndim == 0:
         raise ShapeMismatchError(f"{name} must have at least one dimension, got a scalar",
                                  expected="ndim >= 1", actual=())
+    if not a.dtype.isnative:  # the kernels read native byte order
+        a = a.astype(a.dtype.newbyteorder("="))
     return a
 
 
-def _raise_not_finite(a: Any, name: str) -> None:
+def _raise_not_finite(a: Any, name: str, *, in_float32: bool = False) -> None:
+    """Name the first value that is not finite (``in_float32``: once converted to float32)."""
     host = _arrays.to_host(a)
-    bad = np.flatnonzero(~np.isfinite(host))
+    with np.errstate(over="ignore"):
+        bad = np.flatnonzero(~np.isfinite(host.astype(np.float32) if in_float32 else host))
     if not bad.size:
         raise ValueError(f"the sum of |{name}| overflows float64")
-    idx = np.unravel_index(bad[0], host.shape)
-    raise ValueError(f"{name}[{index_str(idx)}] = {host.reshape(-1)[bad[0]]} is not finite")
+    value = host.reshape(-1)[bad[0]]
+    what = "is not finite" if not np.isfinite(value) else "overflows float32"
+    raise ValueError(f"{name}[{index_str(np.unravel_index(bad[0], host.shape))}] = {value} {what}")
+
+
+def _raise_scale_overflow(means: np.ndarray, scales: np.ndarray, shape: tuple[int, ...],
+                          group_size: int | None) -> None:
+    """Name the first tensor, row or group whose mean |w| is beyond float32's range."""
+    r, k = np.argwhere(~np.isfinite(scales))[0]
+    where = "w"
+    if group_size is not None:
+        lead = ", ".join(str(i) for i in np.unravel_index(r, shape[:-1]))
+        where = f"w[{lead}{', ' if lead else ''}{k * group_size}:{(k + 1) * group_size}]"
+    raise ValueError(f"the scale mean(|{where}|) = {means[r, k]:.6g} overflows float32")
 
 
 def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
@@ -256,12 +272,17 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
     if not np.isfinite(sums).all():
         _raise_not_finite(w, "w")
     if group_size is None:
-        total = np.float64(sums.sum())
-        scale = np.float32(max(total / max(w.size, 1), EPS))
-        scales = np.full((rows.shape[0], 1), scale, np.float32)
-        kept = np.asarray(scale)
+        means = np.full((1, 1), sums.sum()) / max(w.size, 1)
     else:
-        scales = np.maximum(sums / group_size, EPS).astype(np.float32)
+        means = sums / group_size
+    with np.errstate(over="ignore"):
+        scales = np.maximum(means, EPS).astype(np.float32)
+    if not np.isfinite(scales).all():
+        _raise_scale_overflow(means, scales, shape, group_size)
+    if group_size is None:
+        kept = np.asarray(scales[0, 0])
+        scales = np.full((rows.shape[0], 1), scales[0, 0], np.float32)
+    else:
         kept = scales.reshape(*shape[:-1], groups)
     data = kernel("quantize_pack", dev)(rows, _arrays.for_device(scales, dev), fmt)
     data = _arrays.place(data, _arrays.is_cuda_array(w))
@@ -321,7 +342,7 @@ def quantize_activations(x: Any, *, axis: int | None = -1,
     q, amax = kernel("quantize_activations", dev)(rows, axis is None)
     amax = _arrays.to_host(amax)
     if not np.isfinite(amax).all():
-        _raise_not_finite(x, "x")
+        _raise_not_finite(x, "x", in_float32=True)
     scale = (amax / np.float32(127)).astype(np.float32)
     shape = tuple(x.shape)
     q = _arrays.place(q, _arrays.is_cuda_array(x)).reshape(shape)

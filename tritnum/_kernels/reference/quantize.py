@@ -51,10 +51,10 @@ def quantize_pack(w: np.ndarray, scales: np.ndarray, fmt: Format) -> np.ndarray:
 @register("quantize_activations", "numpy")
 def quantize_activations(x: np.ndarray, per_tensor: bool) -> tuple[np.ndarray, np.ndarray]:
     """int8 rows and their float32 ``amax`` (one per row, or one for all)."""
-    x = x.astype(np.float32, copy=False)
-    amax = np.abs(x).max(axis=None if per_tensor else 1, initial=np.float32(0))
-    amax = np.maximum(np.atleast_1d(amax), np.float32(EPS)).astype(np.float32)
-    iscale = np.float32(127) / amax
-    q = np.rint(x * (iscale[:, None] if not per_tensor else iscale[0]))
-    with np.errstate(invalid="ignore"):  # NaN rows: the caller raises on their amax
+    with np.errstate(over="ignore", invalid="ignore"):  # the caller raises on a non-finite amax
+        x = x.astype(np.float32, copy=False)
+        amax = np.abs(x).max(axis=None if per_tensor else 1, initial=np.float32(0))
+        amax = np.maximum(np.atleast_1d(amax), np.float32(EPS)).astype(np.float32)
+        iscale = np.float32(127) / amax
+        q = np.rint(x * (iscale[:, None] if not per_tensor else iscale[0]))
         return np.clip(q, -128, 127).astype(np.int8), amax
