@@ -212,6 +212,21 @@ def test_bundle(case, packed, device):
     assert got.shape == want.shape
     np.testing.assert_array_equal(dense(got), want)
     assert_same(got, vsa.bundle(as_kind(vs, packed), axis, weights=weights, device="numpy"))
+    assert_same(got, vsa.bundle(as_kind(vs, packed), np.int64(axis), weights=weights,
+                                device=device))
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_bundle_weights_up_to_the_int64_limit(device):
+    v = np.array([[1, -1, 0], [1, 1, -1]], np.int8)
+    top = 2**63 - 1
+    fits = ([top // 2, top // 2 + 1], np.array([top, 0], np.uint64), [-(top // 2), top // 2 + 1])
+    for weights in fits:
+        want = np.sign(np.array([int(w) for w in weights]) @ v.astype(object)).astype(np.int8)
+        np.testing.assert_array_equal(vsa.bundle(v, weights=weights, device=device), want)
+    for weights in ([2**62, 2**62], np.array([2**63, 0], np.uint64), [-(2**63), 0]):
+        with pytest.raises(ValueError, match=r"sum\(\|weights\|\) < 2\*\*63"):
+            vsa.bundle(v, weights=weights, device=device)
 
 
 @pytest.mark.parametrize("device", BACKENDS)
@@ -393,6 +408,8 @@ def test_bad_inputs():
         vsa.similarity(a, a, "euclid")
     with pytest.raises(ValueError, match="trit axis"):
         vsa.bundle(a, axis=-1)
+    with pytest.raises(ValueError, match="axis must be >= -2, got -3"):
+        vsa.bundle(a, axis=np.int8(-3))
     with pytest.raises(tn.ShapeMismatchError, match="rank >= 2"):
         vsa.bundle(a[0])
     with pytest.raises(tn.ShapeMismatchError, match=r"weights must have shape \(2,\)"):

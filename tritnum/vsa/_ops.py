@@ -341,7 +341,10 @@ def _weights(weights: Any, n: int, dev: str) -> Any:
         if not np.isfinite(w).all():
             raise ValueError("bundle: weights must be finite")
         w = w.astype(np.float64)
-    else:
+    else:  # int64 votes: exact while sum(|w|) fits (checked exactly when it might not)
+        if (np.abs(w.astype(np.float64)).sum() >= 2.0**62
+                and sum(abs(int(v)) for v in w.tolist()) > np.iinfo(np.int64).max):
+            raise ValueError("bundle: integer weights must have sum(|weights|) < 2**63")
         w = w.astype(np.int64)
     return _arrays.for_device(np.ascontiguousarray(w), dev)
 
@@ -406,7 +409,8 @@ def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
         raise ShapeMismatchError(
             "bundle takes hypervectors of rank >= 2 (vectors along an axis, trits last), "
             f"got shape {h.shape}", expected="ndim >= 2", actual=h.shape)
-    axis = count(axis + ndim if isinstance(axis, int) and axis < 0 else axis, "axis")
+    axis = count(axis, "axis", minimum=-ndim)
+    axis += ndim if axis < 0 else 0
     if axis >= ndim - 1:
         raise ValueError(f"bundle: axis {axis} is the trit axis of shape {h.shape}; "
                          "bundle sums over an axis of vectors")
