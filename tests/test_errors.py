@@ -105,16 +105,22 @@ def test_wrong_buffer(data, shape, fmt, msg):
 
 
 def test_wrong_shape_argument():
-    with pytest.raises(tn.FormatError, match="rank >= 1"):
+    with pytest.raises(tn.ShapeMismatchError, match="rank >= 1"):
         tn.PackedTrits(np.zeros(1, np.uint8), (), "2bit")
-    with pytest.raises(tn.FormatError, match="negative"):
+    with pytest.raises(tn.ShapeMismatchError, match="negative"):
         tn.PackedTrits(np.zeros(1, np.uint8), (-4,), "2bit")
-    with pytest.raises(TypeError, match="tuple of ints"):
-        tn.PackedTrits(np.zeros(1, np.uint8), 4, "2bit")
+    assert tn.PackedTrits(np.zeros(1, np.uint8), np.int64(4), "2bit").shape == (4,)  # as NumPy
     with pytest.raises(TypeError, match="tuple of ints"):
         tn.PackedTrits(np.array([86], np.uint8), (1.9,), "2bit")
     with pytest.raises(TypeError, match="tuple of ints"):
         tn.PackedTrits(np.zeros((1, 1), np.uint8), "12", "2bit")
+
+
+@pytest.mark.parametrize("shape", [-5, (2, -8), (), [3, 4.0], "12"])
+def test_nbytes_refuses_bad_shapes(shape):
+    error = TypeError if isinstance(shape, (str, list)) else tn.ShapeMismatchError
+    with pytest.raises(error, match="shape must"):
+        tn.nbytes(shape)
 
 
 def noncanonical_base3():

@@ -106,6 +106,10 @@ def test_bad_input():
         tn.io.from_gguf_blocks(buf.reshape(-1)[:-1], "TQ2_0", (2, 256))
     with pytest.raises(tn.FormatError, match="must be uint8"):
         tn.io.from_gguf_blocks(buf.view(np.int8), "TQ2_0", (2, 256))
+    with pytest.raises(tn.ShapeMismatchError, match="no negative sizes"):
+        tn.io.from_gguf_blocks(buf, "TQ2_0", (-2, -256))
+    with pytest.raises(TypeError, match="tuple of ints"):
+        tn.io.from_gguf_blocks(buf, "TQ2_0", (2, 256.0))
     x[1, 7] = np.nan
     with pytest.raises(ValueError, match=r"x\[1, 7\] = nan is not finite"):
         tn.io.to_gguf_blocks(x, "TQ1_0")
@@ -114,6 +118,18 @@ def test_bad_input():
     assert tn.io.from_gguf_blocks(corrupt, "TQ2_0", (2, 256))[0, 0] == 2  # as llama.cpp reads it
     with pytest.raises(tn.InvalidTritsError, match="code 3"):
         tn.io.from_gguf_blocks(corrupt, "TQ2_0", (2, 256), ternary=True)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("qtype", [*GGUF_TYPES, "I2_S"])
+def test_no_blocks(qtype, device):
+    x = np.zeros((0, 256), np.float32)
+    buf = tn.io.to_gguf_blocks(x, qtype, device=device)
+    assert buf.size == (32 if qtype == "I2_S" else 0)  # I2_S: just the scale and its padding
+    got = tn.io.from_gguf_blocks(buf, qtype, x.shape, device=device)
+    assert got.shape == x.shape and got.dtype == np.float32
+    t = tn.io.from_gguf_blocks(buf, qtype, x.shape, ternary=True, device=device)
+    assert t.shape == x.shape
 
 
 @pytest.mark.parametrize("device", BACKENDS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,23 @@ from .errors import InvalidTritsError, ShapeMismatchError
 def index_str(index: Any) -> str:
     """``(1, 2)`` as ``"1, 2"``, for messages like ``w[1, 2] = nan``."""
     return ", ".join(str(int(i)) for i in index)
+
+
+def shape_tuple(shape: Any) -> tuple[int, ...]:
+    """``shape``, an int or a sequence of ints, as a tuple of rank >= 1 with no negative size.
+
+    TypeError for anything but integers (a float size is not truncated),
+    ShapeMismatchError for an empty or negative shape.
+    """
+    try:
+        dims = (tuple(operator.index(s) for s in shape) if isinstance(shape, (tuple, list))
+                else (operator.index(shape),))
+    except TypeError:
+        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
+    if not dims or min(dims) < 0:
+        raise ShapeMismatchError(f"shape must have rank >= 1 and no negative sizes, got {dims}",
+                                 expected="rank >= 1, sizes >= 0", actual=dims)
+    return dims
 
 
 def trit_array(x: Any, name: str = "trits") -> Any:

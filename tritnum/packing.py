@@ -15,7 +15,6 @@ format        storage                                 bits per trit
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from . import _arrays
 from ._dispatch import is_cuda_array, kernel, resolve_device
 from ._formats import FORMATS, Format, get_format
 from ._kernels.reference.packing import bad_unit
-from ._validate import raise_invalid_trits, trit_array
+from ._validate import raise_invalid_trits, shape_tuple, trit_array
 from .errors import FormatError, InvalidTritsError
 
 __all__ = ["FORMATS", "PackedTrits", "nbytes", "pack", "unpack"]
@@ -48,10 +47,19 @@ class PackedTrits:
     data : array_like or GPU array
         ``(..., nbytes)`` uint8 for "2bit" and "base3", ``(..., 2, nwords)``
         uint64 (plus plane, then minus plane) for "bitplane".
-    shape : tuple of int
+    shape : int or tuple of int
         The logical shape of the trits (rank >= 1).
     format : {"2bit", "base3", "bitplane"}
         The packed format.
+
+    Raises
+    ------
+    FormatError
+        An unknown format, or a buffer whose dtype or shape does not fit ``shape``.
+    ShapeMismatchError
+        A shape of rank 0 or with a negative size.
+    TypeError
+        A shape that is not made of integers.
 
     Examples
     --------
@@ -67,14 +75,9 @@ class PackedTrits:
 
     __slots__ = ("_data", "_format", "_shape", "_valid")
 
-    def __init__(self, data: Any, shape: tuple[int, ...], format: str = "2bit") -> None:
+    def __init__(self, data: Any, shape: tuple[int, ...] | int, format: str = "2bit") -> None:
         fmt = get_format(format)
-        try:
-            shape = tuple(operator.index(s) for s in shape)
-        except TypeError:
-            raise TypeError(f"shape must be a tuple of ints, got {shape!r}") from None
-        if not shape or min(shape) < 0:
-            raise FormatError(f"shape must have rank >= 1 and no negative sizes, got {shape}")
+        shape = shape_tuple(shape)
         if is_cuda_array(data):
             data = _arrays.to_gpu(data)
             if not data.is_c_contiguous():
@@ -205,6 +208,11 @@ def _raise_corrupt(packed: PackedTrits) -> None:
 def nbytes(shape: tuple[int, ...] | int, format: str = "2bit") -> int:
     """Bytes that trits of ``shape`` take packed in ``format`` (plan before packing).
 
+    Raises
+    ------
+    ShapeMismatchError
+        A shape of rank 0 or with a negative size (TypeError: not integers).
+
     Examples
     --------
     >>> import tritnum as tn
@@ -214,8 +222,7 @@ def nbytes(shape: tuple[int, ...] | int, format: str = "2bit") -> int:
     32
     """
     fmt = get_format(format)
-    shape = (operator.index(shape),) if not isinstance(shape, tuple) else shape
-    return math.prod(fmt.data_shape(tuple(operator.index(s) for s in shape))) * fmt.dtype.itemsize
+    return math.prod(fmt.data_shape(shape_tuple(shape))) * fmt.dtype.itemsize
 
 
 def pack(trits: Any, format: str = "2bit", *, device: str = "auto") -> PackedTrits:

@@ -25,7 +25,7 @@ import numpy as np
 from .. import _arrays
 from .._dispatch import kernel, resolve_device
 from .._kernels.reference import gguf as layout
-from .._validate import index_str
+from .._validate import index_str, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import pack, unpack
 from ..quantize import TernaryTensor, _float_array
@@ -253,7 +253,7 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
     (True, array([ 2., -2.,  2.], dtype=float32))
     """
     qtype = _qtype(qtype)
-    shape = tuple(int(s) for s in shape)
+    shape = shape_tuple(shape)
     _check_shape(shape, qtype)
     _check_out(out, shape, ternary)
     raw = np.frombuffer(buf, np.uint8) if isinstance(buf, (bytes, bytearray, memoryview)) \

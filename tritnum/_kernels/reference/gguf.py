@@ -64,7 +64,8 @@ def tq1_codes(qs: np.ndarray) -> np.ndarray:
     pow3 = np.array([1, 3, 9, 27, 81], np.uint16)[:, None]
 
     def digits(b: np.ndarray, k: int) -> np.ndarray:
-        return ((((b[:, None, :].astype(np.uint16) * pow3[:k]) & 255) * 3) >> 8).reshape(n, -1)
+        return ((((b[:, None, :].astype(np.uint16) * pow3[:k]) & 255) * 3) >> 8).reshape(
+            n, k * b.shape[1])
 
     return np.concatenate(
         [digits(qs[:, :32], 5), digits(qs[:, 32:48], 5), digits(qs[:, 48:52], 4)], axis=1
