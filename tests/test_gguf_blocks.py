@@ -223,9 +223,11 @@ def test_float16_bits_rounds_as_numpy():
 @pytest.mark.parametrize("device", BACKENDS)
 @pytest.mark.parametrize("qtype", list(GGUF_TYPES))
 def test_scales_beyond_float16_normals(qtype, device):
-    """Block maxima that are subnormal, round to zero or overflow as float16."""
-    maxima = np.array([1e-7, 3e-8, 2.9e-8, 6.1e-5, 65504, 65519, 65520, 7e4], np.float32)
+    """Block maxima that are subnormal, round to zero or overflow as float16, and those whose
+    inverse overflows float32 (2**-128 and below)."""
+    tiny = [1e-40, 2.0**-128, np.nextafter(np.float32(2.0**-128), np.float32(1)), 1e-45]
+    maxima = np.array([1e-7, 3e-8, 2.9e-8, 6.1e-5, 65504, 65519, 65520, 7e4, *tiny], np.float32)
     x = np.linspace(-1, 1, 256, dtype=np.float32) * maxima[:, None]
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         ref = quants.quantize(x, GGUF_TYPES[qtype])
     np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device=device), ref)

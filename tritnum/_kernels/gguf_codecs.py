@@ -29,6 +29,16 @@ def block_absmax_bits(bits, base, count):
     return np.uint32(m) if m <= np.int32(0x7F800000) else np.uint32(0x7FC00000)
 
 
+def block_inverse(d):
+    """``1 / d`` as ggml's encoders multiply by it, in float32, or 0.
+
+    0 for ``d = 0``, and also where ``1 / d`` overflows (``d <= 2**-128``): ggml
+    rounds ``x * inf`` and ``0 * inf`` to NaN, which its int8 cast makes code 1,
+    the code that ``x * 0`` gives here.
+    """
+    return np.float32(1) / d if d > np.float32(2.0**-128) else np.float32(0)
+
+
 def float16_bits(bits):
     """IEEE half bits of the float32 with bits ``bits``, rounded to nearest even (as NumPy).
 

@@ -18,6 +18,7 @@ STREAM_BYTES = 32 << 20  # a given out= this large (beyond the L3 cache) is writ
 
 _absmax_bits = jit(inline="always")(codecs.block_absmax_bits)
 _float16_bits = jit(inline="always")(codecs.float16_bits)
+_block_inverse = jit(inline="always")(codecs.block_inverse)
 _encode_tq2 = jit(inline="always")(codecs.encode_tq2_block)
 _encode_tq1 = jit(inline="always")(codecs.encode_tq1_block)
 _encode_i2s = jit(inline="always")(codecs.encode_i2s_block)
@@ -39,8 +40,7 @@ def _encode_tq(x, bits, tq2, qs, d, dbits, t0, t1):
         half = _float16_bits(dbits[b])
         qs[b, at] = half & 0xFF
         qs[b, at + 1] = half >> 8
-        m = d[b]
-        inv = np.float32(1) / m if m != 0 else np.float32(0)
+        inv = _block_inverse(d[b])
         if tq2:
             _encode_tq2(x, 256 * b, inv, qs, b)
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda
 
 from ..._dispatch import register
 from .. import gguf_codecs as codecs
@@ -14,6 +14,7 @@ from ._launch import THREADS, blocks, flag, is_set
 _device = cuda.jit(device=True, inline="always")
 _absmax_bits = _device(codecs.block_absmax_bits)
 _float16_bits = _device(codecs.float16_bits)
+_block_inverse = _device(codecs.block_inverse)
 _encode_tq2 = _device(codecs.encode_tq2_block)
 _encode_tq1 = _device(codecs.encode_tq1_block)
 _encode_i2s = _device(codecs.encode_i2s_block)
@@ -31,8 +32,7 @@ def encode_tq_blocks(x, bits, tq2, qs, d, dbits):
         half = _float16_bits(dbits[b])
         qs[b, at] = half & 0xFF
         qs[b, at + 1] = half >> 8
-        m = d[b]
-        inv = float32(1) / m if m != 0 else float32(0)
+        inv = _block_inverse(d[b])
         if tq2:
             _encode_tq2(x, 256 * b, inv, qs, b)
         else:

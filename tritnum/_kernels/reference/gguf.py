@@ -25,8 +25,10 @@ def roundf(v: np.ndarray) -> np.ndarray:
 def block_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Codes t + 1 ``(blocks, 256)`` uint8 and the float32 absmax ``d`` of each block."""
     d = np.abs(x).max(axis=1)
-    with np.errstate(divide="ignore"):
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+    # 1/d, or 0 where ggml's 1/d is 0 or overflows (ggml then rounds NaNs, which its int8
+    # cast makes code 1, as x * 0 does here; see gguf_codecs.block_inverse)
+    big = d > np.float32(2.0**-128)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=big)
     codes = (roundf(x * inv[:, None]).astype(np.int8) + 1).astype(np.uint8)
     return codes, d
 
