@@ -1,5 +1,7 @@
 """ItemMemory, sequences, n-grams, hash tables, Centroid, and the digits task."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ def dense(x):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_item_memory(fmt, tmp_path):
     mem = vsa.ItemMemory(500, seed=4, format=fmt)
-    vecs = [mem.add(s) for s in ("a", "b", 3, "d")]
+    vecs = [mem.add(s) for s in ("a", "b", np.int64(3), "d")]
     assert len(mem) == 4 and mem.symbols == ["a", "b", 3, "d"]
     # symbol i is row i of the generator
     np.testing.assert_array_equal(dense(mem.vectors), vsa.random(4, 500, seed=4))
@@ -66,8 +68,43 @@ def test_item_memory_errors(tmp_path):
         vsa.ItemMemory(10, density=0)
     bad = tmp_path / "bad.npz"
     np.savez(bad, rows=np.zeros(3))
-    with pytest.raises(tn.FormatError, match="not an ItemMemory file"):
+    with pytest.raises(tn.FormatError, match="not a readable ItemMemory file"):
         vsa.ItemMemory.load(bad)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_item_memory_load_refuses_corrupt_files(fmt, tmp_path):
+    mem = vsa.ItemMemory(70, format=fmt)
+    mem.add("a")
+    mem.add("b")
+    path = tmp_path / "m.npz"
+    mem.save(path)
+    with np.load(path) as f:
+        meta, rows = f["meta"], f["rows"]
+    bad_rows = []
+    for i in range(3 if fmt == "bitplane" else 2):
+        r = rows.copy()
+        if fmt == "dense":
+            r[1, 5] = (-128, 2)[i]  # |-128| is -128 in int8
+        elif i < 2:
+            r[1, :, i] |= np.uint64(1)  # a trit both +1 and -1
+        else:
+            r[1, 0, 1] |= np.uint64(1 << 63)  # a padding bit past d = 70
+        bad_rows.append(r)
+    for r in bad_rows:
+        np.savez(path, meta=meta, rows=r)
+        with pytest.raises(tn.FormatError, match="the stored vectors are not trits"):
+            vsa.ItemMemory.load(path)
+    header = json.loads(meta.tobytes().decode())
+    for key, value in [("d", "seventy"), ("format", "2bit"), ("symbols", 5), ("seed", None)]:
+        np.savez(path, meta=np.frombuffer(json.dumps({**header, key: value}).encode(), np.uint8),
+                 rows=rows)
+        with pytest.raises(tn.FormatError):
+            vsa.ItemMemory.load(path)
+    np.savez(path, meta=meta, rows=rows)
+    path.write_bytes(path.read_bytes()[:-40])  # truncated
+    with pytest.raises(tn.FormatError, match="not a readable ItemMemory file"):
+        vsa.ItemMemory.load(path)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

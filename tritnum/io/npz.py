@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from typing import Any
 
 import numpy as np
 
+from .._npz import reading
 from ..errors import FormatError
 from ..packing import PackedTrits
 from ..quantize import TernaryTensor
@@ -91,18 +91,11 @@ def load(path: str | os.PathLike[str]) -> Any:
     ...
     tritnum.errors.FormatError: '...mask.npz' is not a readable tritnum file: ...
     """
-    try:
-        with np.load(path, allow_pickle=False) as files:
-            header = json.loads(str(files[_META][()]))
-            if header.get("version", 0) > FILE_VERSION:
-                raise FormatError(
-                    f"{os.fspath(path)!r} is format version {header['version']}; this tritnum "
-                    f"reads up to version {FILE_VERSION}")
-            items = {name: _load_item(name, entry, files)
-                     for name, entry in header["items"].items()}
-    except FormatError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, zipfile.BadZipFile,
-            EOFError) as exc:
-        raise FormatError(f"{os.fspath(path)!r} is not a readable tritnum file: {exc}") from exc
+    with reading(path, "tritnum file"), np.load(path, allow_pickle=False) as files:
+        header = json.loads(str(files[_META][()]))
+        if header.get("version", 0) > FILE_VERSION:
+            raise FormatError(
+                f"{os.fspath(path)!r} is format version {header['version']}; this tritnum "
+                f"reads up to version {FILE_VERSION}")
+        items = {name: _load_item(name, entry, files) for name, entry in header["items"].items()}
     return items[""] if header["single"] else items

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from collections.abc import Hashable, Iterable
 from typing import Any
@@ -12,8 +13,9 @@ import numpy as np
 
 from .. import _arrays
 from .._dispatch import kernel
-from ..errors import FormatError, ShapeMismatchError
-from ..packing import PackedTrits, pack, unpack
+from .._npz import reading
+from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
+from ..packing import PackedTrits, ensure_valid, pack, unpack
 from . import _ops
 from ._hv import Hypervectors, count
 
@@ -312,11 +314,11 @@ class ItemMemory:
         (['x', 7], True)
         """
         for s in self._symbols:
-            if isinstance(s, bool) or not isinstance(s, (str, int)):
+            if isinstance(s, bool) or not isinstance(s, (str, numbers.Integral)):
                 raise TypeError(f"ItemMemory.save: symbols must be str or int, got {s!r}")
         meta = {"version": _FILE_VERSION, "d": self.d, "seed": int(self.seed),
                 "density": float(self.density), "format": self.format,
-                "symbols": self._symbols}
+                "symbols": [s if isinstance(s, str) else int(s) for s in self._symbols]}
         with open(path, "wb") as f:
             np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
                      rows=self._rows[: self._count])
@@ -324,24 +326,29 @@ class ItemMemory:
     @classmethod
     def load(cls, path: str | os.PathLike, *, device: str = "auto") -> ItemMemory:
         """Read a memory written by :meth:`save`."""
-        with np.load(path, allow_pickle=False) as f:
-            try:
+        with reading(path, "ItemMemory file"):
+            with np.load(path, allow_pickle=False) as f:
                 meta = json.loads(f["meta"].tobytes().decode())
                 rows = f["rows"]
-            except (KeyError, ValueError) as exc:
-                raise FormatError(f"{path}: not an ItemMemory file ({exc})") from None
-        if meta.get("version") != _FILE_VERSION:
-            raise FormatError(f"{path}: unsupported ItemMemory file version {meta.get('version')}")
-        mem = cls(meta["d"], seed=meta["seed"], density=meta["density"], format=meta["format"],
-                  device=device)
-        if rows.shape != mem._row_shape(len(meta["symbols"])) or rows.dtype != mem._dtype():
+            if meta.get("version") != _FILE_VERSION:
+                raise FormatError(
+                    f"{path}: unsupported ItemMemory file version {meta.get('version')}")
+            mem = cls(meta["d"], seed=meta["seed"], density=meta["density"],
+                      format=meta["format"], device=device)
+            symbols = list(meta["symbols"])
+        if rows.shape != mem._row_shape(len(symbols)) or rows.dtype != mem._dtype():
             raise FormatError(f"{path}: vectors of shape {rows.shape} and dtype {rows.dtype} do "
-                              f"not fit {len(meta['symbols'])} symbols of dimension {mem.d}")
-        if not mem._packed and rows.size and np.abs(rows).max() > 1:
-            raise FormatError(f"{path}: the stored vectors are not trits")
+                              f"not fit {len(symbols)} symbols of dimension {mem.d}")
+        try:
+            if mem._packed:
+                ensure_valid(PackedTrits(rows, (len(rows), mem.d), "bitplane"), "cpu")
+            elif ((rows < -1) | (rows > 1)).any():
+                raise InvalidTritsError("a value outside {-1, 0, 1}")
+        except InvalidTritsError as exc:
+            raise FormatError(f"{path}: the stored vectors are not trits ({exc})") from None
         mem._rows = rows.copy()
         mem._count = len(rows)
-        mem._symbols = list(meta["symbols"])
+        mem._symbols = symbols
         mem._index = {s: i for i, s in enumerate(mem._symbols)}
         return mem
 
