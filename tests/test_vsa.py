@@ -268,6 +268,21 @@ def test_permute(v, s, per_row, packed, device):
     assert_same(back, as_kind(v, packed))
 
 
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("packed", [False, True])
+def test_permute_by_shifts_beyond_int64(packed, device):
+    v = vsa.random(2, 70, seed=3)
+    cases = [2**70, [2**64 + 1, -(2**80)], np.array([2**64 - 1, 2**63], np.uint64)]
+    for shifts in cases:
+        rolls = [int(s) % 70 for s in np.broadcast_to(np.asarray(shifts, object), 2)]
+        got = vsa.permute(as_kind(v, packed), shifts, device=device)
+        want = np.stack([np.roll(row, r) for row, r in zip(v, rolls, strict=True)])
+        np.testing.assert_array_equal(dense(got), want)
+    for shifts in (True, 1.5, [1, "2"], [2**70, 0.5]):
+        with pytest.raises(TypeError, match="shifts must be integers"):
+            vsa.permute(v, shifts, device=device)
+
+
 # ---------------------------------------------------------------- similarity
 def expected_similarity(a, b, metric):
     a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))

@@ -459,7 +459,13 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hyperv
     dev = resolve(device, v)
     h = hypervectors(v, dev, "v")
     s = np.asarray(shifts)
-    if s.dtype.kind not in "iu" or (s.dtype == np.uint64 and s.size and s.max() >= 2**63):
+    d = max(h.d, 1)
+    if s.dtype == object and all(isinstance(x, numbers.Integral) and not isinstance(x, bool)
+                                 for x in s.flat):  # Python ints beyond int64
+        s = np.array([int(x) % d for x in s.flat], np.int64).reshape(s.shape)
+    elif s.dtype == np.uint64:
+        s = s % np.uint64(d)
+    if s.dtype.kind not in "iu":
         raise TypeError(f"shifts must be integers, got {shifts!r}")
     try:
         s = np.broadcast_to(s.astype(np.int64), h.lead)
@@ -467,7 +473,7 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hyperv
         raise ShapeMismatchError(
             f"permute: shifts of shape {s.shape} do not broadcast to {h.lead}",
             expected=h.lead, actual=s.shape) from None
-    s = np.ascontiguousarray(s.reshape(-1) % max(h.d, 1))
+    s = np.ascontiguousarray(s.reshape(-1) % d)
     out = kernel("vsa.permute", dev)(h.rows, _arrays.for_device(s, dev), h.packed, h.d)
     return _wrap(out, h.lead, h.d, h.packed, h.on_gpu)
 
