@@ -94,6 +94,8 @@ def test_npz_round_trip(fmt, tmp_path):
     assert set(many) == {"t", "p", "row"} and many["p"] == p and many["row"].group_size == 8
     with np.load(tmp_path / "many.npz", allow_pickle=False) as f:  # plain arrays, no pickle
         assert json.loads(str(f["__tritnum__"][()]))["version"] == 1
+    tn.save(str(tmp_path / "weights"), p)  # at this path exactly: no ".npz" appended
+    assert tn.load(str(tmp_path / "weights")) == p
 
 
 def test_npz_bad_files(tmp_path):

@@ -38,7 +38,8 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
     """Save a PackedTrits, a TernaryTensor, or a dict of them to an ``.npz`` file.
 
     The file holds plain arrays and a JSON header with a format version; nothing is
-    pickled. Load it with :func:`load`.
+    pickled. It is written at ``path`` exactly (unlike ``np.savez``, no ``.npz`` is
+    appended), so that ``load(path)`` reads it back.
 
     Examples
     --------
@@ -59,7 +60,8 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
             raise ValueError(f"names must be strings without '/', got {name!r}")
         _arrays(name, value, meta, arrays)
     header = {"version": FILE_VERSION, "single": single, "items": meta}
-    np.savez(path, **{_META: np.array(json.dumps(header))}, **arrays)
+    with open(path, "wb") as f:
+        np.savez(f, **{_META: np.array(json.dumps(header))}, **arrays)
 
 
 def _load_item(name: str, entry: dict[str, Any], files: Any) -> Any:
