@@ -125,6 +125,19 @@ def test_empty_and_single(shape, fmt, device):
     np.testing.assert_array_equal(tn.unpack(packed, device=device), a)
 
 
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_wrapping_big_endian_buffers(fmt, device):
+    a = np.random.default_rng(4).integers(-1, 2, (3, 70), dtype=np.int8)
+    p = tn.pack(a, fmt)
+    swapped = tn.PackedTrits(p.data.astype(p.data.dtype.newbyteorder(">")), a.shape, fmt)
+    assert swapped == p
+    np.testing.assert_array_equal(tn.unpack(swapped, device=device), a)
+    t = tn.quantize(a.astype(np.float32), axis=-1, format=fmt)
+    big = tn.TernaryTensor(t.packed, t.scales.astype(">f4"), t.group_size)
+    np.testing.assert_array_equal(big.dequantize(device=device), t.dequantize(device=device))
+
+
 def test_list_input_and_properties():
     p = tn.pack([[1, 0, -1], [1, 1, 1]], "base3")
     assert p.shape == (2, 3) and p.ndim == 2 and p.size == 6

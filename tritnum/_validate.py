@@ -16,6 +16,13 @@ def index_str(index: Any) -> str:
     return ", ".join(str(int(i)) for i in index)
 
 
+def native(a: Any) -> Any:
+    """``a`` in the machine's byte order (a converted copy of a big-endian NumPy array)."""
+    if isinstance(a, np.ndarray) and not a.dtype.isnative:
+        return a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
 def shape_tuple(shape: Any) -> tuple[int, ...]:
     """``shape``, an int or a sequence of ints, as a tuple of rank >= 1 with no negative size.
 
@@ -62,8 +69,7 @@ def trit_array(x: Any, name: str = "trits") -> Any:
             expected="ndim >= 1",
             actual=(),
         )
-    if isinstance(a, np.ndarray) and not a.dtype.isnative:
-        a = a.astype(a.dtype.newbyteorder("="))
+    a = native(a)
     if a.dtype == np.uint64:  # uint64 + int mixes to float in numba: narrow it here
         from ._arrays import to_host
 

@@ -23,7 +23,7 @@ from . import _arrays
 from ._dispatch import is_cuda_array, kernel, resolve_device
 from ._formats import FORMATS, Format, get_format
 from ._kernels.reference.packing import bad_unit
-from ._validate import raise_invalid_trits, shape_tuple, trit_array
+from ._validate import native, raise_invalid_trits, shape_tuple, trit_array
 from .errors import FormatError, InvalidTritsError
 
 __all__ = ["FORMATS", "PackedTrits", "nbytes", "pack", "unpack"]
@@ -83,7 +83,7 @@ class PackedTrits:
             if not data.is_c_contiguous():
                 raise FormatError("a GPU buffer for PackedTrits must be C-contiguous")
         else:
-            data = np.ascontiguousarray(data)
+            data = native(np.ascontiguousarray(data))
         expected = fmt.data_shape(shape)
         if data.dtype != fmt.dtype or tuple(data.shape) != expected:
             raise FormatError(

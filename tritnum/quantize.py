@@ -18,7 +18,7 @@ from . import _arrays
 from ._dispatch import kernel, resolve_device
 from ._formats import get_format
 from ._kernels.reference.quantize import EPS
-from ._validate import index_str
+from ._validate import index_str, native
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, unpack
 
@@ -52,7 +52,7 @@ class TernaryTensor:
     def __init__(self, packed: PackedTrits, scales: Any, group_size: int | None = None) -> None:
         if not isinstance(packed, PackedTrits):
             raise TypeError(f"packed must be a tn.PackedTrits, got {type(packed).__name__}")
-        scales = np.asarray(scales)
+        scales = native(np.asarray(scales))
         if scales.dtype != np.float32:
             raise TypeError(f"scales must be float32, got {scales.dtype}")
         n = packed.shape[-1]
@@ -177,9 +177,7 @@ def _float_array(x: Any, name: str) -> Any:
     if a.ndim == 0:
         raise ShapeMismatchError(f"{name} must have at least one dimension, got a scalar",
                                  expected="ndim >= 1", actual=())
-    if not a.dtype.isnative:  # the kernels read native byte order
-        a = a.astype(a.dtype.newbyteorder("="))
-    return a
+    return native(a)
 
 
 def _raise_not_finite(a: Any, name: str, *, in_float32: bool = False) -> None:
