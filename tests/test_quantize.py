@@ -193,6 +193,18 @@ def test_activation_ties_round_half_even(device):
 
 
 @pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_activations_non_finite_name_the_position(bad, dtype, device):
+    x = np.ones((3, 40), dtype)
+    x[1, 2] = bad
+    x[2, 0] = bad
+    for axis in (-1, None):
+        with pytest.raises(ValueError, match=rf"x\[1, 2\] = {bad} is not finite"):
+            tn.quantize_activations(x, axis=axis, device=device)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
 def test_activations_non_finite(device):
     x = np.ones((2, 4))
     x[1, 2] = np.nan

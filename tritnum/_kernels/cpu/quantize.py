@@ -6,11 +6,14 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
+from ..gguf_codecs import block_absmax_bits
 from ..layout import byte_rows
 from ..reference.quantize import kept_amax
 from . import packing
 from ._jit import jit
 from ._parallel import run
+
+_absmax_bits = jit(inline="always")(block_absmax_bits)
 
 
 @jit()
@@ -78,8 +81,20 @@ def _quantize_pack_rows(w, scales, by_halves, fmt, out, half, t0, t1):
 
 
 @jit()
+def _row_amax_bits(bits, out, t0, t1):
+    """Bits of max |x| per row of float32 ``x``, from its uint32 view ``bits``.
+
+    Integer maxima vectorize (4x faster than float max); a row holding a NaN
+    gets a NaN's bits, one holding an infinity infinity's.
+    """
+    for r in range(t0, t1):
+        out[r] = _absmax_bits(bits[r], 0, bits.shape[1])
+    return 0
+
+
+@jit()
 def _row_amax(x, out, t0, t1):
-    """Max |x| per row in float32; NaN when the row holds NaN or infinity."""
+    """Max |x| per row in float32 (float64 x); NaN when the row holds NaN or infinity."""
     for r in range(t0, t1):
         m = np.float32(0)
         finite = np.float32(0)  # x * 0 is NaN exactly for NaN and infinities
@@ -132,7 +147,10 @@ def quantize_activations(x: np.ndarray, per_tensor: bool) -> tuple[np.ndarray, n
     x = _widened(x)
     rows = x.shape[0]
     amax = np.empty(rows, np.float32)
-    run(_row_amax, rows, x.nbytes, x, amax)
+    if x.dtype == np.float32:
+        run(_row_amax_bits, rows, x.nbytes, x.view(np.uint32), amax.view(np.uint32))
+    else:
+        run(_row_amax, rows, x.nbytes, x, amax)
     if per_tensor:
         amax = np.full(rows, amax.max(initial=np.float32(0)), np.float32)
     amax = np.maximum(amax, np.float32(1e-5))  # NaN stays NaN
