@@ -50,7 +50,8 @@ def warmup(device: str = "auto") -> float:
     for dev in devices:
         for name in FORMATS:
             quantize(weights, format=name, device=dev)
-        quantize_activations(weights, device=dev)
+        for x in (weights, weights.astype(np.float64)):  # float32 and float64 absmax kernels
+            quantize_activations(x, device=dev)
         for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
             from_gguf_blocks(to_gguf_blocks(weights, qtype, device=dev), qtype, weights.shape,
                              device=dev)
