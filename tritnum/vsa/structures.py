@@ -14,6 +14,7 @@ import numpy as np
 from .. import _arrays
 from .._dispatch import kernel
 from .._npz import reading
+from .._validate import raise_invalid_trits
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import PackedTrits, ensure_valid, pack, unpack
 from . import _ops
@@ -343,7 +344,7 @@ class ItemMemory:
             if mem._packed:
                 ensure_valid(PackedTrits(rows, (len(rows), mem.d), "bitplane"), "cpu")
             elif ((rows < -1) | (rows > 1)).any():
-                raise InvalidTritsError("a value outside {-1, 0, 1}")
+                raise_invalid_trits(rows, "rows")
         except InvalidTritsError as exc:
             raise FormatError(f"{path}: the stored vectors are not trits ({exc})") from None
         mem._rows = rows.copy()
