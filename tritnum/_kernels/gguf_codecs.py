@@ -29,6 +29,11 @@ def block_absmax_bits(bits, base, count):
     return np.uint32(m) if m <= np.int32(0x7F800000) else np.uint32(0x7FC00000)
 
 
+# the smallest block maximum whose float32 inverse ggml's encoders can use: 1 / d overflows
+# at and below it
+INVERSE_MIN = np.float32(2.0**-128)
+
+
 def block_inverse(d):
     """``1 / d`` as ggml's encoders multiply by it, in float32, or 0.
 
@@ -36,7 +41,7 @@ def block_inverse(d):
     rounds ``x * inf`` and ``0 * inf`` to NaN, which its int8 cast makes code 1,
     the code that ``x * 0`` gives here.
     """
-    return np.float32(1) / d if d > np.float32(2.0**-128) else np.float32(0)
+    return np.float32(1) / d if d > INVERSE_MIN else np.float32(0)
 
 
 def float16_bits(bits):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._dispatch import register
+from ..gguf_codecs import INVERSE_MIN
 
 _POW3 = np.array([81, 27, 9, 3, 1], dtype=np.uint16)
 
@@ -27,7 +28,7 @@ def block_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     d = np.abs(x).max(axis=1)
     # 1/d, or 0 where ggml's 1/d is 0 or overflows (ggml then rounds NaNs, which its int8
     # cast makes code 1, as x * 0 does here; see gguf_codecs.block_inverse)
-    big = d > np.float32(2.0**-128)
+    big = d > INVERSE_MIN
     inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=big)
     codes = (roundf(x * inv[:, None]).astype(np.int8) + 1).astype(np.uint8)
     return codes, d
