@@ -90,7 +90,7 @@ def measure(case: Case, repeats: int, warmup: float = WARMUP_SECONDS) -> Result:
 
 def _put(a: np.ndarray, device: str) -> Any:
     """``a`` where ``device``'s kernels read it: on the GPU for ``"cuda"`` (no copy is timed)."""
-    from ._arrays import to_gpu
+    from ._interop import to_gpu
 
     return to_gpu(a) if device == "cuda" else a
 

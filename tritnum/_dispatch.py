@@ -14,14 +14,18 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from . import _config
+from ._interop import for_device, is_cuda_array, origin
 from .errors import DeviceUnavailableError
 
 __all__ = [
+    "call",
     "cuda_available",
     "get_device",
-    "is_cuda_array",
     "kernel",
+    "place",
     "register",
     "resolve_device",
     "set_device",
@@ -59,6 +63,30 @@ def kernel(op: str, device: str) -> Callable[..., Any]:
     if key not in _REGISTRY:
         importlib.import_module(_BACKENDS[device])
     return _REGISTRY[key]
+
+
+def call(op: str, device: str, *args: Any, **buffers: Any) -> Any:
+    """Run ``op`` on the resolved ``device``, its array arguments moved where the kernel reads.
+
+    Positional NumPy and GPU arrays are inputs: moved to ``device`` (no copy
+    when they already live there); other positional arguments (formats, sizes,
+    None) pass as they are. Keyword arguments are buffers the kernel writes
+    into where they are (a host ``out=``), passed untouched.
+    """
+    return kernel(op, device)(*(
+        for_device(a, device) if isinstance(a, np.ndarray) or is_cuda_array(a) else a
+        for a in args
+    ), **buffers)
+
+
+def place(result: Any, like: Any) -> Any:
+    """``result`` handed back where, and in the framework in which, ``like`` lives.
+
+    ``like`` is the caller's input (or its :class:`~tritnum._interop.Origin`):
+    NumPy in gives NumPy out, GPU arrays stay on the GPU (CuPy as CuPy), and
+    PyTorch tensors give tensors on their device. Tuples are placed item by item.
+    """
+    return origin(like).wrap(result)
 
 
 @functools.cache
@@ -147,13 +175,6 @@ def use_device(device: str) -> Iterator[None]:
         yield
     finally:
         _override.reset(token)
-
-
-def is_cuda_array(obj: Any) -> bool:
-    """Whether ``obj`` lives on a GPU (exposes ``__cuda_array_interface__``)."""
-    return hasattr(obj, "__cuda_array_interface__") or bool(
-        getattr(obj, "__cuda_ndarray__", False)
-    )
 
 
 def _fallback_warning() -> None:

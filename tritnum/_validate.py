@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dispatch import is_cuda_array
+from ._interop import is_cuda_array, native, to_host
 from .errors import InvalidTritsError, ShapeMismatchError
 
 
@@ -16,7 +16,7 @@ def index_str(index: Any) -> str:
     return ", ".join(str(int(i)) for i in index)
 
 
-def native(a: Any) -> Any:
+def native_order(a: Any) -> Any:
     """``a`` in the machine's byte order (a converted copy of a big-endian NumPy array)."""
     if isinstance(a, np.ndarray) and not a.dtype.isnative:
         return a.astype(a.dtype.newbyteorder("="))
@@ -47,12 +47,9 @@ def trit_array(x: Any, name: str = "trits") -> Any:
     ``tn.quantize``) and ShapeMismatchError for a scalar. Values are checked by
     the kernels, which report back; :func:`raise_invalid_trits` names the culprit.
     """
-    if is_cuda_array(x):
-        from ._arrays import to_gpu
-
-        a = to_gpu(x)
-    else:
-        a = np.asarray(x)
+    a = native(x)
+    if not is_cuda_array(a):
+        a = np.asarray(a)
     kind = a.dtype.kind
     if kind in "fc":
         raise TypeError(
@@ -69,10 +66,8 @@ def trit_array(x: Any, name: str = "trits") -> Any:
             expected="ndim >= 1",
             actual=(),
         )
-    a = native(a)
+    a = native_order(a)
     if a.dtype == np.uint64:  # uint64 + int mixes to float in numba: narrow it here
-        from ._arrays import to_host
-
         host = to_host(a)
         if host.size and host.max() > 1:
             raise_invalid_trits(host, name)
@@ -82,8 +77,6 @@ def trit_array(x: Any, name: str = "trits") -> Any:
 
 def raise_invalid_trits(a: Any, name: str = "trits") -> None:
     """Raise InvalidTritsError naming the first value of ``a`` outside {-1, 0, 1}."""
-    from ._arrays import to_host
-
     host = to_host(a)
     flat = host.reshape(-1) if host.flags.c_contiguous else np.ravel(host)
     bad = np.flatnonzero((flat < -1) | (flat > 1))
@@ -94,3 +87,38 @@ def raise_invalid_trits(a: Any, name: str = "trits") -> None:
         f"{name}[{index_str(idx)}] = {flat[bad[0]]} is not a trit; "
         "values must be -1, 0 or +1"
     )
+
+
+def leading_key(key: Any, lead: tuple[int, ...], kind: str) -> tuple[Any, ...]:
+    """An index into the leading axes ``lead`` of a packed object, as a tuple.
+
+    Integers, slices and integer arrays are taken (NumPy's meaning); anything
+    that would reach the packed last axis raises IndexError, other keys TypeError.
+    """
+    parts = key if isinstance(key, tuple) else (key,)
+    out: list[Any] = []
+    for k in parts:
+        if isinstance(k, slice):
+            out.append(k)
+            continue
+        if isinstance(k, (list, np.ndarray)) or is_cuda_array(k):
+            arr = np.asarray(to_host(k) if is_cuda_array(k) else k)
+            if arr.dtype.kind not in "iu" and arr.size:
+                raise TypeError(f"{kind} indices must be integers or slices, got {arr.dtype}")
+            out.append(arr.astype(np.intp))
+            continue
+        if isinstance(k, (bool, np.bool_)):
+            raise TypeError(f"{kind} indices must be integers or slices, got a bool")
+        try:
+            out.append(operator.index(k))
+        except TypeError:
+            raise TypeError(
+                f"{kind} indices must be integers, slices or integer arrays, got "
+                f"{type(k).__name__}"
+            ) from None
+    if len(out) > len(lead):
+        raise IndexError(
+            f"a {kind} of {len(lead) + 1} dimensions is indexed on its {len(lead)} leading "
+            f"axes only (the last axis is packed); unpack it to index trits"
+        )
+    return tuple(out)

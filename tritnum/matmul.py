@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _arrays
-from ._dispatch import kernel, resolve_device
+from ._dispatch import call, place, resolve_device
+from ._interop import as_rows, is_cuda_array, native, origin, to_gpu, to_host
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, ensure_valid
 from .quantize import TernaryTensor, TransposedTernaryTensor, quantize, quantize_activations
@@ -39,7 +39,9 @@ def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, b
     """``x`` checked, and whether it takes the int8 path."""
     if activations not in ACTIVATIONS:
         raise ValueError(f"activations must be 'float' or 'int8', got {activations!r}")
-    a = x if _arrays.is_cuda_array(x) else np.asarray(x)
+    a = native(x)
+    if not is_cuda_array(a):
+        a = np.asarray(a)
     kind = a.dtype.kind
     if a.dtype == np.int8 and x_scale is not None:
         int8 = True
@@ -66,7 +68,7 @@ def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, b
 
 def _vector(v: Any, name: str, shape: tuple[int, ...]) -> np.ndarray:
     """A float32 array of ``shape`` from a real-valued ``v`` (scalars broadcast for x_scale)."""
-    a = np.asarray(_arrays.to_host(v))
+    a = to_host(v)
     if a.dtype.kind not in "fiu":
         raise TypeError(f"{name} must be real numbers, got dtype {a.dtype}")
     try:
@@ -79,7 +81,7 @@ def _vector(v: Any, name: str, shape: tuple[int, ...]) -> np.ndarray:
 def _bias(bias: Any, out: int) -> np.ndarray | None:
     if bias is None:
         return None
-    b = np.asarray(_arrays.to_host(bias))
+    b = to_host(bias)
     if b.shape != (out,):
         raise ShapeMismatchError(f"bias must have shape ({out},), got {b.shape}",
                                  expected=(out,), actual=b.shape)
@@ -153,6 +155,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: str = "fl
     >>> tn.linear(x, w, activations="int8")  # x quantized to int8 per row
     array([[0.671916 , 3.3385828]], dtype=float32)
     """
+    like = origin(x)
     w = _weights(w)
     out, n = w.shape
     a, int8 = _activations(x, x_scale, activations, n)
@@ -160,35 +163,31 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: str = "fl
     lead = tuple(a.shape)[:-1]
     dev = resolve_device(device, a, w.packed.data)
     ensure_valid(w.packed, dev)
-    rows = _arrays.as_rows(a)
+    rows = as_rows(a)
     m = rows.shape[0]
     if m == 0 or out == 0 or n == 0:
         y = np.zeros((m, out), np.float32) + (0 if b is None else b)
-        return _arrays.place(y.reshape(*lead, out), _arrays.is_cuda_array(a))
+        return place(y.reshape(*lead, out), like)
     if int8 and x_scale is None:
         q, xs = quantize_activations(rows, device=dev)
     elif int8:
         q, xs = rows, _vector(x_scale, "x_scale", lead).reshape(m)
     else:
         q, xs = _float32_rows(rows), None
-    fmt = w.packed._format
-    args = (_arrays.for_device(w.packed.data, dev), fmt, n,
-            _arrays.for_device(_scale_rows(w), dev),
-            None if b is None else _arrays.for_device(b, dev))
-    q = _arrays.for_device(q, dev)
+    weights = (w.packed.data, w.packed._format, n, _scale_rows(w), b)
     if int8:
-        y = kernel("linear_int8", dev)(q, _arrays.for_device(xs, dev), *args)
+        y = call("linear_int8", dev, q, xs, *weights)
     else:
-        y = kernel("linear_float", dev)(q, *args)
-    return _arrays.place(y, _arrays.is_cuda_array(a)).reshape(*lead, out)
+        y = call("linear_float", dev, q, *weights)
+    return place(like.native(y).reshape(*lead, out), like)
 
 
 def _float32_rows(rows: Any) -> Any:
     """C-contiguous float32 rows, where they live (other GPU dtypes go through the host)."""
-    if _arrays.is_cuda_array(rows):
+    if is_cuda_array(rows):
         if rows.dtype == np.float32 and rows.is_c_contiguous():
             return rows
-        return _arrays.to_gpu(np.ascontiguousarray(_arrays.to_host(rows), np.float32))
+        return to_gpu(np.ascontiguousarray(to_host(rows), np.float32))
     return np.ascontiguousarray(rows, np.float32)
 
 
@@ -262,7 +261,7 @@ class BitLinear:
                 part = self.weight.packed.data[r0:r0 + rows]
                 trits = PackedTrits(part, (part.shape[0], self.in_features),
                                     self.weight.format).unpack(device=self.device)
-                zeros += int(np.count_nonzero(_arrays.to_host(trits) == 0))
+                zeros += int(np.count_nonzero(to_host(trits) == 0))
             self._sparsity = zeros / max(self.weight.packed.size, 1)
         return self._sparsity
 

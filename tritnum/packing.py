@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _arrays
-from ._dispatch import is_cuda_array, kernel, resolve_device
+from ._dispatch import call, place, resolve_device
 from ._formats import FORMATS, Format, get_format
+from ._interop import HOST, Origin, as_rows, is_cuda_array, native, origin, to_gpu, to_host
 from ._kernels.reference.packing import bad_unit
-from ._validate import native, raise_invalid_trits, shape_tuple, trit_array
+from ._validate import leading_key, native_order, raise_invalid_trits, shape_tuple, trit_array
 from .errors import FormatError, InvalidTritsError
 
 __all__ = ["FORMATS", "PackedTrits", "nbytes", "pack", "unpack"]
@@ -73,17 +73,18 @@ class PackedTrits:
     array([[ 1,  0, -1,  1,  1]], dtype=int8)
     """
 
-    __slots__ = ("_data", "_format", "_shape", "_valid")
+    __slots__ = ("_data", "_format", "_like", "_shape", "_valid")
 
     def __init__(self, data: Any, shape: tuple[int, ...] | int, format: str = "2bit") -> None:
         fmt = get_format(format)
         shape = shape_tuple(shape)
+        like = origin(data)
+        data = native(data)
         if is_cuda_array(data):
-            data = _arrays.to_gpu(data)
             if not data.is_c_contiguous():
                 raise FormatError("a GPU buffer for PackedTrits must be C-contiguous")
         else:
-            data = native(np.ascontiguousarray(data))
+            data = native_order(np.ascontiguousarray(data))
         expected = fmt.data_shape(shape)
         if data.dtype != fmt.dtype or tuple(data.shape) != expected:
             raise FormatError(
@@ -94,12 +95,18 @@ class PackedTrits:
         self._shape = shape
         self._format = fmt
         self._valid = False  # codes checked (see ensure_valid), or written by an encoder
+        self._like = like  # the framework results of unpack() come back in
 
     @classmethod
-    def _encoded(cls, data: Any, shape: tuple[int, ...], format: str) -> PackedTrits:
-        """A PackedTrits of data that tritnum's encoders just wrote: known to be valid."""
-        packed = cls(data, shape, format)
+    def _encoded(cls, data: Any, shape: tuple[int, ...], format: str,
+                 like: Origin = HOST) -> PackedTrits:
+        """A PackedTrits of data that tritnum's encoders just wrote: known to be valid.
+
+        ``data`` is placed where ``like`` lives; :func:`unpack` hands trits back in its kind.
+        """
+        packed = cls(like.native(data), shape, format)
         packed._valid = True
+        packed._like = like
         return packed
 
     @property
@@ -159,15 +166,12 @@ class PackedTrits:
         if dst is self._format:
             return self
         dev = resolve_device(device, self._data)
-        data = _arrays.as_rows(self._data, self._format.planes)
-        out, ok = kernel("convert", dev)(
-            _arrays.for_device(data, dev), self._format, dst, self._shape[-1]
-        )
+        data = as_rows(self._data, self._format.planes)
+        out, ok = call("convert", dev, data, self._format, dst, self._shape[-1])
         if not ok:
             _raise_corrupt(self)
-        out = _arrays.place(out, self.device == "cuda")
-        return PackedTrits._encoded(out.reshape(dst.data_shape(self._shape)), self._shape,
-                                    dst.name)
+        out = self._like.native(out).reshape(dst.data_shape(self._shape))
+        return PackedTrits._encoded(out, self._shape, dst.name, self._like)
 
     def __repr__(self) -> str:
         return (
@@ -181,10 +185,39 @@ class PackedTrits:
         return (
             self._shape == other._shape
             and self._format is other._format
-            and np.array_equal(_arrays.to_host(self._data), _arrays.to_host(other._data))
+            and np.array_equal(to_host(self._data), to_host(other._data))
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError(
+            "a PackedTrits is not an array of trits: call tn.unpack(p) (or p.unpack()) for "
+            "the int8 trits, or use p.data for the packed buffer"
+        )
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    def __getitem__(self, key: Any) -> PackedTrits:
+        """Rows on the leading axes, still packed: ``p[0]``, ``p[2:5]``, ``p[idx]``.
+
+        The last (packed) axis cannot be indexed; unpack first.
+        """
+        lead = self._shape[:-1]
+        key = leading_key(key, lead, "PackedTrits")
+        if is_cuda_array(self._data) and any(isinstance(k, np.ndarray) for k in key):
+            raise TypeError("a PackedTrits on the GPU takes integer and slice indices only")
+        new_lead = np.broadcast_to(np.empty((), np.bool_), lead)[key].shape
+        tail = (2, self._data.shape[-1]) if self._format.planes == 2 else (self._data.shape[-1],)
+        data = self._data[key]
+        if is_cuda_array(data) and not data.is_c_contiguous():
+            data = to_gpu(data.copy_to_host())  # strided GPU rows, made whole through the host
+        packed = PackedTrits(data.reshape((*new_lead, *tail)), (*new_lead, self._shape[-1]),
+                             self.format)
+        packed._valid = self._valid
+        packed._like = self._like
+        return packed
 
 
 CHECK_BLOCK_TRITS = 1 << 22  # rows unpacked at a time by ensure_valid
@@ -193,8 +226,8 @@ CHECK_BLOCK_TRITS = 1 << 22  # rows unpacked at a time by ensure_valid
 def _raise_corrupt(packed: PackedTrits) -> None:
     fmt = packed._format
     lead = packed.shape[:-1]
-    data = _arrays.to_host(packed.data)
-    row, unit = bad_unit(_arrays.as_rows(data, fmt.planes), fmt, packed.shape[-1])
+    data = to_host(packed.data)
+    row, unit = bad_unit(as_rows(data, fmt.planes), fmt, packed.shape[-1])
     where = (*np.unravel_index(row, lead), unit) if lead else (unit,)
     where = tuple(int(i) for i in where)
     if fmt.planes == 2:
@@ -266,11 +299,12 @@ def pack(trits: Any, format: str = "2bit", *, device: str = "auto") -> PackedTri
     fmt = get_format(format)
     a = trit_array(trits)
     dev = resolve_device(device, a)
-    data, ok = kernel("pack", dev)(_arrays.for_device(_arrays.as_rows(a), dev), fmt)
+    data, ok = call("pack", dev, as_rows(a), fmt)
     if not ok:
         raise_invalid_trits(a)
-    data = _arrays.place(data, is_cuda_array(a))
-    return PackedTrits._encoded(data.reshape(fmt.data_shape(a.shape)), a.shape, fmt.name)
+    like = origin(trits)
+    data = like.native(data).reshape(fmt.data_shape(a.shape))
+    return PackedTrits._encoded(data, a.shape, fmt.name, like)
 
 
 def ensure_valid(packed: PackedTrits, device: str) -> None:
@@ -283,11 +317,11 @@ def ensure_valid(packed: PackedTrits, device: str) -> None:
     if packed._valid:
         return
     fmt: Format = packed._format
-    rows = _arrays.as_rows(_arrays.for_device(packed.data, device), fmt.planes)
+    rows = as_rows(packed.data, fmt.planes)
     n = packed.shape[-1]
     step = max(1, CHECK_BLOCK_TRITS // max(n, 1))
     for r0 in range(0, rows.shape[0], step):
-        if not kernel("unpack", device)(rows[r0:r0 + step], fmt, n)[1]:
+        if not call("unpack", device, rows[r0:r0 + step], fmt, n)[1]:
             _raise_corrupt(packed)
     packed._valid = True
 
@@ -324,13 +358,17 @@ def unpack(packed: PackedTrits, *, device: str = "auto") -> Any:
             f"unpack takes a tn.PackedTrits (from tn.pack, or tn.PackedTrits(data, shape, "
             f"format) for a buffer from elsewhere), got {type(packed).__name__}"
         )
+    return place(unpack_native(packed, device), packed._like)
+
+
+def unpack_native(packed: PackedTrits, device: str = "auto") -> Any:
+    """:func:`unpack` as kernels hold arrays: NumPy, or numba where ``packed.data`` lives."""
     fmt: Format = packed._format
     dev = resolve_device(device, packed.data)
-    data = _arrays.as_rows(packed.data, fmt.planes)
-    out, ok = kernel("unpack", dev)(_arrays.for_device(data, dev), fmt, packed.shape[-1])
+    out, ok = call("unpack", dev, as_rows(packed.data, fmt.planes), fmt, packed.shape[-1])
     if not ok:
         _raise_corrupt(packed)
-    return _arrays.place(out, packed.device == "cuda").reshape(packed.shape)
+    return packed._like.native(out).reshape(packed.shape)
 
 
 FORMATS = tuple(FORMATS)

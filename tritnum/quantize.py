@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from . import _arrays
-from ._dispatch import kernel, resolve_device
+from ._dispatch import call, place, resolve_device
 from ._formats import get_format
+from ._interop import as_rows, is_cuda_array, native, origin, to_host
 from ._kernels.reference.quantize import EPS
-from ._validate import index_str, native
+from ._validate import index_str, leading_key, native_order
 from .errors import ShapeMismatchError
-from .packing import PackedTrits, unpack
+from .packing import PackedTrits, unpack_native
 
 __all__ = ["TernaryTensor", "dequantize", "quantize", "quantize_activations"]
 
@@ -52,7 +52,7 @@ class TernaryTensor:
     def __init__(self, packed: PackedTrits, scales: Any, group_size: int | None = None) -> None:
         if not isinstance(packed, PackedTrits):
             raise TypeError(f"packed must be a tn.PackedTrits, got {type(packed).__name__}")
-        scales = native(np.asarray(scales))
+        scales = native_order(np.asarray(scales))
         if scales.dtype != np.float32:
             raise TypeError(f"scales must be float32, got {scales.dtype}")
         n = packed.shape[-1]
@@ -113,14 +113,31 @@ class TernaryTensor:
         """A transposed view of a 2-D tensor (``x @ w.T`` in the matmul API)."""
         return TransposedTernaryTensor(self)
 
-    def dequantize(self, *, device: str = "auto") -> np.ndarray:
+    def dequantize(self, *, device: str = "auto") -> Any:
         """float32 weights ``trits * scale`` (see :func:`dequantize`)."""
-        trits = _arrays.to_host(unpack(self._packed, device=device))
+        trits = to_host(unpack_native(self._packed, device))
         if self._group_size is None:
-            return trits.astype(np.float32) * self._scales
-        groups = self._scales.shape[-1]
-        split = trits.reshape(*self.shape[:-1], groups, self.shape[-1] // max(groups, 1))
-        return (split * self._scales[..., None]).reshape(self.shape).astype(np.float32)
+            w = trits.astype(np.float32) * self._scales
+        else:
+            groups = self._scales.shape[-1]
+            split = trits.reshape(*self.shape[:-1], groups, self.shape[-1] // max(groups, 1))
+            w = (split * self._scales[..., None]).reshape(self.shape).astype(np.float32)
+        return place(w, self._packed._like)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError(
+            "a TernaryTensor is not an array: call tn.dequantize(w) (or w.dequantize()) for "
+            "float32 weights, or w.packed.unpack() for the trits"
+        )
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> TernaryTensor:
+        """Rows on the leading axes with their scales, still packed: ``w[0]``, ``w[:16]``."""
+        key = leading_key(key, self.shape[:-1], "TernaryTensor")
+        scales = self._scales if self._group_size is None else self._scales[key]
+        return TernaryTensor(self._packed[key], np.ascontiguousarray(scales), self._group_size)
 
     def __repr__(self) -> str:
         size = max(self._packed.size, 1)
@@ -170,19 +187,21 @@ class TransposedTernaryTensor:
 
 
 def _float_array(x: Any, name: str) -> Any:
-    a = x if _arrays.is_cuda_array(x) else np.asarray(x)
+    a = native(x)
+    if not is_cuda_array(a):
+        a = np.asarray(a)
     if a.dtype.kind != "f" or a.dtype.itemsize > 8:
         hint = "; ternary values are packed with tn.pack" if a.dtype.kind in "iub" else ""
         raise TypeError(f"{name} must be a float16/32/64 array, got dtype {a.dtype}{hint}")
     if a.ndim == 0:
         raise ShapeMismatchError(f"{name} must have at least one dimension, got a scalar",
                                  expected="ndim >= 1", actual=())
-    return native(a)
+    return native_order(a)
 
 
 def _raise_not_finite(a: Any, name: str, *, in_float32: bool = False) -> None:
     """Name the first value that is not finite (``in_float32``: once converted to float32)."""
-    host = _arrays.to_host(a)
+    host = to_host(a)
     with np.errstate(over="ignore"):
         bad = np.flatnonzero(~np.isfinite(host.astype(np.float32) if in_float32 else host))
     if not bad.size:
@@ -245,6 +264,7 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
     array([0.375, 1.25 ], dtype=float32)
     """
     fmt = get_format(format)
+    like = origin(w)
     w = _float_array(w, "w")
     shape = tuple(w.shape)  # GPU arrays' shapes may refuse negative indices
     n = shape[-1]
@@ -264,9 +284,9 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
         raise ShapeMismatchError("per-row or per-group scales need a non-empty last axis",
                                  expected="shape[-1] > 0", actual=shape)
     dev = resolve_device(device, w)
-    rows = _arrays.for_device(_arrays.as_rows(w), dev)
+    rows = as_rows(w)
     groups = 1 if group_size is None else n // group_size
-    sums = _arrays.to_host(kernel("abs_sums", dev)(rows, groups))
+    sums = to_host(call("abs_sums", dev, rows, groups))
     if not np.isfinite(sums).all():
         _raise_not_finite(w, "w")
     if group_size is None:
@@ -282,13 +302,12 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
         scales = np.full((rows.shape[0], 1), scales[0, 0], np.float32)
     else:
         kept = scales.reshape(*shape[:-1], groups)
-    data = kernel("quantize_pack", dev)(rows, _arrays.for_device(scales, dev), fmt)
-    data = _arrays.place(data, _arrays.is_cuda_array(w))
-    packed = PackedTrits._encoded(data.reshape(fmt.data_shape(shape)), shape, fmt.name)
+    data = like.native(call("quantize_pack", dev, rows, scales, fmt))
+    packed = PackedTrits._encoded(data.reshape(fmt.data_shape(shape)), shape, fmt.name, like)
     return TernaryTensor(packed, kept, group_size)
 
 
-def dequantize(t: TernaryTensor, *, device: str = "auto") -> np.ndarray:
+def dequantize(t: TernaryTensor, *, device: str = "auto") -> Any:
     """float32 weights ``trits * scale`` of a :class:`TernaryTensor`.
 
     Examples
@@ -303,7 +322,7 @@ def dequantize(t: TernaryTensor, *, device: str = "auto") -> np.ndarray:
 
 
 def quantize_activations(x: Any, *, axis: int | None = -1,
-                         device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+                         device: str = "auto") -> tuple[Any, Any]:
     """Quantize activations to int8 with absmax scales (bitnet.cpp ``quantize_row_i8_s``).
 
     Parameters
@@ -332,16 +351,16 @@ def quantize_activations(x: Any, *, axis: int | None = -1,
     >>> scale * 127
     array([1.], dtype=float32)
     """
+    like = origin(x)
     x = _float_array(x, "x")
     if axis not in (None, -1, x.ndim - 1):
         raise ValueError(f"axis must be -1 (per row) or None (per tensor), got {axis!r}")
     dev = resolve_device(device, x)
-    rows = _arrays.for_device(_arrays.as_rows(x), dev)
-    q, amax = kernel("quantize_activations", dev)(rows, axis is None)
-    amax = _arrays.to_host(amax)
+    q, amax = call("quantize_activations", dev, as_rows(x), axis is None)
+    amax = to_host(amax)
     if not np.isfinite(amax).all():
         _raise_not_finite(x, "x", in_float32=True)
     scale = (amax / np.float32(127)).astype(np.float32)
     shape = tuple(x.shape)
-    q = _arrays.place(q, _arrays.is_cuda_array(x)).reshape(shape)
-    return q, (scale.reshape(()) if axis is None else scale.reshape(shape[:-1]))
+    q = like.native(q).reshape(shape)
+    return place((q, scale.reshape(()) if axis is None else scale.reshape(shape[:-1])), like)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tritnum import _bench
-from tritnum._dispatch import is_cuda_array
+from tritnum._interop import is_cuda_array
 
 
 def test_gpu_cases_drop_the_cpu_bars_and_still_run_both_sides():

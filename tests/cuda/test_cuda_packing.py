@@ -18,7 +18,7 @@ from hypothesis.extra import numpy as hnp
 from numba import cuda
 
 import tritnum as tn
-import tritnum.packing as packing_module
+import tritnum._dispatch as dispatch_module
 from tritnum._kernels import codecs
 
 try:
@@ -333,13 +333,13 @@ def test_every_canonical_base3_byte_decodes():
 def resolved(monkeypatch):
     """The devices that kernels were resolved for, in call order."""
     seen: list[str] = []
-    real = packing_module.kernel
+    real = dispatch_module.kernel
 
     def spy(op, device):
         seen.append(device)
         return real(op, device)
 
-    monkeypatch.setattr(packing_module, "kernel", spy)
+    monkeypatch.setattr(dispatch_module, "kernel", spy)
     return seen
 
 

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _arrays
-from .._dispatch import kernel, resolve_device
+from .._dispatch import call, place, resolve_device
+from .._interop import origin, to_host
 from .._kernels.reference import gguf as layout
 from .._validate import index_str, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
-from ..packing import pack, unpack
+from ..packing import pack, unpack_native
 from ..quantize import TernaryTensor, _float_array
 
 __all__ = ["QTYPES", "from_gguf_blocks", "to_gguf_blocks"]
@@ -125,7 +125,7 @@ def _from_ternary(t: TernaryTensor, qtype: str) -> np.ndarray:
     g = t.group_size
     if (qtype == "I2_S" and g is not None) or (qtype != "I2_S" and g is not None and g % block):
         return to_gguf_blocks(t.dequantize(), qtype)
-    trits = _arrays.to_host(unpack(t.packed)).reshape(-1)
+    trits = to_host(unpack_native(t.packed)).reshape(-1)
     codes = (trits + 1).astype(np.uint8)
     if qtype == "I2_S":
         scale = t.scales.reshape(1) if trits.any() else np.zeros(1, np.float32)
@@ -180,22 +180,22 @@ def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
     qtype = _qtype(qtype)
     if isinstance(x, TernaryTensor):
         _check_shape(x.shape, qtype)
-        return _from_ternary(x, qtype)
+        return place(_from_ternary(x, qtype), x.packed._like)
+    like = origin(x)
     x = _float_array(x, "x")
     shape = tuple(x.shape)
     _check_shape(shape, qtype)
     dev = resolve_device(device, x)
-    flat = np.ascontiguousarray(_arrays.to_host(x), dtype=np.float32).reshape(-1)
+    flat = np.ascontiguousarray(to_host(x), dtype=np.float32).reshape(-1)
     out, codes = _blocks_buffer(shape, qtype)
-    scales = _arrays.to_host(kernel("gguf_encode", dev)(_arrays.for_device(flat, dev), qtype,
-                                                        codes))
+    scales = to_host(call("gguf_encode", dev, flat, qtype, qs=codes))
     if not np.isfinite(scales).all():
         bad = np.flatnonzero(~np.isfinite(flat))[0]
         where = index_str(np.unravel_index(bad, shape))
         raise ValueError(f"x[{where}] = {flat[bad]} is not finite")
     if qtype == "I2_S":  # the TQ1_0/TQ2_0 encoders write their scales themselves
-        return _finish_blocks(out, scales, shape, qtype)
-    return out.reshape(_byte_shape(shape, qtype))
+        return place(_finish_blocks(out, scales, shape, qtype), like)
+    return place(out.reshape(_byte_shape(shape, qtype)), like)
 
 
 def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: bool = False,
@@ -257,7 +257,7 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
     _check_shape(shape, qtype)
     _check_out(out, shape, ternary)
     raw = np.frombuffer(buf, np.uint8) if isinstance(buf, (bytes, bytearray, memoryview)) \
-        else np.asarray(buf)
+        else to_host(buf)
     if raw.dtype != np.uint8:
         raise FormatError(f"a {qtype} buffer must be uint8, got {raw.dtype}")
     raw = raw.reshape(-1)
@@ -275,11 +275,10 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
         qs = blocks[:, :codes]  # a strided view: the CPU kernel reads it in place
         scales = blocks[:, codes:].copy().view(np.float16).astype(np.float32).reshape(-1)
     dev = resolve_device(device, raw)
-    values, ok = kernel("gguf_decode", dev)(
-        _arrays.for_device(qs, dev), _arrays.for_device(scales, dev), qtype,
-        None if out is None else out.reshape(-1))
+    values, ok = call("gguf_decode", dev, qs, scales, qtype,
+                      out=None if out is None else out.reshape(-1))
     if not ternary:
-        return out if out is not None else _arrays.to_host(values).reshape(shape)
+        return out if out is not None else place(to_host(values).reshape(shape), buf)
     if not ok:
         raise InvalidTritsError(f"the {qtype} buffer holds 2-bit code 3, which is not a trit")
     codes = (layout.i2s_unpack(qs) if qtype == "I2_S" else

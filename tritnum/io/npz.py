@@ -24,7 +24,7 @@ def _arrays(name: str, obj: Any, meta: dict[str, Any], arrays: dict[str, np.ndar
     if not isinstance(packed, PackedTrits):
         raise TypeError(f"save takes PackedTrits, TernaryTensor or a dict of them; "
                         f"{name!r} is a {type(obj).__name__}")
-    from .._arrays import to_host
+    from .._interop import to_host
 
     arrays[f"{name}/data"] = to_host(packed.data)
     entry: dict[str, Any] = {"shape": list(packed.shape), "format": packed.format}

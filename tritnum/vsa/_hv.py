@@ -9,8 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from .. import _arrays
-from .._dispatch import is_cuda_array, kernel, resolve_device
+from .._dispatch import call, place, resolve_device
+from .._interop import (
+    HOST,
+    Origin,
+    as_rows,
+    for_device,
+    is_cuda_array,
+    native,
+    origin,
+    to_gpu,
+    to_host,
+)
 from .._validate import raise_invalid_trits, trit_array
 from ..errors import FormatError, ShapeMismatchError
 from ..packing import PackedTrits, ensure_valid
@@ -26,7 +36,7 @@ class HV:
     lead: tuple[int, ...]
     d: int
     packed: bool
-    on_gpu: bool
+    like: Origin  # where, and in which framework, results go back
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -38,14 +48,14 @@ def _int8_rows(a: Any, lead: tuple[int, ...], d: int) -> Any:
     if is_cuda_array(a):
         if a.dtype == np.int8 and a.is_c_contiguous():
             return a.reshape(math.prod(lead), d)
-        a = _arrays.to_host(a)
-        return _arrays.to_gpu(np.ascontiguousarray(a, np.int8).reshape(math.prod(lead), d))
+        return to_gpu(np.ascontiguousarray(to_host(a), np.int8).reshape(math.prod(lead), d))
     return np.ascontiguousarray(a, np.int8).reshape(math.prod(lead), d)
 
 
 def resolve(device: str, *xs: Any) -> str:
     """The device an operation on hypervectors ``xs`` runs on (see ``resolve_device``)."""
-    return resolve_device(device, *(x.data if isinstance(x, PackedTrits) else x for x in xs))
+    return resolve_device(device, *(x.data if isinstance(x, PackedTrits) else native(x)
+                                    for x in xs))
 
 
 def hypervectors(x: Any, dev: str, name: str = "hypervectors") -> HV:
@@ -57,15 +67,24 @@ def hypervectors(x: Any, dev: str, name: str = "hypervectors") -> HV:
                 f"got {x.format!r}; convert with .to('bitplane')"
             )
         ensure_valid(x, dev)
-        rows = _arrays.for_device(_arrays.as_rows(x.data, 2), dev)
-        return HV(rows, x.shape[:-1], x.shape[-1], True, x.device == "cuda")
+        rows = for_device(as_rows(x.data, 2), dev)
+        return HV(rows, x.shape[:-1], x.shape[-1], True, x._like)
     a = trit_array(x, name)
     lead, d = tuple(a.shape)[:-1], int(tuple(a.shape)[-1])
-    on_gpu = is_cuda_array(a)
-    if a.size and not kernel("vsa.check", dev)(_arrays.for_device(_arrays.as_rows(a), dev)):
+    if a.size and not call("vsa.check", dev, as_rows(a)):
         raise_invalid_trits(a, name)
-    rows = _arrays.for_device(_int8_rows(a, lead, d), dev)
-    return HV(rows, lead, d, False, on_gpu)
+    rows = for_device(_int8_rows(a, lead, d), dev)
+    return HV(rows, lead, d, False, origin(x))
+
+
+def either(a: HV, b: HV) -> Origin:
+    """Where the result of an operation on ``a`` and ``b`` goes: the first not on the host."""
+    return a.like if a.like != HOST else b.like
+
+
+def new(dev: str) -> Origin:
+    """Where new hypervectors made on ``dev`` go: the GPU for ``"cuda"``, else NumPy."""
+    return Origin("numba", True) if dev == "cuda" else HOST
 
 
 def same_kind(a: HV, b: HV, op: str) -> None:
@@ -99,21 +118,21 @@ def broadcast_rows(a: HV, b: HV, op: str) -> tuple[tuple[int, ...], np.ndarray, 
     return lead, index(a), index(b)
 
 
-def wrap(rows: Any, lead: tuple[int, ...], d: int, packed: bool, on_gpu: bool) -> Any:
+def wrap(rows: Any, lead: tuple[int, ...], d: int, packed: bool, like: Origin) -> Any:
     """Kernel output rows as the caller's kind: int8 array or bitplane PackedTrits."""
-    rows = _arrays.place(rows, on_gpu)
+    rows = like.native(rows)
     if packed:
         nw = tuple(rows.shape)[-1]
-        return PackedTrits._encoded(rows.reshape((*lead, 2, nw)), (*lead, d), "bitplane")
-    return rows.reshape((*lead, d))
+        return PackedTrits._encoded(rows.reshape((*lead, 2, nw)), (*lead, d), "bitplane", like)
+    return place(rows.reshape((*lead, d)), like)
 
 
-def place_scores(scores: Any, lead: tuple[int, ...], on_gpu: bool) -> Any:
+def place_scores(scores: Any, lead: tuple[int, ...], like: Origin) -> Any:
     """Scores of shape ``lead``; a NumPy scalar for a single pair on the host."""
-    scores = _arrays.place(scores, on_gpu)
-    if not on_gpu and lead == ():
+    scores = like.native(scores)
+    if like == HOST and lead == ():
         return scores.reshape(())[()]
-    return scores.reshape(lead)
+    return place(scores.reshape(lead), like)
 
 
 def count(value: Any, name: str, minimum: int = 0) -> int:

@@ -8,13 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from .. import _arrays
-from .._dispatch import kernel
+from .._dispatch import call, kernel, place
 from .._formats import FORMATS as _ALL_FORMATS
+from .._interop import to_host
 from .._kernels import hv as _hv_math
 from .._kernels.reference import vsa as _ref
 from ..errors import FormatError, ShapeMismatchError
-from ._hv import HV, Hypervectors, broadcast_rows, count, hypervectors, place_scores, resolve
+from ._hv import (
+    HV,
+    Hypervectors,
+    broadcast_rows,
+    count,
+    either,
+    hypervectors,
+    new,
+    place_scores,
+    resolve,
+)
 from ._hv import same_kind as _same_kind
 from ._hv import wrap as _wrap
 
@@ -105,14 +115,14 @@ def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: str
     packed = _format(format)
     dev = resolve(device)
     out = random_rows(0, n, d, density=density, seed=seed, packed=packed, dev=dev)
-    return _wrap(out, (n,), d, packed, dev == "cuda")
+    return _wrap(out, (n,), d, packed, new(dev))
 
 
 def _place_new(trits: np.ndarray, packed: bool, dev: str) -> Hypervectors:
     """Host int8 ``(n, d)`` trits as the requested kind, on the GPU for ``dev == "cuda"``."""
     n, d = trits.shape
     rows = _ref.to_planes(trits) if packed else trits
-    return _wrap(rows, (n,), d, packed, dev == "cuda")
+    return _wrap(rows, (n,), d, packed, new(dev))
 
 
 def _mixed(n: Any, d: Any, density: float, seed: int, format: str, device: str,
@@ -218,7 +228,7 @@ def identity(d: int, *, rule: str = "mul", format: str = "dense",
     dev = resolve(device)
     trits = np.full((1, d), 1 if rule == "mul" else 0, np.int8)
     rows = _ref.to_planes(trits) if packed else trits
-    return _wrap(rows, (), d, packed, dev == "cuda")
+    return _wrap(rows, (), d, packed, new(dev))
 
 
 def _rule(rule: str) -> str:
@@ -233,9 +243,8 @@ def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervect
     hb = hypervectors(b, dev, "b")
     _same_kind(ha, hb, name)
     lead, ia, ib = broadcast_rows(ha, hb, name)
-    out = kernel("vsa.op", dev)(ha.rows, hb.rows, _arrays.for_device(ia, dev),
-                                _arrays.for_device(ib, dev), code, ha.packed, ha.d)
-    return _wrap(out, lead, ha.d, ha.packed, ha.on_gpu or hb.on_gpu)
+    out = call("vsa.op", dev, ha.rows, hb.rows, ia, ib, code, ha.packed, ha.d)
+    return _wrap(out, lead, ha.d, ha.packed, either(ha, hb))
 
 
 def bind(a: Hypervectors, b: Hypervectors, *, rule: str = "mul",
@@ -329,7 +338,7 @@ def negate(v: Hypervectors, *, device: str = "auto") -> Hypervectors:
 
 
 def _weights(weights: Any, n: int, dev: str) -> Any:
-    w = _arrays.to_host(weights)
+    w = to_host(weights)
     if w.dtype.kind not in "biuf":
         raise TypeError(f"weights must be integers or real numbers, got dtype {w.dtype}")
     if w.shape != (n,):
@@ -346,7 +355,7 @@ def _weights(weights: Any, n: int, dev: str) -> Any:
                 and sum(abs(int(v)) for v in w.tolist()) > np.iinfo(np.int64).max):
             raise ValueError("bundle: integer weights must have sum(|weights|) < 2**63")
         w = w.astype(np.int64)
-    return _arrays.for_device(np.ascontiguousarray(w), dev)
+    return np.ascontiguousarray(w)
 
 
 def _axis_first(h: HV, axis: int) -> Any:
@@ -356,10 +365,8 @@ def _axis_first(h: HV, axis: int) -> Any:
     rest = math.prod(h.lead[:axis] + h.lead[axis + 1:])
     if axis == 0:
         return h.rows.reshape((n, rest, *tail))
-    on_gpu = not isinstance(h.rows, np.ndarray)
-    rows = _arrays.to_host(h.rows).reshape((*h.lead, *tail))
-    rows = np.ascontiguousarray(np.moveaxis(rows, axis, 0)).reshape((n, rest, *tail))
-    return _arrays.place(rows, on_gpu)
+    rows = to_host(h.rows).reshape((*h.lead, *tail))
+    return np.ascontiguousarray(np.moveaxis(rows, axis, 0)).reshape((n, rest, *tail))
 
 
 def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
@@ -421,12 +428,12 @@ def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
     packed = h.packed
     if packed and w is not None:  # weighted votes are counted on int8 rows
         flat = rows.reshape((n * math.prod(rest), *tuple(rows.shape)[2:]))
-        rows = kernel("unpack", dev)(flat, _BITPLANE, h.d)[0].reshape((n, math.prod(rest), h.d))
+        rows = call("unpack", dev, flat, _BITPLANE, h.d)[0].reshape((n, math.prod(rest), h.d))
         packed = False
-    out = kernel("vsa.bundle", dev)(rows, w, packed, h.d)
+    out = call("vsa.bundle", dev, rows, w, packed, h.d)
     if packed != h.packed:
-        out = kernel("pack", dev)(out, _BITPLANE)[0]
-    return _wrap(out, rest, h.d, h.packed, h.on_gpu)
+        out = call("pack", dev, out, _BITPLANE)[0]
+    return _wrap(out, rest, h.d, h.packed, h.like)
 
 
 def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hypervectors:
@@ -474,8 +481,8 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hyperv
             f"permute: shifts of shape {s.shape} do not broadcast to {h.lead}",
             expected=h.lead, actual=s.shape) from None
     s = np.ascontiguousarray(s.reshape(-1) % d)
-    out = kernel("vsa.permute", dev)(h.rows, _arrays.for_device(s, dev), h.packed, h.d)
-    return _wrap(out, h.lead, h.d, h.packed, h.on_gpu)
+    out = call("vsa.permute", dev, h.rows, s, h.packed, h.d)
+    return _wrap(out, h.lead, h.d, h.packed, h.like)
 
 
 def _metric(metric: str) -> int:
@@ -528,11 +535,10 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: str = "cosine", *,
     hb = hypervectors(b, dev, "b")
     _same_kind(ha, hb, "similarity")
     lead, ia, ib = broadcast_rows(ha, hb, "similarity")
-    s = kernel("vsa.similarity", dev)(ha.rows, hb.rows, _arrays.for_device(ia, dev),
-                                      _arrays.for_device(ib, dev), code, ha.packed, ha.d)
+    s = call("vsa.similarity", dev, ha.rows, hb.rows, ia, ib, code, ha.packed, ha.d)
     if code == _hv_math.DOT:
-        s = _arrays.place(_arrays.to_host(s).astype(np.int64), not isinstance(s, np.ndarray))
-    return place_scores(s, lead, ha.on_gpu or hb.on_gpu)
+        s = to_host(s).astype(np.int64)
+    return place_scores(s, lead, either(ha, hb))
 
 
 def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: str = "cosine",
@@ -601,7 +607,5 @@ def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: str 
     else:
         idx, s = np.zeros((0, k), np.int64), np.zeros((0, k))
     s = _scores_out(s, code)
-    on_gpu = hq.on_gpu or hm.on_gpu
-    return (_arrays.place(idx.reshape((*hq.lead, k)), on_gpu),
-            _arrays.place(s.reshape((*hq.lead, k)), on_gpu))
+    return place((idx.reshape((*hq.lead, k)), s.reshape((*hq.lead, k))), either(hq, hm))
 

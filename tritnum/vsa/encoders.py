@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _arrays
+from .._interop import to_host
 from ..errors import ShapeMismatchError
 from ..packing import PackedTrits, pack, unpack
 from . import _ops
@@ -57,7 +57,7 @@ def encode_features(values: Any, levels: Any, keys: Any, *,
     """
     lv = unpack(levels) if isinstance(levels, PackedTrits) else np.asarray(levels)
     kv = keys if isinstance(keys, PackedTrits) else pack(np.asarray(keys), "bitplane")
-    v = np.asarray(_arrays.to_host(values))
+    v = np.asarray(to_host(values))
     if v.ndim != 2 or lv.ndim != 2 or v.shape[1] != kv.shape[0]:
         raise ShapeMismatchError(
             f"values must be (n, features) with one column per key ({kv.shape[0]}), "
@@ -75,5 +75,5 @@ def encode_features(values: Any, levels: Any, keys: Any, *,
     for r0 in range(0, n, step):
         pairs = pack(lv[v[r0:r0 + step]], "bitplane")  # (rows, features, d)
         bound = _ops.bind(kv, pairs, device=device)
-        out[r0:r0 + step] = _arrays.to_host(unpack(_ops.bundle(bound, axis=1, device=device)))
+        out[r0:r0 + step] = to_host(unpack(_ops.bundle(bound, axis=1, device=device)))
     return out

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _arrays
 from .._dispatch import kernel
+from .._interop import to_host
 from .._npz import reading
 from .._validate import raise_invalid_trits
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
@@ -250,14 +250,14 @@ class ItemMemory:
             dev = _ops.resolve(self.device)
             row = _ops.random_rows(self._count, 1, self.d, density=self.density,
                                    seed=self.seed, packed=self._packed, dev=dev)
-            row = _arrays.to_host(row)[0]
+            row = to_host(row)[0]
         else:
             h = _ops.hypervectors(_as_format(vector, self._packed), "numpy", "vector")
             if h.shape != (self.d,):
                 raise ShapeMismatchError(
                     f"ItemMemory.add: vector must have shape ({self.d},), got {h.shape}",
                     expected=(self.d,), actual=h.shape)
-            row = _arrays.to_host(h.rows)[0]
+            row = to_host(h.rows)[0]
         self._append(symbol, row)
         return self[symbol]
 
@@ -295,7 +295,7 @@ class ItemMemory:
             raise ValueError("ItemMemory.cleanup: the memory is empty; add symbols first")
         idx, _ = _ops.search(_as_format(v, self._packed), self.vectors, k, metric,
                              device=self.device)
-        idx = _arrays.to_host(idx)
+        idx = to_host(idx)
         picked = [self._symbols[r[0]] if k == 1 else [self._symbols[i] for i in r]
                   for r in idx.reshape(-1, k).tolist()]
         return _nest(picked, idx.shape[:-1])
@@ -394,7 +394,7 @@ class Centroid:
     @staticmethod
     def _dense(X: Hypervectors, name: str = "X") -> np.ndarray:
         h = _ops.hypervectors(X, "numpy", name)
-        rows = _arrays.to_host(h.rows)
+        rows = to_host(h.rows)
         if h.packed:
             rows = kernel("unpack", "cpu")(rows, _ops._BITPLANE, h.d)[0]
         if len(h.lead) != 1:

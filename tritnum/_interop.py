@@ -1,0 +1,181 @@
+"""Where the caller's data lives, and in which framework: arrays in, results back.
+
+Every public op takes NumPy arrays (and anything ``np.asarray`` reads), GPU
+arrays exposing ``__cuda_array_interface__`` (numba device arrays, CuPy) and
+PyTorch tensors on the CPU or a CUDA GPU. At the boundary :func:`native` turns
+an input into what kernels read, without a copy where the layout allows: a
+NumPy array on the host (torch CPU tensors through DLPack) or a numba device
+array on the GPU (CuPy arrays and torch CUDA tensors through the CUDA array
+interface). :class:`Origin` remembers where an input came from, and
+:meth:`Origin.wrap` hands a result back in that framework, on that device.
+
+Two conversions are not free, by necessity: bfloat16 tensors are read as
+float32 (NumPy has no bfloat16), and ``requires_grad`` tensors are read
+detached (tritnum's kernels do not record autograd graphs).
+
+Nothing here imports torch, CuPy or numba-cuda: an object is recognised as a
+tensor only when its framework is already imported.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "HOST",
+    "Origin",
+    "as_rows",
+    "for_device",
+    "is_cuda_array",
+    "is_torch",
+    "native",
+    "origin",
+    "to_gpu",
+    "to_host",
+]
+
+
+def is_torch(obj: Any) -> bool:
+    """Whether ``obj`` is a PyTorch tensor (False without importing torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def is_cuda_array(obj: Any) -> bool:
+    """Whether ``obj`` lives on a GPU (a CUDA tensor, or ``__cuda_array_interface__``)."""
+    if is_torch(obj):
+        return obj.device.type == "cuda"
+    return bool(getattr(obj, "__cuda_ndarray__", False)) or hasattr(
+        obj, "__cuda_array_interface__"
+    )
+
+
+def _from_torch(t: Any) -> Any:
+    """A torch tensor as a NumPy array (CPU) or numba device array (CUDA), sharing memory."""
+    import torch
+
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.float()  # NumPy has no bfloat16; read as float32 (a copy)
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    if t.device.type == "cuda":
+        from numba import cuda
+
+        return cuda.as_cuda_array(t)
+    if t.device.type != "cpu":
+        raise TypeError(
+            f"tritnum runs on CPU and CUDA tensors, got a tensor on {t.device}; "
+            "move it with .cpu() or .cuda()"
+        )
+    return np.from_dlpack(t)
+
+
+def native(x: Any) -> Any:
+    """``x`` as kernels read it: a NumPy or numba device array, zero-copy where possible.
+
+    PyTorch tensors and ``__cuda_array_interface__`` arrays are converted;
+    anything else is returned as it is, for the validators to read.
+    """
+    if is_torch(x):
+        return _from_torch(x)
+    if getattr(x, "__cuda_ndarray__", False):  # a numba device array (or the simulator's)
+        return x
+    if hasattr(x, "__cuda_array_interface__"):
+        from numba import cuda
+
+        return cuda.as_cuda_array(x)
+    return x
+
+
+def to_host(a: Any) -> np.ndarray:
+    """A NumPy array of ``a`` (copied back from the GPU when it lives there)."""
+    a = native(a)
+    if is_cuda_array(a):
+        return a.copy_to_host()
+    return np.asarray(a)
+
+
+def to_gpu(a: Any) -> Any:
+    """A numba device array of ``a`` (no copy when it already lives on the GPU)."""
+    a = native(a)
+    if is_cuda_array(a):
+        return a
+    from numba import cuda
+
+    return cuda.to_device(np.ascontiguousarray(a))
+
+
+def for_device(a: Any, device: str) -> Any:
+    """``a`` where kernels of ``device`` can read it."""
+    return to_gpu(a) if device == "cuda" else to_host(a)
+
+
+def as_rows(a: Any, tail: int = 1) -> Any:
+    """``a`` reshaped to ``(rows, *a.shape[-tail:])`` (a view whenever NumPy can make one)."""
+    if a.ndim == tail + 1:
+        return a
+    if is_cuda_array(a) and not a.is_c_contiguous():
+        # numba device arrays reshape only when contiguous; copy through the host
+        a = to_gpu(np.ascontiguousarray(to_host(a)))
+    lead = a.shape[: a.ndim - tail]
+    return a.reshape((math.prod(lead), *a.shape[a.ndim - tail:]))
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an input lived and in which framework, to hand results back in kind.
+
+    ``framework`` is ``"numpy"``, ``"numba"`` (a numba device array), ``"cupy"``
+    or ``"torch"``; ``device`` is the torch device of a tensor.
+    """
+
+    framework: str = "numpy"
+    on_gpu: bool = False
+    device: Any = None
+
+    def native(self, result: Any) -> Any:
+        """``result`` where the input lived, as kernels hold it (NumPy or numba)."""
+        return to_gpu(result) if self.on_gpu else to_host(result)
+
+    def wrap(self, result: Any) -> Any:
+        """``result`` (an array, a NumPy scalar or a tuple of them) in the input's framework."""
+        if isinstance(result, tuple):
+            return tuple(self.wrap(r) for r in result)
+        if self.framework == "torch":
+            import torch
+
+            if self.on_gpu:
+                return torch.as_tensor(to_gpu(result), device=self.device)
+            host = to_host(result)
+            if host.ndim == 0 or not host.flags.writeable:
+                return torch.as_tensor(host.copy())
+            return torch.from_numpy(host)
+        if not self.on_gpu:
+            return result if isinstance(result, (np.ndarray, np.generic)) else to_host(result)
+        result = to_gpu(result)
+        if self.framework == "cupy":
+            import cupy
+
+            return cupy.asarray(result)
+        return result
+
+
+HOST = Origin()
+
+
+def origin(x: Any) -> Origin:
+    """The :class:`Origin` of an input (an ``Origin`` is its own origin)."""
+    if isinstance(x, Origin):
+        return x
+    if is_torch(x):
+        return Origin("torch", x.device.type == "cuda", x.device)
+    if is_cuda_array(x):
+        cupy = type(x).__module__.partition(".")[0] == "cupy"
+        return Origin("cupy" if cupy else "numba", True)
+    return HOST
