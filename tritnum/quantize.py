@@ -136,8 +136,8 @@ class TernaryTensor:
     def __getitem__(self, key: Any) -> TernaryTensor:
         """Rows on the leading axes with their scales, still packed: ``w[0]``, ``w[:16]``."""
         key = leading_key(key, self.shape[:-1], "TernaryTensor")
-        scales = self._scales if self._group_size is None else self._scales[key]
-        return TernaryTensor(self._packed[key], np.ascontiguousarray(scales), self._group_size)
+        scales = self._scales if self._group_size is None else self._scales[key].copy()
+        return TernaryTensor(self._packed[key], scales, self._group_size)
 
     def __repr__(self) -> str:
         size = max(self._packed.size, 1)
