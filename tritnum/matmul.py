@@ -66,9 +66,16 @@ def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, b
     return a, int8
 
 
-def _vector(v: Any, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """A float32 array of ``shape`` from a real-valued ``v`` (scalars broadcast for x_scale)."""
-    a = to_host(v)
+def _vector(v: Any, name: str, shape: tuple[int, ...]) -> Any:
+    """A float32 array of ``shape`` from a real-valued ``v`` (scalars broadcast for x_scale).
+
+    A float32 GPU array of the right shape stays where it is (checked, not copied).
+    """
+    a = native(v)
+    if (is_cuda_array(a) and a.dtype == np.float32 and tuple(a.shape) == shape
+            and a.is_c_contiguous()):
+        return a
+    a = to_host(a)
     if a.dtype.kind not in "fiu":
         raise TypeError(f"{name} must be real numbers, got dtype {a.dtype}")
     try:
@@ -78,13 +85,13 @@ def _vector(v: Any, name: str, shape: tuple[int, ...]) -> np.ndarray:
                                  expected=shape, actual=a.shape) from None
 
 
-def _bias(bias: Any, out: int) -> np.ndarray | None:
+def _bias(bias: Any, out: int) -> Any:
     if bias is None:
         return None
-    b = to_host(bias)
-    if b.shape != (out,):
-        raise ShapeMismatchError(f"bias must have shape ({out},), got {b.shape}",
-                                 expected=(out,), actual=b.shape)
+    b = native(bias)
+    if tuple(np.shape(b)) != (out,):
+        raise ShapeMismatchError(f"bias must have shape ({out},), got {tuple(np.shape(b))}",
+                                 expected=(out,), actual=tuple(np.shape(b)))
     return _vector(b, "bias", (out,))
 
 
@@ -166,7 +173,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: str = "fl
     rows = as_rows(a)
     m = rows.shape[0]
     if m == 0 or out == 0 or n == 0:
-        y = np.zeros((m, out), np.float32) + (0 if b is None else b)
+        y = np.zeros((m, out), np.float32) + (0 if b is None else to_host(b))
         return place(y.reshape(*lead, out), like)
     if int8 and x_scale is None:
         q, xs = quantize_activations(rows, device=dev)
