@@ -79,14 +79,18 @@ def call(op: str, device: str, *args: Any, **buffers: Any) -> Any:
     ), **buffers)
 
 
-def place(result: Any, like: Any) -> Any:
+def place(result: Any, like: Any, shape: tuple[int, ...] | None = None) -> Any:
     """``result`` handed back where, and in the framework in which, ``like`` lives.
 
     ``like`` is the caller's input (or its :class:`~tritnum._interop.Origin`):
     NumPy in gives NumPy out, GPU arrays stay on the GPU (CuPy as CuPy), and
-    PyTorch tensors give tensors on their device. Tuples are placed item by item.
+    PyTorch tensors give tensors on their device. ``shape`` reshapes the
+    kernel's output (rows) on the way.
     """
-    return origin(like).wrap(result)
+    like = origin(like)
+    if shape is not None:
+        result = like.native(result).reshape(shape)
+    return like.wrap(result)
 
 
 @functools.cache

@@ -174,7 +174,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: str = "fl
     m = rows.shape[0]
     if m == 0 or out == 0 or n == 0:
         y = np.zeros((m, out), np.float32) + (0 if b is None else to_host(b))
-        return place(y.reshape(*lead, out), like)
+        return place(y, like, (*lead, out))
     if int8 and x_scale is None:
         q, xs = quantize_activations(rows, device=dev)
     elif int8:
@@ -186,7 +186,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: str = "fl
         y = call("linear_int8", dev, q, xs, *weights)
     else:
         y = call("linear_float", dev, q, *weights)
-    return place(like.native(y).reshape(*lead, out), like)
+    return place(y, like, (*lead, out))
 
 
 def _float32_rows(rows: Any) -> Any:

@@ -102,9 +102,11 @@ class PackedTrits:
                  like: Origin = HOST) -> PackedTrits:
         """A PackedTrits of data that tritnum's encoders just wrote: known to be valid.
 
-        ``data`` is placed where ``like`` lives; :func:`unpack` hands trits back in its kind.
+        ``data`` (the kernel's rows) is placed where ``like`` lives and shaped for
+        ``shape``; :func:`unpack` hands trits back in ``like``'s kind.
         """
-        packed = cls(like.native(data), shape, format)
+        data = like.native(data).reshape(get_format(format).data_shape(shape))
+        packed = cls(data, shape, format)
         packed._valid = True
         packed._like = like
         return packed
@@ -170,7 +172,6 @@ class PackedTrits:
         out, ok = call("convert", dev, data, self._format, dst, self._shape[-1])
         if not ok:
             _raise_corrupt(self)
-        out = self._like.native(out).reshape(dst.data_shape(self._shape))
         return PackedTrits._encoded(out, self._shape, dst.name, self._like)
 
     def __repr__(self) -> str:
@@ -302,9 +303,7 @@ def pack(trits: Any, format: str = "2bit", *, device: str = "auto") -> PackedTri
     data, ok = call("pack", dev, as_rows(a), fmt)
     if not ok:
         raise_invalid_trits(a)
-    like = origin(trits)
-    data = like.native(data).reshape(fmt.data_shape(a.shape))
-    return PackedTrits._encoded(data, a.shape, fmt.name, like)
+    return PackedTrits._encoded(data, a.shape, fmt.name, origin(trits))
 
 
 def ensure_valid(packed: PackedTrits, device: str) -> None:
@@ -358,7 +357,7 @@ def unpack(packed: PackedTrits, *, device: str = "auto") -> Any:
             f"unpack takes a tn.PackedTrits (from tn.pack, or tn.PackedTrits(data, shape, "
             f"format) for a buffer from elsewhere), got {type(packed).__name__}"
         )
-    return place(unpack_native(packed, device), packed._like)
+    return place(unpack_native(packed, device), packed._like, packed.shape)
 
 
 def unpack_native(packed: PackedTrits, device: str = "auto") -> Any:

@@ -302,8 +302,8 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
         scales = np.full((rows.shape[0], 1), scales[0, 0], np.float32)
     else:
         kept = scales.reshape(*shape[:-1], groups)
-    data = like.native(call("quantize_pack", dev, rows, scales, fmt))
-    packed = PackedTrits._encoded(data.reshape(fmt.data_shape(shape)), shape, fmt.name, like)
+    data = call("quantize_pack", dev, rows, scales, fmt)
+    packed = PackedTrits._encoded(data, shape, fmt.name, like)
     return TernaryTensor(packed, kept, group_size)
 
 
@@ -362,5 +362,5 @@ def quantize_activations(x: Any, *, axis: int | None = -1,
         _raise_not_finite(x, "x", in_float32=True)
     scale = (amax / np.float32(127)).astype(np.float32)
     shape = tuple(x.shape)
-    q = like.native(q).reshape(shape)
-    return place((q, scale.reshape(()) if axis is None else scale.reshape(shape[:-1])), like)
+    return (place(q, like, shape),
+            place(scale, like, () if axis is None else shape[:-1]))

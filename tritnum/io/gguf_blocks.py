@@ -278,7 +278,7 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
     values, ok = call("gguf_decode", dev, qs, scales, qtype,
                       out=None if out is None else out.reshape(-1))
     if not ternary:
-        return out if out is not None else place(to_host(values).reshape(shape), buf)
+        return out if out is not None else place(values, buf, shape)
     if not ok:
         raise InvalidTritsError(f"the {qtype} buffer holds 2-bit code 3, which is not a trit")
     codes = (layout.i2s_unpack(qs) if qtype == "I2_S" else

@@ -120,19 +120,16 @@ def broadcast_rows(a: HV, b: HV, op: str) -> tuple[tuple[int, ...], np.ndarray, 
 
 def wrap(rows: Any, lead: tuple[int, ...], d: int, packed: bool, like: Origin) -> Any:
     """Kernel output rows as the caller's kind: int8 array or bitplane PackedTrits."""
-    rows = like.native(rows)
     if packed:
-        nw = tuple(rows.shape)[-1]
-        return PackedTrits._encoded(rows.reshape((*lead, 2, nw)), (*lead, d), "bitplane", like)
-    return place(rows.reshape((*lead, d)), like)
+        return PackedTrits._encoded(rows, (*lead, d), "bitplane", like)
+    return place(rows, like, (*lead, d))
 
 
 def place_scores(scores: Any, lead: tuple[int, ...], like: Origin) -> Any:
     """Scores of shape ``lead``; a NumPy scalar for a single pair on the host."""
-    scores = like.native(scores)
     if like == HOST and lead == ():
-        return scores.reshape(())[()]
-    return place(scores.reshape(lead), like)
+        return to_host(scores).reshape(())[()]
+    return place(scores, like, lead)
 
 
 def count(value: Any, name: str, minimum: int = 0) -> int:

@@ -607,5 +607,6 @@ def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: str 
     else:
         idx, s = np.zeros((0, k), np.int64), np.zeros((0, k))
     s = _scores_out(s, code)
-    return place((idx.reshape((*hq.lead, k)), s.reshape((*hq.lead, k))), either(hq, hm))
+    like = either(hq, hm)
+    return place(idx, like, (*hq.lead, k)), place(s, like, (*hq.lead, k))
 
