@@ -24,6 +24,8 @@ __all__ = [
     "call",
     "cuda_available",
     "get_device",
+    "implementation",
+    "implements",
     "kernel",
     "place",
     "register",
@@ -38,6 +40,8 @@ _BACKENDS = {
     "cuda": "tritnum._kernels.cuda",
 }
 _REGISTRY: dict[tuple[str, str], Callable[..., Any]] = {}
+# public functions behind Python operators of classes defined in other modules (x @ w.T)
+_OPERATORS: dict[str, Callable[..., Any]] = {}
 
 _default_device: str = _config.DEFAULT_DEVICE  # process-wide, set by set_device
 # use_device overrides it for the code inside a with block (this thread or task only)
@@ -91,6 +95,25 @@ def place(result: Any, like: Any, shape: tuple[int, ...] | None = None) -> Any:
     if shape is not None:
         result = like.native(result).reshape(shape)
     return like.wrap(result)
+
+
+def implements(operator: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as the public function behind ``operator`` (e.g. ``"matmul"``).
+
+    A class's operator method looks its function up with :func:`implementation`, so
+    the module of the class need not import the module of the function.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _OPERATORS[operator] = fn
+        return fn
+
+    return decorate
+
+
+def implementation(name: str) -> Callable[..., Any]:
+    """The public function registered for the Python operator ``name``."""
+    return _OPERATORS[name]
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dispatch import call, place, resolve_device
+from ._dispatch import call, implements, place, resolve_device
 from ._interop import as_rows, is_cuda_array, native, origin, to_gpu, to_host
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, ensure_valid
@@ -103,6 +103,7 @@ def _scale_rows(w: TernaryTensor) -> np.ndarray:
     return np.ascontiguousarray(w.scales.reshape(out, -1))
 
 
+@implements("matmul")
 def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: str = "float",
            x_scale: Any = None, device: str = "auto") -> Any:
     """``x @ dequantize(w).T + bias`` from packed ternary weights.

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dispatch import call, place, resolve_device
+from ._dispatch import call, implementation, place, resolve_device
 from ._formats import get_format
 from ._interop import as_rows, is_cuda_array, native, origin, to_host
 from ._kernels.reference.quantize import EPS
@@ -178,9 +178,7 @@ class TransposedTernaryTensor:
 
     def __rmatmul__(self, x: Any) -> Any:
         """``x @ w.T``: :func:`tritnum.linear` with float activations."""
-        from .matmul import linear
-
-        return linear(x, self._base)
+        return implementation("matmul")(x, self._base)
 
     def __repr__(self) -> str:
         return f"{self._base!r}.T"
