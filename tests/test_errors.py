@@ -75,9 +75,40 @@ def test_scalar_input():
     assert info.value.actual == ()
 
 
+W = tn.quantize(np.ones((2, 4)))
+A = np.ones((2, 8), np.int8)
+NAMED_CHOICES = {  # argument -> (the call with a bad value, the error, the valid values)
+    "format": (lambda: tn.pack([1], "3bit"), tn.FormatError, "'2bit', 'base3', 'bitplane'"),
+    "vsa format": (lambda: tn.vsa.random(1, 8, format="3bit"), tn.FormatError,
+                   "'dense', 'bitplane'"),
+    "rule": (lambda: tn.vsa.bind(A, A, rule="3bit"), ValueError, "'mul', 'mod3'"),
+    "metric": (lambda: tn.vsa.similarity(A, A, "3bit"), ValueError,
+               "'dot', 'cosine', 'hamming'"),
+    "activations": (lambda: tn.linear(np.ones(4), W, activations="3bit"), ValueError,
+                    "'float', 'int8'"),
+    "BitLinear activations": (lambda: tn.BitLinear(W, activations="3bit"), ValueError,
+                              "'float', 'int8'"),
+    "qtype": (lambda: tn.io.to_gguf_blocks(np.ones(256), "3bit"), tn.FormatError,
+              "'TQ2_0', 'TQ1_0', 'I2_S'"),
+    "write_gguf qtype": (lambda: tn.io.write_gguf("never-written.gguf", {}, qtype="3bit"),
+                         tn.FormatError, "'TQ2_0', 'TQ1_0', 'I2_S'"),
+    "device": (lambda: tn.pack([1], device="3bit"), ValueError,
+               "'auto', 'cpu', 'cuda', 'numpy'"),
+}
+
+
+@pytest.mark.parametrize("argument", NAMED_CHOICES)
+def test_named_choices_share_one_message(argument):
+    call, error, valid = NAMED_CHOICES[argument]
+    name = argument.split()[-1]
+    with pytest.raises(error, match=rf"^{name} must be one of {valid}, got '3bit'$"):
+        call()
+
+
 @pytest.mark.parametrize("bad", ["3bit", "BASE3", None, 2])
 def test_unknown_format_lists_valid_ones(bad):
-    with pytest.raises(tn.FormatError, match="valid formats are '2bit', 'base3', 'bitplane'"):
+    valid = "format must be one of '2bit', 'base3', 'bitplane', got "
+    with pytest.raises(tn.FormatError, match=valid):
         tn.pack([1, 0], bad)
     with pytest.raises(tn.FormatError):
         tn.pack([1, 0]).to(bad)

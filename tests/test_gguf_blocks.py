@@ -95,7 +95,8 @@ def test_decode_to_ternary_tensor(qtype):
 
 def test_bad_input():
     x = np.ones((2, 256), np.float32)
-    with pytest.raises(tn.FormatError, match="unknown qtype 'Q4_0'"):
+    valid = "qtype must be one of 'TQ2_0', 'TQ1_0', 'I2_S', got 'Q4_0'"
+    with pytest.raises(tn.FormatError, match=valid):
         tn.io.to_gguf_blocks(x, "Q4_0")
     with pytest.raises(tn.ShapeMismatchError, match="multiple of 256"):
         tn.io.to_gguf_blocks(np.ones((2, 100), np.float32), "TQ2_0")

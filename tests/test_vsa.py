@@ -411,7 +411,7 @@ def test_bad_inputs():
         vsa.random(-1, 10)
     with pytest.raises(TypeError, match="seed must be an integer"):
         vsa.random(1, 10, seed=1.5)
-    with pytest.raises(tn.FormatError, match="'dense' or 'bitplane'"):
+    with pytest.raises(tn.FormatError, match="format must be one of 'dense', 'bitplane'"):
         vsa.random(1, 10, format="2bit")
     with pytest.raises(tn.FormatError, match="to\\('bitplane'\\)"):
         vsa.bind(tn.pack(a, "2bit"), tn.pack(a, "2bit"))

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _arrays
 from ._dispatch import kernel, resolve_device
+from ._validate import choice
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, ensure_valid
 from .quantize import TernaryTensor, TransposedTernaryTensor, quantize, quantize_activations
@@ -37,8 +38,7 @@ def _weights(w: Any) -> TernaryTensor:
 
 def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, bool]:
     """``x`` checked, and whether it takes the int8 path."""
-    if activations not in ACTIVATIONS:
-        raise ValueError(f"activations must be 'float' or 'int8', got {activations!r}")
+    choice(activations, "activations", ACTIVATIONS)
     a = x if _arrays.is_cuda_array(x) else np.asarray(x)
     kind = a.dtype.kind
     if a.dtype == np.int8 and x_scale is not None:
@@ -223,8 +223,7 @@ class BitLinear:
     def __init__(self, weight: Any, bias: Any = None, *, group_size: int | None = None,
                  activations: str = "int8", format: str = "2bit",
                  device: str = "auto") -> None:
-        if activations not in ACTIVATIONS:
-            raise ValueError(f"activations must be 'float' or 'int8', got {activations!r}")
+        choice(activations, "activations", ACTIVATIONS)
         if isinstance(weight, TernaryTensor):
             if group_size is not None and group_size != weight.group_size:
                 raise ValueError("group_size is fixed by a TernaryTensor weight")

@@ -25,7 +25,7 @@ import numpy as np
 from .. import _arrays
 from .._dispatch import kernel, resolve_device
 from .._kernels.reference import gguf as layout
-from .._validate import index_str, shape_tuple
+from .._validate import choice, index_str, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import pack, unpack
 from ..quantize import TernaryTensor, _float_array
@@ -41,9 +41,7 @@ QTYPES: dict[str, tuple[int, int, int]] = {
 
 
 def _qtype(qtype: object) -> str:
-    if not isinstance(qtype, str) or qtype not in QTYPES:
-        raise FormatError(f"unknown qtype {qtype!r}; valid ones are {', '.join(map(repr, QTYPES))}")
-    return qtype
+    return choice(qtype, "qtype", QTYPES, FormatError)
 
 
 def _check_shape(shape: tuple[int, ...], qtype: str) -> None:

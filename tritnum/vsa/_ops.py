@@ -13,6 +13,7 @@ from .._dispatch import kernel
 from .._formats import FORMATS as _ALL_FORMATS
 from .._kernels import hv as _hv_math
 from .._kernels.reference import vsa as _ref
+from .._validate import choice
 from ..errors import FormatError, ShapeMismatchError
 from ._hv import HV, Hypervectors, broadcast_rows, count, hypervectors, place_scores, resolve
 from ._hv import same_kind as _same_kind
@@ -31,9 +32,7 @@ _BITPLANE = _ALL_FORMATS["bitplane"]
 
 def _format(format: str) -> bool:
     """True for "bitplane", False for "dense"."""
-    if format not in _FORMATS:
-        raise FormatError(f"format must be 'dense' or 'bitplane', got {format!r}")
-    return format == "bitplane"
+    return choice(format, "format", _FORMATS, FormatError) == "bitplane"
 
 
 def _threshold(density: Any) -> int:
@@ -222,9 +221,7 @@ def identity(d: int, *, rule: str = "mul", format: str = "dense",
 
 
 def _rule(rule: str) -> str:
-    if rule not in _RULES:
-        raise ValueError(f"rule must be 'mul' or 'mod3', got {rule!r}")
-    return rule
+    return choice(rule, "rule", _RULES)
 
 
 def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervectors:
@@ -479,9 +476,7 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hyperv
 
 
 def _metric(metric: str) -> int:
-    if metric not in _hv_math.METRICS:
-        raise ValueError(f"metric must be 'dot', 'cosine' or 'hamming', got {metric!r}")
-    return _hv_math.METRICS[metric]
+    return _hv_math.METRICS[choice(metric, "metric", _hv_math.METRICS)]
 
 
 def _scores_out(s: Any, metric: int) -> Any:
