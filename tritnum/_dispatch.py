@@ -16,6 +16,7 @@ from typing import Any
 
 from . import _config
 from .errors import DeviceUnavailableError
+from .typing import Device
 
 __all__ = [
     "cuda_available",
@@ -94,7 +95,7 @@ def _check_name(device: str) -> str:
     return device
 
 
-def set_device(device: str) -> None:
+def set_device(device: Device) -> None:
     """Set the default device of every tritnum operation, in every thread.
 
     Parameters
@@ -115,7 +116,7 @@ def set_device(device: str) -> None:
     _default_device = _check_name(device)
 
 
-def get_device() -> str:
+def get_device() -> Device:
     """The current default device (see :func:`set_device`).
 
     Examples
@@ -129,7 +130,7 @@ def get_device() -> str:
 
 
 @contextlib.contextmanager
-def use_device(device: str) -> Iterator[None]:
+def use_device(device: Device) -> Iterator[None]:
     """Context manager that overrides the default device inside a ``with`` block.
 
     The override holds for the code in the block (in this thread, or this

@@ -18,6 +18,7 @@ from ._validate import choice
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, ensure_valid
 from .quantize import TernaryTensor, TransposedTernaryTensor, quantize, quantize_activations
+from .typing import Activations
 
 __all__ = ["BitLinear", "linear"]
 
@@ -94,7 +95,7 @@ def _scale_rows(w: TernaryTensor) -> np.ndarray:
     return np.ascontiguousarray(w.scales.reshape(out, -1))
 
 
-def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: str = "float",
+def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activations = "float",
            x_scale: Any = None, device: str = "auto") -> Any:
     """``x @ dequantize(w).T + bias`` from packed ternary weights.
 

@@ -29,6 +29,7 @@ from .._validate import choice, index_str, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import pack, unpack
 from ..quantize import TernaryTensor, _float_array
+from ..typing import Device, GGUFQType
 
 __all__ = ["QTYPES", "from_gguf_blocks", "to_gguf_blocks"]
 
@@ -138,7 +139,7 @@ def _from_ternary(t: TernaryTensor, qtype: str) -> np.ndarray:
     return _assemble(qs, d, shape, qtype)
 
 
-def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
+def to_gguf_blocks(x: Any, qtype: GGUFQType, *, device: Device = "auto") -> np.ndarray:
     """Encode floats, or a :class:`~tritnum.TernaryTensor`, as GGUF ternary blocks.
 
     Parameters
@@ -196,7 +197,7 @@ def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
     return out.reshape(_byte_shape(shape, qtype))
 
 
-def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: bool = False,
+def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *, ternary: bool = False,
                      format: str = "2bit", out: np.ndarray | None = None,
                      device: str = "auto") -> Any:
     """Decode GGUF ternary blocks to float32 values, or to a TernaryTensor.

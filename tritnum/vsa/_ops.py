@@ -15,6 +15,7 @@ from .._kernels import hv as _hv_math
 from .._kernels.reference import vsa as _ref
 from .._validate import choice
 from ..errors import FormatError, ShapeMismatchError
+from ..typing import BindRule, HVFormat, Metric
 from ._hv import HV, Hypervectors, broadcast_rows, count, hypervectors, place_scores, resolve
 from ._hv import same_kind as _same_kind
 from ._hv import wrap as _wrap
@@ -58,7 +59,7 @@ def random_rows(row0: int, n: int, d: int, *, density: float, seed: int, packed:
     return kernel("vsa.random", dev)(row0, n, d, seed_key(seed), _threshold(density), packed)
 
 
-def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: str = "dense",
+def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFormat = "dense",
            device: str = "auto") -> Hypervectors:
     """Random hypervectors from a counter-based generator.
 
@@ -235,7 +236,7 @@ def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervect
     return _wrap(out, lead, ha.d, ha.packed, ha.on_gpu or hb.on_gpu)
 
 
-def bind(a: Hypervectors, b: Hypervectors, *, rule: str = "mul",
+def bind(a: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
          device: str = "auto") -> Hypervectors:
     """Bind hypervectors: the elementwise product (``rule="mul"``), or ``a - b`` mod 3.
 
@@ -282,7 +283,7 @@ def bind(a: Hypervectors, b: Hypervectors, *, rule: str = "mul",
     return _elementwise(a, b, code, "bind", device)
 
 
-def unbind(c: Hypervectors, b: Hypervectors, *, rule: str = "mul",
+def unbind(c: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
            device: str = "auto") -> Hypervectors:
     """Undo :func:`bind`: ``unbind(bind(a, b), b)`` is ``a`` (wherever ``b != 0`` for "mul").
 
@@ -483,7 +484,7 @@ def _scores_out(s: Any, metric: int) -> Any:
     return s.astype(np.int64) if metric == _hv_math.DOT and isinstance(s, np.ndarray) else s
 
 
-def similarity(a: Hypervectors, b: Hypervectors, metric: str = "cosine", *,
+def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
                device: str = "auto") -> Any:
     """Similarity of hypervectors, pair by pair (leading shapes broadcast).
 
@@ -530,7 +531,7 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: str = "cosine", *,
     return place_scores(s, lead, ha.on_gpu or hb.on_gpu)
 
 
-def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: str = "cosine",
+def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: Metric = "cosine",
            *, device: str = "auto") -> tuple[Any, Any]:
     """The ``k`` most similar memory rows for each query, best first, ties to the lower index.
 
