@@ -14,6 +14,19 @@ settings.register_profile("ci", parent=settings.get_profile("default"), max_exam
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+@pytest.fixture(params=["numpy", "cpu", "cuda"], scope="module")
+def device(request: pytest.FixtureRequest) -> str:
+    """Each backend a test runs on: the NumPy reference, the CPU kernels and, where
+    ``tn.cuda_available()``, the CUDA kernels (a visible skip otherwise). Module scope,
+    so that hypothesis tests can take it."""
+    if request.param == "cuda":
+        import tritnum as tn
+
+        if not tn.cuda_available():
+            pytest.skip("device='cuda': no usable GPU (tn.cuda_available() is False)")
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def tq1_every_pattern() -> np.ndarray:
     """An exactly ternary (243, 256) float32 tensor whose block i codes digit pattern i

@@ -6,7 +6,6 @@ import pytest
 import tritnum as tn
 from tritnum import errors
 
-BACKENDS = ["numpy", "cpu"]
 FORMATS = list(tn.FORMATS)
 
 
@@ -21,7 +20,6 @@ def test_error_hierarchy():
     assert (err.expected, err.actual) == ((3,), (4,))
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("bad", [2, -2, 127, -128, 3])
 @pytest.mark.parametrize("n", [320, 7, 64])
@@ -33,7 +31,6 @@ def test_invalid_value_names_first_index(n, bad, fmt, device):
         tn.pack(a, fmt, device=device)
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_lone_invalid_value_is_seen_at_every_position(fmt, device):
     # the word-parallel kernels check several trits per load: each byte lane of a word,
@@ -46,7 +43,6 @@ def test_a_lone_invalid_value_is_seen_at_every_position(fmt, device):
                 tn.pack(a, fmt, device=device)
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 def test_invalid_value_wide_dtypes(device):
     for dtype, bad in [(np.int64, 2**40), (np.uint8, 255), (np.uint64, 2**64 - 1), (np.int16, -3)]:
         a = np.zeros(10, dtype)
@@ -189,7 +185,6 @@ def corrupt_cases(n):
     return cases
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @pytest.mark.parametrize("n", [7, 320, 640])
 def test_corrupt_buffers(n, device):
     for fmt, data, msg in corrupt_cases(n):
