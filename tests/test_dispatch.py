@@ -165,49 +165,6 @@ def test_forked_child_can_use_the_thread_pool():
     assert out.stdout.strip() == "[(64, 40000)]"
 
 
-def test_info_command():
-    out = run_python("import sys; from tritnum.__main__ import main; sys.exit(main(['info']))")
-    assert out.returncode == 0, out.stderr
-    for key in ("tritnum", "numba", "cuda available", "threads", "kernel cache"):
-        assert key in out.stdout
-
-
-def test_bench_command_reports_every_row(tmp_path):
-    import json
-
-    path = tmp_path / "bench.json"
-    out = run_python(f"""
-        import sys; from tritnum.__main__ import main
-        args = ['bench', '--quick', '--rows', '4', '--cols', '640', '--json', {str(path)!r}]
-        sys.exit(main(args))
-    """)
-    assert out.returncode == 0, out.stderr
-    results = json.loads(path.read_text())["results"]
-    names = {(r["name"], r["baseline_name"]) for r in results}
-    for fmt in tn.FORMATS:
-        assert (f"pack {fmt}", "np.packbits") in names
-        assert (f"unpack {fmt}", "numpy reference") in names
-    assert all(r["seconds"] > 0 and r["baseline_seconds"] > 0 for r in results)
-    assert {r["family"] for r in results} == {"packing", "quantize", "gguf", "matmul", "vsa"}
-    assert "speedup" in out.stdout
-
-
-def test_demo_command_prints_every_step():
-    pytest.importorskip("sklearn", reason="the test extra installs scikit-learn")
-    out = run_python("""
-        import sys; from tritnum.__main__ import main
-        sys.exit(main(['demo', '--out-features', '256', '--in-features', '1024',
-                       '--dim', '2000', '--repeats', '2']))
-    """)
-    assert out.returncode == 0, out.stderr
-    for key in ("memory 2bit", "memory base3", "linear GEMV float", "linear GEMV int8",
-                "GGUF TQ2_0", "HDC digits", "similarity search"):
-        assert key in out.stdout
-    assert "trits identical" in out.stdout
-    accuracy = float(out.stdout.split("accuracy ")[1].split("%")[0])
-    assert accuracy >= 85, out.stdout
-
-
 def test_follows_data_on_host():
     assert _dispatch.resolve_device("auto", np.zeros(3)) == "cpu"
 
