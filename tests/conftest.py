@@ -10,7 +10,9 @@ settings.register_profile(
     max_examples=60,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.register_profile("ci", parent=settings.get_profile("default"), max_examples=100)
+# CI: more examples, and the same examples on every run (a red CI run reproduces)
+settings.register_profile("ci", parent=settings.get_profile("default"), max_examples=100,
+                          derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 

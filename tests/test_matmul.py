@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numba import njit
@@ -26,7 +26,13 @@ def weights():
 def activations(n, lead=LEADS):
     return lead.flatmap(lambda s: hnp.arrays(
         st.sampled_from([np.float16, np.float32, np.float64]), (*s, n),
-        elements=st.floats(-4, 4, width=16)))
+        elements={"min_value": -4, "max_value": 4}))  # from_dtype: each dtype's own width
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_activations_hold_values_of_their_own_width(dtype):
+    find(activations(8), lambda x: x.dtype == dtype and (x.astype(np.float16) != x).any(),
+         settings=settings(database=None))
 
 
 def dense64(w):

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -13,8 +13,15 @@ def float_arrays(max_dims=3, max_side=40):
     return hnp.arrays(
         st.sampled_from([np.float16, np.float32, np.float64]),
         hnp.array_shapes(min_dims=1, max_dims=max_dims, min_side=1, max_side=max_side),
-        elements=st.floats(-100, 100, width=16),
+        elements={"min_value": -100, "max_value": 100},  # from_dtype: each dtype's own width
     )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_arrays_hold_values_of_their_own_width(dtype):
+    # float32/64 paths must see values float16 cannot hold, not float16 values widened
+    find(float_arrays(), lambda w: w.dtype == dtype and (w.astype(np.float16) != w).any(),
+         settings=settings(database=None))
 
 
 def mode_for(w, data):
