@@ -10,8 +10,23 @@ settings.register_profile(
     max_examples=60,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.register_profile("ci", parent=settings.get_profile("default"), max_examples=100)
+# CI: more examples, and the same examples on every run (a red CI run reproduces)
+settings.register_profile("ci", parent=settings.get_profile("default"), max_examples=100,
+                          derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(params=["numpy", "cpu", "cuda"], scope="module")
+def device(request: pytest.FixtureRequest) -> str:
+    """Each backend a test runs on: the NumPy reference, the CPU kernels and, where
+    ``tn.cuda_available()``, the CUDA kernels (a visible skip otherwise). Module scope,
+    so that hypothesis tests can take it."""
+    if request.param == "cuda":
+        import tritnum as tn
+
+        if not tn.cuda_available():
+            pytest.skip("device='cuda': no usable GPU (tn.cuda_available() is False)")
+    return request.param
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 import tritnum as tn
 from tritnum.testing import packed_trits, trit_arrays, trit_shapes
 
-BACKENDS = ["numpy", "cpu"]
 FORMATS = list(tn.FORMATS)
 
 
@@ -46,7 +45,6 @@ def test_reference_matches_scalar_transcription(a, fmt):
     assert flat.tolist() == reference_pack(a, fmt)
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @given(a=trit_arrays(), fmt=st.sampled_from(FORMATS))
 def test_round_trip(a, fmt, device):
     packed = tn.pack(a, fmt, device=device)
@@ -58,7 +56,6 @@ def test_round_trip(a, fmt, device):
     np.testing.assert_array_equal(out, a)
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @given(
     rows=st.integers(1, 3),
     units=st.integers(1, 4),
@@ -74,7 +71,6 @@ def test_fast_path_lengths(rows, units, fmt, device, data):
     np.testing.assert_array_equal(tn.unpack(packed, device=device), a)
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @given(p=packed_trits(), dst=st.sampled_from(FORMATS))
 def test_convert_round_trip(p, dst, device):
     converted = p.to(dst, device=device)
@@ -84,7 +80,6 @@ def test_convert_round_trip(p, dst, device):
     assert converted.to(p.format, device=device) == p
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize(
     "dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -99,7 +94,6 @@ def test_integer_dtypes(dtype, fmt, device):
     np.testing.assert_array_equal(tn.unpack(tn.pack(x, fmt, device=device)), a)
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_non_contiguous_and_read_only(fmt, device):
     rng = np.random.default_rng(2)
@@ -113,7 +107,6 @@ def test_non_contiguous_and_read_only(fmt, device):
             assert tn.pack(x, fmt, device=device) == tn.pack(np.ascontiguousarray(x), fmt)
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("shape", [(0,), (1,), (0, 5), (5, 0), (2, 0, 3), (1, 1, 1)])
 def test_empty_and_single(shape, fmt, device):
@@ -125,7 +118,6 @@ def test_empty_and_single(shape, fmt, device):
     np.testing.assert_array_equal(tn.unpack(packed, device=device), a)
 
 
-@pytest.mark.parametrize("device", BACKENDS)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_wrapping_big_endian_buffers(fmt, device):
     a = np.random.default_rng(4).integers(-1, 2, (3, 70), dtype=np.int8)

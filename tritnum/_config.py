@@ -7,8 +7,11 @@
 from __future__ import annotations
 
 import os
+from typing import get_args
 
-DEVICES = ("auto", "cpu", "cuda", "numpy")
+from .typing import Device
+
+DEVICES: tuple[Device, ...] = get_args(Device)
 
 _FALSE = {"0", "false", "no", "off"}
 

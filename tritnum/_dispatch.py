@@ -18,7 +18,9 @@ import numpy as np
 
 from . import _config
 from ._interop import for_device, is_cuda_array, origin
+from ._validate import choice
 from .errors import DeviceUnavailableError
+from .typing import Device
 
 __all__ = [
     "call",
@@ -142,14 +144,10 @@ def cuda_available() -> bool:
 
 
 def _check_name(device: str) -> str:
-    if not isinstance(device, str) or device not in _config.DEVICES:
-        raise ValueError(
-            f"device must be one of {', '.join(map(repr, _config.DEVICES))}, got {device!r}"
-        )
-    return device
+    return choice(device, "device", _config.DEVICES)
 
 
-def set_device(device: str) -> None:
+def set_device(device: Device) -> None:
     """Set the default device of every tritnum operation, in every thread.
 
     Parameters
@@ -170,7 +168,7 @@ def set_device(device: str) -> None:
     _default_device = _check_name(device)
 
 
-def get_device() -> str:
+def get_device() -> Device:
     """The current default device (see :func:`set_device`).
 
     Examples
@@ -184,7 +182,7 @@ def get_device() -> str:
 
 
 @contextlib.contextmanager
-def use_device(device: str) -> Iterator[None]:
+def use_device(device: Device) -> Iterator[None]:
     """Context manager that overrides the default device inside a ``with`` block.
 
     The override holds for the code in the block (in this thread, or this

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._validate import choice
 from .errors import FormatError
 
 __all__ = ["FORMATS", "Format", "get_format"]
@@ -45,9 +46,4 @@ FORMATS: dict[str, Format] = {
 
 def get_format(name: object) -> Format:
     """The :class:`Format` called ``name``; :class:`FormatError` listing the valid ones."""
-    fmt = FORMATS.get(name) if isinstance(name, str) else None
-    if fmt is None:
-        raise FormatError(
-            f"unknown format {name!r}; valid formats are {', '.join(map(repr, FORMATS))}"
-        )
-    return fmt
+    return FORMATS[choice(name, "format", FORMATS, FormatError)]

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from ._interop import is_cuda_array, native, to_host
 from .errors import InvalidTritsError, ShapeMismatchError
+
+
+def choice(value: Any, name: str, options: Iterable[str],
+           error: type[ValueError] = ValueError) -> str:
+    """``value`` if it is one of the string ``options``, else ``error`` (a ValueError).
+
+    The one message of every named-choice argument (format, device, metric, ...):
+
+    >>> choice("cosine", "metric", ("dot", "cosine"))
+    'cosine'
+    >>> choice("l2", "metric", ("dot", "cosine"))
+    Traceback (most recent call last):
+        ...
+    ValueError: metric must be one of 'dot', 'cosine', got 'l2'
+    """
+    options = tuple(options)
+    if isinstance(value, str) and value in options:
+        return value
+    raise error(f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}")
 
 
 def index_str(index: Any) -> str:

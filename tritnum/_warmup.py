@@ -8,9 +8,10 @@ import numpy as np
 
 from ._dispatch import cuda_available
 from ._formats import FORMATS
+from .typing import Device
 
 
-def warmup(device: str = "auto") -> float:
+def warmup(device: Device = "auto") -> float:
     """Compile (or load from numba's cache) the packing, quantization, GGUF and matmul kernels.
 
     Parameters

@@ -76,7 +76,7 @@ class FormatError(TritnumError, ValueError):
     >>> tn.pack([1, 0], "3bit")
     Traceback (most recent call last):
     ...
-    tritnum.errors.FormatError: unknown format '3bit'; valid formats are '2bit', 'base3', 'bitplane'
+    tritnum.errors.FormatError: format must be one of '2bit', 'base3', 'bitplane', got '3bit'
     """
 
 

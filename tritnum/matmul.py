@@ -14,9 +14,11 @@ import numpy as np
 
 from ._dispatch import call, implements, place, resolve_device
 from ._interop import as_rows, is_cuda_array, native, origin, to_gpu, to_host
+from ._validate import choice
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, ensure_valid
 from .quantize import TernaryTensor, TransposedTernaryTensor, quantize, quantize_activations
+from .typing import Activations
 
 __all__ = ["BitLinear", "linear"]
 
@@ -37,8 +39,7 @@ def _weights(w: Any) -> TernaryTensor:
 
 def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, bool]:
     """``x`` checked, and whether it takes the int8 path."""
-    if activations not in ACTIVATIONS:
-        raise ValueError(f"activations must be 'float' or 'int8', got {activations!r}")
+    choice(activations, "activations", ACTIVATIONS)
     a = native(x)
     if not is_cuda_array(a):
         a = np.asarray(a)
@@ -104,7 +105,7 @@ def _scale_rows(w: TernaryTensor) -> np.ndarray:
 
 
 @implements("matmul")
-def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: str = "float",
+def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activations = "float",
            x_scale: Any = None, device: str = "auto") -> Any:
     """``x @ dequantize(w).T + bias`` from packed ternary weights.
 
@@ -230,8 +231,7 @@ class BitLinear:
     def __init__(self, weight: Any, bias: Any = None, *, group_size: int | None = None,
                  activations: str = "int8", format: str = "2bit",
                  device: str = "auto") -> None:
-        if activations not in ACTIVATIONS:
-            raise ValueError(f"activations must be 'float' or 'int8', got {activations!r}")
+        choice(activations, "activations", ACTIVATIONS)
         if isinstance(weight, TernaryTensor):
             if group_size is not None and group_size != weight.group_size:
                 raise ValueError("group_size is fixed by a TernaryTensor weight")

@@ -25,6 +25,8 @@ from ._interop import HOST, Origin, as_rows, is_cuda_array, native, origin, to_g
 from ._kernels.reference.packing import bad_unit
 from ._validate import leading_key, native_order, raise_invalid_trits, shape_tuple, trit_array
 from .errors import FormatError, InvalidTritsError
+from .typing import Device
+from .typing import Format as FormatName
 
 __all__ = ["FORMATS", "PackedTrits", "nbytes", "pack", "unpack"]
 
@@ -259,7 +261,7 @@ def nbytes(shape: tuple[int, ...] | int, format: str = "2bit") -> int:
     return math.prod(fmt.data_shape(shape_tuple(shape))) * fmt.dtype.itemsize
 
 
-def pack(trits: Any, format: str = "2bit", *, device: str = "auto") -> PackedTrits:
+def pack(trits: Any, format: FormatName = "2bit", *, device: Device = "auto") -> PackedTrits:
     """Pack trits along the last axis into ``format``.
 
     Parameters
@@ -325,7 +327,7 @@ def ensure_valid(packed: PackedTrits, device: str) -> None:
     packed._valid = True
 
 
-def unpack(packed: PackedTrits, *, device: str = "auto") -> Any:
+def unpack(packed: PackedTrits, *, device: Device = "auto") -> Any:
     """Unpack to an int8 array of the original shape (the exact inverse of :func:`pack`).
 
     Parameters

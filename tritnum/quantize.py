@@ -21,6 +21,7 @@ from ._kernels.reference.quantize import EPS
 from ._validate import index_str, leading_key, native_order
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, unpack_native
+from .typing import Device, Format
 
 __all__ = ["TernaryTensor", "dequantize", "quantize", "quantize_activations"]
 
@@ -221,7 +222,7 @@ def _raise_scale_overflow(means: np.ndarray, scales: np.ndarray, shape: tuple[in
 
 
 def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
-             format: str = "2bit", device: str = "auto") -> TernaryTensor:
+             format: Format = "2bit", device: Device = "auto") -> TernaryTensor:
     """Quantize float weights to ternary, BitNet b1.58 absmean style.
 
     Parameters

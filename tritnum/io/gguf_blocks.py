@@ -25,10 +25,11 @@ import numpy as np
 from .._dispatch import call, place, resolve_device
 from .._interop import origin, to_host
 from .._kernels.reference import gguf as layout
-from .._validate import index_str, shape_tuple
+from .._validate import choice, index_str, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import pack, unpack_native
 from ..quantize import TernaryTensor, _float_array
+from ..typing import Device, GGUFQType
 
 __all__ = ["QTYPES", "from_gguf_blocks", "to_gguf_blocks"]
 
@@ -41,9 +42,7 @@ QTYPES: dict[str, tuple[int, int, int]] = {
 
 
 def _qtype(qtype: object) -> str:
-    if not isinstance(qtype, str) or qtype not in QTYPES:
-        raise FormatError(f"unknown qtype {qtype!r}; valid ones are {', '.join(map(repr, QTYPES))}")
-    return qtype
+    return choice(qtype, "qtype", QTYPES, FormatError)
 
 
 def _check_shape(shape: tuple[int, ...], qtype: str) -> None:
@@ -140,7 +139,7 @@ def _from_ternary(t: TernaryTensor, qtype: str) -> np.ndarray:
     return _assemble(qs, d, shape, qtype)
 
 
-def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
+def to_gguf_blocks(x: Any, qtype: GGUFQType, *, device: Device = "auto") -> np.ndarray:
     """Encode floats, or a :class:`~tritnum.TernaryTensor`, as GGUF ternary blocks.
 
     Parameters
@@ -198,7 +197,7 @@ def to_gguf_blocks(x: Any, qtype: str, *, device: str = "auto") -> np.ndarray:
     return place(out.reshape(_byte_shape(shape, qtype)), like)
 
 
-def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: bool = False,
+def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *, ternary: bool = False,
                      format: str = "2bit", out: np.ndarray | None = None,
                      device: str = "auto") -> Any:
     """Decode GGUF ternary blocks to float32 values, or to a TernaryTensor.

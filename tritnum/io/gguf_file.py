@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import choice
 from ..errors import FormatError
 from ..quantize import TernaryTensor
 from .gguf_blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
@@ -165,8 +166,7 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
     dtype('float32')
     """
     gguf = _gguf()
-    if qtype not in QTYPES:
-        raise FormatError(f"unknown qtype {qtype!r}; valid ones are {', '.join(map(repr, QTYPES))}")
+    choice(qtype, "qtype", QTYPES, FormatError)
     writer = gguf.GGUFWriter(os.fspath(path), arch)
     kind = I2_S_TYPE if qtype == "I2_S" else getattr(gguf.GGMLQuantizationType, qtype)
     for name, value in _progress(tensors.items(), len(tensors), "encoding", progress):

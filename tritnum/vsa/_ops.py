@@ -13,7 +13,9 @@ from .._formats import FORMATS as _ALL_FORMATS
 from .._interop import to_host
 from .._kernels import hv as _hv_math
 from .._kernels.reference import vsa as _ref
+from .._validate import choice
 from ..errors import FormatError, ShapeMismatchError
+from ..typing import BindRule, HVFormat, Metric
 from ._hv import (
     HV,
     Hypervectors,
@@ -41,9 +43,7 @@ _BITPLANE = _ALL_FORMATS["bitplane"]
 
 def _format(format: str) -> bool:
     """True for "bitplane", False for "dense"."""
-    if format not in _FORMATS:
-        raise FormatError(f"format must be 'dense' or 'bitplane', got {format!r}")
-    return format == "bitplane"
+    return choice(format, "format", _FORMATS, FormatError) == "bitplane"
 
 
 def _threshold(density: Any) -> int:
@@ -69,7 +69,7 @@ def random_rows(row0: int, n: int, d: int, *, density: float, seed: int, packed:
     return kernel("vsa.random", dev)(row0, n, d, seed_key(seed), _threshold(density), packed)
 
 
-def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: str = "dense",
+def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFormat = "dense",
            device: str = "auto") -> Hypervectors:
     """Random hypervectors from a counter-based generator.
 
@@ -232,9 +232,7 @@ def identity(d: int, *, rule: str = "mul", format: str = "dense",
 
 
 def _rule(rule: str) -> str:
-    if rule not in _RULES:
-        raise ValueError(f"rule must be 'mul' or 'mod3', got {rule!r}")
-    return rule
+    return choice(rule, "rule", _RULES)
 
 
 def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervectors:
@@ -247,7 +245,7 @@ def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervect
     return _wrap(out, lead, ha.d, ha.packed, either(ha, hb))
 
 
-def bind(a: Hypervectors, b: Hypervectors, *, rule: str = "mul",
+def bind(a: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
          device: str = "auto") -> Hypervectors:
     """Bind hypervectors: the elementwise product (``rule="mul"``), or ``a - b`` mod 3.
 
@@ -294,7 +292,7 @@ def bind(a: Hypervectors, b: Hypervectors, *, rule: str = "mul",
     return _elementwise(a, b, code, "bind", device)
 
 
-def unbind(c: Hypervectors, b: Hypervectors, *, rule: str = "mul",
+def unbind(c: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
            device: str = "auto") -> Hypervectors:
     """Undo :func:`bind`: ``unbind(bind(a, b), b)`` is ``a`` (wherever ``b != 0`` for "mul").
 
@@ -486,16 +484,14 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hyperv
 
 
 def _metric(metric: str) -> int:
-    if metric not in _hv_math.METRICS:
-        raise ValueError(f"metric must be 'dot', 'cosine' or 'hamming', got {metric!r}")
-    return _hv_math.METRICS[metric]
+    return _hv_math.METRICS[choice(metric, "metric", _hv_math.METRICS)]
 
 
 def _scores_out(s: Any, metric: int) -> Any:
     return s.astype(np.int64) if metric == _hv_math.DOT and isinstance(s, np.ndarray) else s
 
 
-def similarity(a: Hypervectors, b: Hypervectors, metric: str = "cosine", *,
+def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
                device: str = "auto") -> Any:
     """Similarity of hypervectors, pair by pair (leading shapes broadcast).
 
@@ -541,7 +537,7 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: str = "cosine", *,
     return place_scores(s, lead, either(ha, hb))
 
 
-def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: str = "cosine",
+def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: Metric = "cosine",
            *, device: str = "auto") -> tuple[Any, Any]:
     """The ``k`` most similar memory rows for each query, best first, ties to the lower index.
 

@@ -1,0 +1,83 @@
+"""``python -m tritnum {info,demo,bench}``, run as a user runs it: a new process."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tritnum as tn
+
+ROOT = Path(__file__).resolve().parents[1]  # python -m imports this checkout's tritnum
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
+
+
+def tritnum_cli(*args):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    return subprocess.run([sys.executable, "-m", "tritnum", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+
+
+def test_help_lists_the_commands():
+    out = tritnum_cli("--help")
+    assert out.returncode == 0, out.stderr
+    for command in ("info", "demo", "bench"):
+        assert command in out.stdout
+    assert tritnum_cli().returncode == 2  # a command is required
+    assert tritnum_cli("bench", "--device", "tpu").returncode == 2
+
+
+def test_info_command():
+    out = tritnum_cli("info")
+    assert out.returncode == 0, out.stderr
+    info = dict(line.split(": ", 1) for line in out.stdout.splitlines())
+    info = {k.strip(): v for k, v in info.items()}
+    for key in ("tritnum", "python", "numpy", "numba", "cpu", "cores", "threads",
+                "cuda available", "default device", "kernel cache", "cache dir"):
+        assert key in info
+    assert info["tritnum"] == tn.__version__
+    assert info["default device"] == "auto"
+
+
+def test_bench_command_reports_every_row(tmp_path):
+    path = tmp_path / "bench.json"
+    out = tritnum_cli("bench", "--quick", "--rows", "4", "--cols", "640", "--json", str(path))
+    assert out.returncode == 0, out.stderr
+    report = json.loads(path.read_text())
+    results = report["results"]
+    names = {(r["name"], r["baseline_name"]) for r in results}
+    for fmt in tn.FORMATS:
+        assert (f"pack {fmt}", "np.packbits") in names
+        assert (f"unpack {fmt}", "numpy reference") in names
+    assert all(r["seconds"] > 0 and r["baseline_seconds"] > 0 for r in results)
+    assert {r["family"] for r in results} == set(FAMILIES)
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("tritnum bench: ") and "speedup" in lines[0]
+    assert lines[1].split() == ["family", "case", "tritnum", "ms", "baseline", "baseline", "ms",
+                                "speedup", "bar", "note"]
+    assert len([line for line in lines if line.startswith(FAMILIES)]) == len(results)
+    assert {"tritnum", "numba", "threads", "cpu"} <= report["environment"].keys()
+
+
+def test_bench_family_option_selects_rows(tmp_path):
+    path = tmp_path / "bench.json"
+    out = tritnum_cli("bench", "--quick", "--rows", "2", "--cols", "64", "--family", "gguf",
+                      "--json", str(path))
+    assert out.returncode == 0, out.stderr
+    families = {r["family"] for r in json.loads(path.read_text())["results"]}
+    assert families == {"gguf"}
+
+
+def test_demo_command_prints_every_step():
+    pytest.importorskip("sklearn", reason="the test extra installs scikit-learn")
+    out = tritnum_cli("demo", "--out-features", "256", "--in-features", "1024", "--dim", "2000",
+                      "--repeats", "2")
+    assert out.returncode == 0, out.stderr
+    for key in ("memory 2bit", "memory base3", "linear GEMV float", "linear GEMV int8",
+                "GGUF TQ2_0", "HDC digits", "similarity search"):
+        assert key in out.stdout
+    assert "trits identical" in out.stdout
+    accuracy = float(out.stdout.split("accuracy ")[1].split("%")[0])
+    assert accuracy >= 85, out.stdout

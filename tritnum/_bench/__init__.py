@@ -1,0 +1,68 @@
+"""``python -m tritnum bench``: each kernel family against its baseline, in one run.
+
+Every row times tritnum and its baseline in the same process and reports the
+median of each and the speedup (baseline time / tritnum time).
+``bar`` is the speedup the project's issues ask for on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from .._environment import environment
+from . import header
+from .gpu import on_gpu
+from .harness import WARMUP_SECONDS, Result, measure, table
+from .matmul import matmul_cases
+from .packing import packing_cases
+from .quantize import quantization_cases
+from .vsa import vsa_cases
+
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
+
+
+def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
+        rows: int | None = None, families: tuple[str, ...] = FAMILIES) -> list[Result]:
+    """Measure the cases of ``families``; ``quick``: less data, 3 repeats, one warm-up call."""
+    rows = rows or (1024 if quick else 4096)
+    repeats = 3 if quick else 15
+    builders = {
+        "packing": lambda: packing_cases(rows, cols, device),
+        "quantize": lambda: quantization_cases(
+            max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device),
+        "matmul": lambda: matmul_cases(quick, device),
+        "vsa": lambda: vsa_cases(10_000, device),
+    }
+    wanted = set(families)
+    if "gguf" in wanted:  # built with the quantization cases
+        wanted.add("quantize")
+    cases = [case for name, build in builders.items() if name in wanted for case in build()]
+    if device == "cuda":
+        cases = [on_gpu(case) for case in cases]
+    warmup = 0.0 if quick else WARMUP_SECONDS
+    return [measure(case, repeats, warmup) for case in cases if case.family in families]
+
+
+def main(args: Any) -> int:
+    """Entry point of ``python -m tritnum bench``."""
+    env = environment()
+    print(header.title(env))
+    if args.device == "cuda":
+        print(header.gpu_line())
+    before = header.cpu_times()
+    results = run(quick=args.quick, device=args.device, cols=args.cols, rows=args.rows,
+                  families=tuple(args.family or FAMILIES))
+    print(table(results))
+    steal = header.steal_fraction(before, header.cpu_times())
+    if steal is not None:
+        env["steal"] = steal
+        print(header.steal_line(steal))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"environment": env, "results": [asdict(r) for r in results]}, f,
+                      indent=2)
+    return 0

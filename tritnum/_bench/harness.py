@@ -1,0 +1,93 @@
+"""The harness: a :class:`Case` (tritnum against a baseline), its timing and the table."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Case:
+    """One measurement: tritnum's ``run`` against ``baseline`` on the same data."""
+
+    family: str
+    name: str
+    run: Callable[[], Any]
+    baseline_name: str
+    baseline: Callable[[], Any]
+    bar: float | None = None  # required speedup, if any
+    repeats: int | None = None  # fewer for slow baselines
+    note: Callable[[float], str] | None = None  # more figures from tritnum's median seconds
+
+
+@dataclass
+class Result:
+    """The medians of one :class:`Case`."""
+
+    family: str
+    name: str
+    seconds: float
+    baseline_name: str
+    baseline_seconds: float
+    speedup: float
+    bar: float | None
+    meets_bar: bool | None
+    note: str = ""
+
+
+def time_call(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+# Each side first runs untimed for this long. OpenBLAS's and torch's OpenMP threads spin
+# for a while after a call (torch's for more than 0.3 s here) on the same two cores, and
+# after an idle pause this machine's cores run slower for a while (a short kernel measured
+# right after 1 s of sleep takes twice as long): busy warm-up covers both.
+WARMUP_SECONDS = 0.5
+
+
+def _warm(fn: Callable[[], Any], seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    fn()
+    while time.perf_counter() < end:
+        fn()
+
+
+def measure(case: Case, repeats: int, warmup: float = WARMUP_SECONDS) -> Result:
+    """Warm each side up (at least once, for ``warmup`` seconds), then time it ``repeats`` times.
+
+    Back-to-back runs of one side keep the other's allocations (the baselines make
+    large temporaries) from charging page faults to it.
+    """
+    repeats = min(repeats, case.repeats or repeats)
+    _warm(case.run, warmup)
+    ours = [time_call(case.run) for _ in range(repeats)]
+    _warm(case.baseline, warmup)
+    theirs = [time_call(case.baseline) for _ in range(repeats)]
+    t, b = statistics.median(ours), statistics.median(theirs)
+    speedup = b / t
+    return Result(case.family, case.name, t, case.baseline_name, b, speedup, case.bar,
+                  None if case.bar is None else speedup >= case.bar,
+                  case.note(t) if case.note else "")
+
+
+def table(results: list[Result]) -> str:
+    """The results as a plain-text table."""
+    head = ("family", "case", "tritnum ms", "baseline", "baseline ms", "speedup", "bar", "note")
+    rows = [head] + [
+        (r.family, r.name, f"{r.seconds * 1e3:.2f}", r.baseline_name,
+         f"{r.baseline_seconds * 1e3:.2f}", f"{r.speedup:.2f}x",
+         "" if r.bar is None else f">={r.bar:g}x {'ok' if r.meets_bar else 'MISSED'}",
+         r.note)
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""Matmul cases: tn.linear (GEMV and GEMM) against BLAS, with bandwidth and memory notes."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .gpu import gpu_torch, put
+from .harness import Case, time_call
+
+
+def copy_bandwidth() -> float:
+    """Bytes per second read plus written by a 256 MiB ``np.copyto`` (median of 5)."""
+    src = np.ones(1 << 26, np.float32)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    return 2 * src.nbytes / statistics.median(time_call(lambda: np.copyto(dst, src))
+                                              for _ in range(5))
+
+
+def peak_extra_bytes(fn: Callable[[], Any]) -> int:
+    """Peak bytes that ``fn`` allocates through Python and NumPy while it runs (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _gemv_note(w: Any, threads: int, bandwidth: float | None,
+               memory: str) -> Callable[[float], str]:
+    """Effective GB/s of packed weights (vs copy bandwidth) and multiply-adds per core.
+
+    Without ``bandwidth`` (on the GPU) only the GB/s.
+    """
+    def note(seconds: float) -> str:
+        rate = w.packed.nbytes / seconds
+        if bandwidth is None:
+            return f"{rate / 1e9:.1f} GB/s packed"
+        return (f"{rate / 1e9:.1f} GB/s packed ({rate / bandwidth:.0%} of copy), "
+                f"{w.packed.size / seconds / threads / 1e9:.1f} G MAC/s/core{memory}")
+    return note
+
+
+def matmul_cases(quick: bool, device: str) -> list[Case]:
+    """tn.linear against float32 ``x @ W.T`` with the dense matrix.
+
+    The baseline is NumPy's (OpenBLAS); with ``device="cuda"`` it is torch's on the GPU
+    (cuBLAS) where torch sees one, and both sides' data live on the GPU.
+    """
+    import numba
+
+    from ..matmul import linear
+    from ..packing import pack
+    from ..quantize import TernaryTensor
+
+    rng = np.random.default_rng(2)
+    threads = numba.get_num_threads()
+    gpu = device == "cuda"
+    torch = gpu_torch() if gpu else None
+    bandwidth = None if gpu else copy_bandwidth()
+    # the bars hold for the issue's sizes; --quick only checks that everything runs
+    sizes = [(1, 2048, 2048, (None, None)), (64, 2048, 2048, (None, None))] if quick else [
+        (1, 4096, 4096, (3.0, 5.0)), (1, 16384, 8192, (None, 6.0)),
+        (256, 4096, 4096, (0.85, 0.85))]
+    cases = []
+    for rows, out, n, bars in sizes:
+        trits = rng.integers(-1, 2, (out, n), dtype=np.int8)
+        w = TernaryTensor(pack(put(trits, device)), np.float32(0.05))
+        dense = trits * np.float32(0.05)
+        del trits
+        x = rng.standard_normal((rows, n), dtype=np.float32)
+        x = x[0] if rows == 1 else x
+        base_name, base = "x @ W.T (BLAS)", lambda x=x, d=dense: x @ d.T
+        if torch is not None:
+            tx, td = torch.from_numpy(x).cuda(), torch.from_numpy(dense).cuda()
+            base_name, base = "x @ W.T (torch, cuBLAS)", lambda x=tx, d=td: x @ d.T
+        xd = put(x, device)
+        kind = "GEMV" if rows == 1 else f"GEMM {rows} rows"
+        for act, bar in zip(("float", "int8"), bars, strict=True):
+            memory = ""
+            if rows == 1 and out * n >= 1 << 27 and not gpu:  # peak-memory bar: <= 10% of W
+                linear(x, w, activations=act, device=device)  # compiled, weights checked
+                peak = peak_extra_bytes(lambda x=x, w=w, a=act: linear(x, w, activations=a,
+                                                                          device=device))
+                memory = f", peak extra {peak / 2**20:.2f} MiB ({peak / dense.nbytes:.3%} of W)"
+            note = _gemv_note(w, threads, bandwidth, memory) if rows == 1 else None
+            cases.append(Case(
+                "matmul", f"linear {kind} {out}x{n} {act}",
+                lambda x=xd, w=w, a=act: linear(x, w, activations=a, device=device),
+                base_name, base, bar, 5 if rows > 1 else None, note))
+    return cases
+

@@ -1,0 +1,37 @@
+"""Types of tritnum's named-choice arguments, for type checkers (tritnum ships ``py.typed``).
+
+>>> from typing import get_args
+>>> from tritnum.typing import Format
+>>> get_args(Format)
+('2bit', 'base3', 'bitplane')
+
+Each ``Literal`` lists the same strings, in the same order, as the check that
+refuses any other value at run time (``tests/test_namespace.py`` holds them equal).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+__all__ = ["Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat", "Metric"]
+
+Format: TypeAlias = Literal["2bit", "base3", "bitplane"]
+"""A packed format of :func:`tritnum.pack` (DESIGN §2)."""
+
+Device: TypeAlias = Literal["auto", "cpu", "cuda", "numpy"]
+"""Where an operation runs: ``"auto"`` follows the data, ``"numpy"`` is the reference."""
+
+Activations: TypeAlias = Literal["float", "int8"]
+"""How :func:`tritnum.linear` reads its activations: as floats, or quantized to int8 per row."""
+
+Metric: TypeAlias = Literal["dot", "cosine", "hamming"]
+"""A similarity of :func:`tritnum.vsa.similarity` and :func:`tritnum.vsa.search`."""
+
+HVFormat: TypeAlias = Literal["dense", "bitplane"]
+"""How :mod:`tritnum.vsa` generators return hypervectors: int8 arrays or bitplane PackedTrits."""
+
+BindRule: TypeAlias = Literal["mul", "mod3"]
+"""The binding of :func:`tritnum.vsa.bind`: elementwise product, or the cyclic group mod 3."""
+
+GGUFQType: TypeAlias = Literal["TQ2_0", "TQ1_0", "I2_S"]
+"""A ternary GGUF block type of :mod:`tritnum.io`."""
