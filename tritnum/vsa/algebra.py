@@ -9,18 +9,16 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call
-from .._formats import FORMATS as _ALL_FORMATS
 from .._interop import to_host
 from .._kernels import hv as _hv_math
 from ..errors import ShapeMismatchError
-from ._hv import HV, Hypervectors, broadcast_rows, count, either, hypervectors, resolve
+from ._hv import BITPLANE, HV, Hypervectors, broadcast_rows, count, either, hypervectors, resolve
 from ._hv import same_kind as _same_kind
 from ._hv import wrap as _wrap
 
 __all__ = ["bind", "bundle", "negate", "permute", "unbind"]
 
 _RULES = ("mul", "mod3")
-_BITPLANE = _ALL_FORMATS["bitplane"]
 
 
 def _rule(rule: str) -> str:
@@ -220,11 +218,11 @@ def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
     packed = h.packed
     if packed and w is not None:  # weighted votes are counted on int8 rows
         flat = rows.reshape((n * math.prod(rest), *tuple(rows.shape)[2:]))
-        rows = call("unpack", dev, flat, _BITPLANE, h.d)[0].reshape((n, math.prod(rest), h.d))
+        rows = call("unpack", dev, flat, BITPLANE, h.d)[0].reshape((n, math.prod(rest), h.d))
         packed = False
     out = call("vsa.bundle", dev, rows, w, packed, h.d)
     if packed != h.packed:
-        out = call("pack", dev, out, _BITPLANE)[0]
+        out = call("pack", dev, out, BITPLANE)[0]
     return _wrap(out, rest, h.d, h.packed, h.like)
 
 

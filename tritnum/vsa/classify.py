@@ -10,8 +10,7 @@ import numpy as np
 from .._dispatch import kernel
 from .._interop import to_host
 from ..errors import ShapeMismatchError
-from ._hv import Hypervectors, count, hypervectors
-from .algebra import _BITPLANE
+from ._hv import BITPLANE, Hypervectors, count, hypervectors
 
 __all__ = ["Centroid"]
 
@@ -58,7 +57,7 @@ class Centroid:
         h = hypervectors(X, "numpy", name)
         rows = to_host(h.rows)
         if h.packed:
-            rows = kernel("unpack", "cpu")(rows, _BITPLANE, h.d)[0]
+            rows = kernel("unpack", "cpu")(rows, BITPLANE, h.d)[0]
         if len(h.lead) != 1:
             raise ShapeMismatchError(f"{name} must be (n_samples, d), got shape {h.shape}",
                                      expected="(n, d)", actual=h.shape)

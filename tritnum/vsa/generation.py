@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import kernel
+from .._dispatch import call, kernel
 from .._kernels import hv as _hv_math
-from .._kernels.reference import vsa as _ref
 from ..errors import FormatError
-from ._hv import Hypervectors, count, new, resolve
+from ._hv import BITPLANE, Hypervectors, count, new, resolve
 from ._hv import wrap as _wrap
 from .algebra import _rule
 
@@ -99,19 +98,20 @@ def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: str
     return _wrap(out, (n,), d, packed, new(dev))
 
 
-def _place_new(trits: np.ndarray, packed: bool, dev: str) -> Hypervectors:
-    """Host int8 ``(n, d)`` trits as the requested kind, on the GPU for ``dev == "cuda"``."""
-    n, d = trits.shape
-    rows = _ref.to_planes(trits) if packed else trits
-    return _wrap(rows, (n,), d, packed, new(dev))
+def _place_new(trits: Any, lead: tuple[int, ...], packed: bool, dev: str) -> Hypervectors:
+    """int8 rows made for ``dev`` as the requested kind (bit planes packed on ``dev``)."""
+    d = int(tuple(trits.shape)[-1])
+    rows = call("pack", dev, trits, BITPLANE)[0] if packed else trits
+    return _wrap(rows, lead, d, packed, new(dev))
 
 
 def _mixed(n: Any, d: Any, density: float, seed: int, format: str, device: str,
-           take_other: Any) -> Hypervectors:
+           circle: bool) -> Hypervectors:
     """``n`` rows mixing two random vectors (rows 0 and 1 of the generator) column by column.
 
-    Row ``i`` takes column ``j`` from the second vector where ``take_other(u_j, i)``
-    holds (``n`` given too), ``u_j`` a per-column uniform 32-bit number (from row 2).
+    Row ``i`` takes column ``j`` from the second vector where its share of the
+    columns (a line for level, a circle for circular) says so, by a per-column
+    uniform 32-bit number (from row 2): the ``vsa.mixed`` kernel.
     """
     n, d = count(n, "n"), count(d, "d")
     if n >= 2**31:
@@ -119,11 +119,8 @@ def _mixed(n: Any, d: Any, density: float, seed: int, format: str, device: str,
     packed = _format(format)
     dev = resolve(device)
     key = seed_key(seed)
-    base, other = _ref.random(0, 2, d, key, _threshold(density), False)
-    u = (_ref.hashes(2, 1, d, key)[0] >> np.uint64(32)).astype(np.int64)
-    i = np.arange(n, dtype=np.int64)[:, None]
-    trits = np.where(take_other(u[None, :], i, n), other, base).astype(np.int8)
-    return _place_new(trits, packed, dev)
+    trits = call("vsa.mixed", dev, n, d, key, _threshold(density), circle)
+    return _place_new(trits, (n,), packed, dev)
 
 
 def level(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: str = "dense",
@@ -153,8 +150,7 @@ def level(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: str 
     >>> [round(float(tn.vsa.similarity(L[0], L[i])), 1) for i in range(5)]
     [1.0, 0.8, 0.5, 0.3, 0.0]
     """
-    return _mixed(n, d, density, seed, format, device,
-                  lambda u, i, n: u * max(n - 1, 1) < i << 32)
+    return _mixed(n, d, density, seed, format, device, circle=False)
 
 
 def circular(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: str = "dense",
@@ -184,10 +180,7 @@ def circular(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: s
     >>> [round(float(tn.vsa.similarity(C[0], C[i])), 1) for i in range(8)]
     [1.0, 0.8, 0.5, 0.3, 0.0, 0.3, 0.5, 0.7]
     """
-    def take_other(u, i, n):
-        return np.where(2 * i < n, u * n < (2 * i) << 32, u * n >= (2 * i - n) << 32)
-
-    return _mixed(n, d, density, seed, format, device, take_other)
+    return _mixed(n, d, density, seed, format, device, circle=True)
 
 
 def identity(d: int, *, rule: str = "mul", format: str = "dense",
@@ -208,5 +201,4 @@ def identity(d: int, *, rule: str = "mul", format: str = "dense",
     _rule(rule)
     dev = resolve(device)
     trits = np.full((1, d), 1 if rule == "mul" else 0, np.int8)
-    rows = _ref.to_planes(trits) if packed else trits
-    return _wrap(rows, (), d, packed, new(dev))
+    return _place_new(trits, (), packed, dev)
