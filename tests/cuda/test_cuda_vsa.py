@@ -119,6 +119,24 @@ def test_level_circular_identity(fmt, n, d):
         same(got, vsa.identity(d, rule=rule, format=fmt, device="numpy"))
 
 
+def test_centroid_and_item_memory(tmp_path):
+    X, y = vsa.random(6, 70, seed=1), np.arange(6) % 2
+    got = vsa.Centroid(device="cuda").fit(kind(X, "bitplane"), y)
+    np.testing.assert_array_equal(got.sums_, vsa.Centroid().fit(X, y).sums_)
+    path = tmp_path / "m.npz"
+    for fmt in KINDS:
+        mem = vsa.ItemMemory(70, seed=2, format=fmt)
+        mem.add("a")
+        mem.save(path)
+        same(vsa.ItemMemory.load(path, device="cuda").vectors, mem.vectors)
+    mem = vsa.ItemMemory(70)
+    mem.add("a", np.zeros(70, np.int8))
+    mem._rows[0, 3] = 5  # a stored vector that is not trits: checked on the GPU
+    mem.save(path)
+    with pytest.raises(tn.FormatError, match=r"not trits.*rows\[0, 3\] = 5"):
+        vsa.ItemMemory.load(path, device="cuda")
+
+
 def test_device_arrays_stay_on_device():
     a = cuda.to_device(vsa.random(2, 70, seed=1))
     b = cuda.to_device(vsa.random(2, 70, seed=2))

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import kernel
+from .._dispatch import call
 from .._interop import to_host
 from ..errors import ShapeMismatchError
-from ._hv import BITPLANE, Hypervectors, count, hypervectors
+from ._hv import BITPLANE, Hypervectors, count, hypervectors, resolve
 
 __all__ = ["Centroid"]
 
@@ -28,6 +28,9 @@ class Centroid:
     ----------
     epochs : int
         Retraining rounds after the first pass (0: plain centroids).
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where samples are checked and bit planes unpacked; the prototypes are
+        float64 NumPy arrays, and scoring runs on them in NumPy.
 
     Attributes
     ----------
@@ -47,21 +50,21 @@ class Centroid:
     (array([0, 1, 2]), 1.0)
     """
 
-    def __init__(self, *, epochs: int = 0) -> None:
+    def __init__(self, *, epochs: int = 0, device: str = "auto") -> None:
         self.epochs = count(epochs, "epochs")
+        self.device = device
         self.classes_: np.ndarray = np.empty(0, np.int64)
         self.sums_: np.ndarray | None = None
 
-    @staticmethod
-    def _dense(X: Hypervectors, name: str = "X") -> np.ndarray:
-        h = hypervectors(X, "numpy", name)
-        rows = to_host(h.rows)
-        if h.packed:
-            rows = kernel("unpack", "cpu")(rows, BITPLANE, h.d)[0]
+    def _dense(self, X: Hypervectors, name: str = "X") -> np.ndarray:
+        """Samples ``X`` as host int8 ``(n, d)``, checked and unpacked on the resolved device."""
+        dev = resolve(self.device, X)
+        h = hypervectors(X, dev, name)
         if len(h.lead) != 1:
             raise ShapeMismatchError(f"{name} must be (n_samples, d), got shape {h.shape}",
                                      expected="(n, d)", actual=h.shape)
-        return rows
+        rows = call("unpack", dev, h.rows, BITPLANE, h.d)[0] if h.packed else h.rows
+        return to_host(rows)
 
     def _check_d(self, X: np.ndarray) -> None:
         if self.sums_ is not None and X.shape[1] != self.sums_.shape[1]:

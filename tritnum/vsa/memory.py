@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .._dispatch import call
 from .._interop import to_host
 from .._npz import reading
 from .._validate import raise_invalid_trits
@@ -25,11 +26,11 @@ __all__ = ["ItemMemory"]
 _FILE_VERSION = 1
 
 
-def _as_format(v: Hypervectors, packed: bool) -> Hypervectors:
-    """``v`` as a bitplane PackedTrits (``packed``) or as dense trits."""
+def _as_format(v: Hypervectors, packed: bool, device: str) -> Hypervectors:
+    """``v`` as a bitplane PackedTrits (``packed``) or as dense trits, converted on ``device``."""
     if isinstance(v, PackedTrits):
-        return v.to("bitplane") if packed else unpack(v)
-    return pack(v, "bitplane") if packed else v
+        return v.to("bitplane", device=device) if packed else unpack(v, device=device)
+    return pack(v, "bitplane", device=device) if packed else v
 
 
 class ItemMemory:
@@ -132,7 +133,8 @@ class ItemMemory:
                                    seed=self.seed, packed=self._packed, dev=dev)
             row = to_host(row)[0]
         else:
-            h = hypervectors(_as_format(vector, self._packed), "numpy", "vector")
+            dev = resolve(self.device, vector)
+            h = hypervectors(_as_format(vector, self._packed, dev), dev, "vector")
             if h.shape != (self.d,):
                 raise ShapeMismatchError(
                     f"ItemMemory.add: vector must have shape ({self.d},), got {h.shape}",
@@ -173,8 +175,8 @@ class ItemMemory:
         """
         if self._count == 0:
             raise ValueError("ItemMemory.cleanup: the memory is empty; add symbols first")
-        idx, _ = search(_as_format(v, self._packed), self.vectors, k, metric,
-                             device=self.device)
+        idx, _ = search(_as_format(v, self._packed, self.device), self.vectors, k, metric,
+                        device=self.device)
         idx = to_host(idx)
         picked = [self._symbols[r[0]] if k == 1 else [self._symbols[i] for i in r]
                   for r in idx.reshape(-1, k).tolist()]
@@ -220,10 +222,11 @@ class ItemMemory:
         if rows.shape != mem._row_shape(len(symbols)) or rows.dtype != mem._dtype():
             raise FormatError(f"{path}: vectors of shape {rows.shape} and dtype {rows.dtype} do "
                               f"not fit {len(symbols)} symbols of dimension {mem.d}")
+        dev = resolve(device)
         try:
             if mem._packed:
-                ensure_valid(PackedTrits(rows, (len(rows), mem.d), "bitplane"), "cpu")
-            elif ((rows < -1) | (rows > 1)).any():
+                ensure_valid(PackedTrits(rows, (len(rows), mem.d), "bitplane"), dev)
+            elif rows.size and not call("vsa.check", dev, rows):
                 raise_invalid_trits(rows, "rows")
         except InvalidTritsError as exc:
             raise FormatError(f"{path}: the stored vectors are not trits ({exc})") from None
