@@ -175,6 +175,7 @@ def _vsa_signatures():
     sigs = {
         "random_dense": [((i64, u64, u64, arr(nt.int8, 2)), "int8")],
         "random_planes": [((i64, i64, u64, u64, arr(u64, 3)), "uint64")],
+        "mixed_dense": [((u64, u64, nt.boolean, arr(nt.int8, 2)), "int8")],
         "check_rows": [((nt.Array(dtype, 2, layout), bad), f"{dtype}-{layout}")
                        for dtype in (nt.int8, nt.int16, nt.int32, nt.int64, nt.uint8, nt.uint16,
                                      nt.uint32) for layout in ("C", "A")],

@@ -1,5 +1,10 @@
 """tn.vsa on the NumPy and CPU backends: against the reference and independent formulas, exactly."""
 
+import ast
+import hashlib
+import pathlib
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -125,6 +130,74 @@ def test_identity():
             assert_same(vsa.bind(a, e, rule=rule), a)
     np.testing.assert_array_equal(vsa.identity(3), [1, 1, 1])
     np.testing.assert_array_equal(vsa.identity(3, rule="mod3"), [0, 0, 0])
+
+
+# (n, d, seed, density) of level and circular, and the sha256 (first 16 hex digits) of the
+# dense and bitplane bytes they returned before going through the "vsa.mixed" kernel
+MIXED_CASES = [
+    (300, 200, 5, 2 / 3), (0, 10, 1, 2 / 3), (1, 1, 0, 2 / 3), (2, 70, 3, 0.5),
+    (9, 130, -7, 2 / 3), (16, 1000, 2**65 + 3, 1.0), (5, 64, 11, 0.01),
+]
+MIXED_DIGESTS = {
+    "level": """
+        e25f01695b65f678 c68bfc1cceb37e46 e3b0c44298fc1c14 e3b0c44298fc1c14 a8100ae6aa1940d0
+        9d34149fbd1fe777 832815801d31e21e bb1d8f35bfd832f0 9ea127f624cca500 27ae25b6b6bac6de
+        c900cd559de099e2 effe8e143c445f24 7b6436b0c98f6238 5b6fb58e61fa4759
+    """.split(),
+    "circular": """
+        c6b0efa69889a3e7 0d7401f5bed65d94 e3b0c44298fc1c14 e3b0c44298fc1c14 a8100ae6aa1940d0
+        9d34149fbd1fe777 832815801d31e21e bb1d8f35bfd832f0 831358fe331407c5 12bf97ec66300811
+        ee4b67fcd6af70b8 b4e5e8e77895cb66 7b6436b0c98f6238 5b6fb58e61fa4759
+    """.split(),
+}
+
+
+def digest(x):
+    data = x.data if isinstance(x, tn.PackedTrits) else x
+    return hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("kind", ["level", "circular"])
+def test_level_and_circular_bit_identical(kind, device):
+    make = getattr(vsa, kind)
+    digests = iter(MIXED_DIGESTS[kind])
+    for n, d, seed, density in MIXED_CASES:
+        for fmt in ("dense", "bitplane"):
+            v = make(n, d, seed=seed, density=density, format=fmt, device=device)
+            assert digest(v) == next(digests), (n, d, seed, density, fmt)  # the old bytes
+            assert_same(v, make(n, d, seed=seed, density=density, format=fmt, device="numpy"))
+
+
+def test_mixed_kernel_matches_the_reference(device):
+    from tritnum._dispatch import kernel
+
+    key = vsa.generation.seed_key(3)
+    for n, d, circle in [(0, 5, False), (1, 0, True), (7, 130, False), (7, 130, True),
+                         (64, 65, True)]:
+        got = kernel("vsa.mixed", device)(n, d, key, 2**31, circle)
+        want = kernel("vsa.mixed", "numpy")(n, d, key, 2**31, circle)
+        assert got.dtype == np.int8 and got.shape == (n, d)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("d", [0, 1, 64, 70])
+def test_identity_on_every_device(device, d):
+    for rule, value in (("mul", 1), ("mod3", 0)):
+        e = vsa.identity(d, rule=rule, device=device)
+        assert e.dtype == np.int8
+        np.testing.assert_array_equal(e, np.full(d, value, np.int8))
+        assert_same(vsa.identity(d, rule=rule, format="bitplane", device=device),
+                    tn.pack(np.full(d, value, np.int8), "bitplane", device="numpy"))
+
+
+def test_public_vsa_code_imports_no_backend():
+    root = pathlib.Path(vsa.__file__).parent
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                assert not re.match(r"\.+_kernels\.(reference|cpu|cuda)", module), (
+                    f"{path.name} imports the backend {module}: call registered ops instead")
 
 
 # --------------------------------------------------------------- elementwise

@@ -175,6 +175,36 @@ def test_centroid():
         vsa.Centroid().fit(X, y[:3])
 
 
+@pytest.mark.parametrize("device", ["numpy", "cpu"])
+def test_centroid_and_item_memory_on_every_device(device, tmp_path):
+    """Centroid and ItemMemory check, unpack and search on the device they are given."""
+    X = vsa.random(12, 130, seed=1)
+    y = np.arange(12) % 3
+    want = vsa.Centroid(epochs=2).fit(X, y)
+    for data in (X, tn.pack(X, "bitplane")):
+        clf = vsa.Centroid(epochs=2, device=device).fit(data, y)
+        np.testing.assert_array_equal(clf.sums_, want.sums_)
+        np.testing.assert_array_equal(clf.decision_function(data), want.decision_function(X))
+    for fmt in FORMATS:
+        mem = vsa.ItemMemory(130, seed=2, format=fmt, device=device)
+        mem.add("a")
+        mem.add("b", vsa.random(1, 130, seed=3)[0])
+        mem.save(tmp_path / "m.npz")
+        back = vsa.ItemMemory.load(tmp_path / "m.npz", device=device)
+        assert back.device == device
+        np.testing.assert_array_equal(dense(back.vectors), dense(mem.vectors))
+        assert back.cleanup(dense(mem["b"])) == "b"
+        with np.load(tmp_path / "m.npz") as f:
+            meta, rows = f["meta"], f["rows"].copy()
+        if fmt == "dense":
+            rows[1, 0] = 2
+        else:
+            rows[1, :, 0] |= np.uint64(1)  # trit 0 both +1 and -1
+        np.savez(tmp_path / "m.npz", meta=meta, rows=rows)
+        with pytest.raises(tn.FormatError, match="not trits"):
+            vsa.ItemMemory.load(tmp_path / "m.npz", device=device)
+
+
 def encode_digits(images, d, seed=0):
     """Level-encoded pixels (17 intensities) bound to position vectors, bundled per image."""
     levels = vsa.level(17, d, seed=seed, density=1.0, format="bitplane")

@@ -72,6 +72,7 @@ def _warm_vsa(dev: str) -> None:
 
     for fmt in ("dense", "bitplane"):
         v = vsa.random(2, 70, format=fmt, device=dev)
+        vsa.level(3, 70, format=fmt, device=dev)  # the vsa.mixed kernel, circular's too
         for rule in ("mul", "mod3"):
             vsa.unbind(vsa.bind(v, v, rule=rule, device=dev), v, rule=rule, device=dev)
         for weights in (None, [1, 2], [0.5, 1.0]):

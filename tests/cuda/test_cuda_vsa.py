@@ -33,6 +33,10 @@ def kind(a, k):
     return tn.pack(a, "bitplane", device="numpy") if k == "bitplane" else a
 
 
+def on_gpu(data):
+    return getattr(data, "__cuda_ndarray__", False) or hasattr(data, "__cuda_array_interface__")
+
+
 def same(x, y):
     np.testing.assert_array_equal(host(x), host(y))
 
@@ -41,8 +45,7 @@ def same(x, y):
 @pytest.mark.parametrize("d", [1, 70, 130])
 def test_random(fmt, d):
     got = vsa.random(2, d, seed=5, density=0.5, format=fmt, device="cuda")
-    data = got.data if fmt == "bitplane" else got
-    assert getattr(data, "__cuda_ndarray__", False) or hasattr(data, "__cuda_array_interface__")
+    assert on_gpu(got.data if fmt == "bitplane" else got)
     same(got, vsa.random(2, d, seed=5, density=0.5, format=fmt, device="numpy"))
 
 
@@ -101,6 +104,37 @@ def test_search(fmt, k, metric):
     want_idx, want_scores = vsa.search(queries, mem, k, metric, device="numpy")
     np.testing.assert_array_equal(idx, want_idx)
     np.testing.assert_array_equal(scores, want_scores)
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+@pytest.mark.parametrize(("n", "d"), [(0, 5), (1, 1), (5, 70)])
+def test_level_circular_identity(fmt, n, d):
+    for make in (vsa.level, vsa.circular):
+        got = make(n, d, seed=3, density=0.5, format=fmt, device="cuda")
+        data = got.data if fmt == "bitplane" else got
+        assert on_gpu(data)  # made on the GPU, left there
+        same(got, make(n, d, seed=3, density=0.5, format=fmt, device="numpy"))
+    for rule in ("mul", "mod3"):
+        got = vsa.identity(d, rule=rule, format=fmt, device="cuda")
+        same(got, vsa.identity(d, rule=rule, format=fmt, device="numpy"))
+
+
+def test_centroid_and_item_memory(tmp_path):
+    X, y = vsa.random(6, 70, seed=1), np.arange(6) % 2
+    got = vsa.Centroid(device="cuda").fit(kind(X, "bitplane"), y)
+    np.testing.assert_array_equal(got.sums_, vsa.Centroid().fit(X, y).sums_)
+    path = tmp_path / "m.npz"
+    for fmt in KINDS:
+        mem = vsa.ItemMemory(70, seed=2, format=fmt)
+        mem.add("a")
+        mem.save(path)
+        same(vsa.ItemMemory.load(path, device="cuda").vectors, mem.vectors)
+    mem = vsa.ItemMemory(70)
+    mem.add("a", np.zeros(70, np.int8))
+    mem._rows[0, 3] = 5  # a stored vector that is not trits: checked on the GPU
+    mem.save(path)
+    with pytest.raises(tn.FormatError, match=r"not trits.*rows\[0, 3\] = 5"):
+        vsa.ItemMemory.load(path, device="cuda")
 
 
 def test_device_arrays_stay_on_device():

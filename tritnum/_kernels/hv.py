@@ -89,6 +89,31 @@ def random_word(rkey, w, count, thr):
     return plus, minus
 
 
+def takes_other(u, i, n, circle):
+    """Whether row ``i`` of ``n`` level (``circle``: circular) rows takes a column from row 1.
+
+    ``u`` is the column's uniform 32-bit number (int64). Level row ``i`` takes the
+    share ``i / (n - 1)`` of the columns; a circular row takes ``2 i / n`` of them on
+    the way out and gives them back on the way round. Only the branch taken is
+    evaluated, so int64 cannot overflow for ``n < 2**31``.
+    """
+    if circle:
+        if 2 * i < n:
+            return u * n < (2 * i) << 32
+        return u * n >= (2 * i - n) << 32
+    return u * max(n - 1, 1) < i << 32
+
+
+def mixed_trit(k0, k1, k2, i, j, n, circle, thr):
+    """Trit ``(i, j)`` of ``n`` level or circular rows (see :func:`takes_other`).
+
+    Column ``j`` of generator row 1 (row key ``k1``) where row ``i`` takes it, else
+    of row 0 (``k0``); row 2 (``k2``) gives the per-column uniform numbers.
+    """
+    u = np.int64(draw(k2, j) >> _S32)
+    return trit_of(draw(k1 if takes_other(u, i, n, circle) else k0, j), thr)
+
+
 def op_trits(x, y, op):
     """The elementwise operation ``op`` on two trits (int)."""
     if op == MUL:

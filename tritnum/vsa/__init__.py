@@ -13,21 +13,13 @@ the same vectors for the same ``(seed, row, column)`` on every device.
 True
 """
 
-from ._ops import (
-    bind,
-    bundle,
-    circular,
-    identity,
-    level,
-    negate,
-    permute,
-    random,
-    search,
-    similarity,
-    unbind,
-)
+from .algebra import bind, bundle, negate, permute, unbind
+from .classify import Centroid
 from .encoders import encode_features
-from .structures import Centroid, ItemMemory, bundle_sequence, hash_table, ngrams
+from .generation import circular, identity, level, random
+from .memory import ItemMemory
+from .sequences import bundle_sequence, hash_table, ngrams
+from .similarity_search import search, similarity
 
 __all__ = [
     "Centroid",

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call, place, resolve_device
+from .._formats import FORMATS
 from .._interop import (
     HOST,
     Origin,
@@ -26,6 +27,7 @@ from ..errors import FormatError, ShapeMismatchError
 from ..packing import PackedTrits, ensure_valid
 
 Hypervectors = Any  # an int8 array (NumPy or GPU) or a "bitplane" PackedTrits
+BITPLANE = FORMATS["bitplane"]  # the format of packed hypervectors, for the pack/unpack ops
 
 
 @dataclass

@@ -9,7 +9,7 @@ import numpy as np
 from .._interop import to_host
 from ..errors import ShapeMismatchError
 from ..packing import PackedTrits, pack, unpack
-from . import _ops
+from .algebra import bind, bundle
 
 __all__ = ["encode_features"]
 
@@ -74,6 +74,6 @@ def encode_features(values: Any, levels: Any, keys: Any, *,
     out = np.empty((n, d), np.int8)
     for r0 in range(0, n, step):
         pairs = pack(lv[v[r0:r0 + step]], "bitplane")  # (rows, features, d)
-        bound = _ops.bind(kv, pairs, device=device)
-        out[r0:r0 + step] = to_host(unpack(_ops.bundle(bound, axis=1, device=device)))
+        bound = bind(kv, pairs, device=device)
+        out[r0:r0 + step] = to_host(unpack(bundle(bound, axis=1, device=device)))
     return out

@@ -44,6 +44,9 @@ _row_key = jit(inline="always")(hv.specialize(hv.row_key, fmix64=_fmix))
 _draw = jit(inline="always")(hv.specialize(hv.draw, fmix64=_fmix))
 _trit_of = jit(inline="always")(hv.trit_of)
 _random_word = jit(inline="always")(hv.specialize(hv.random_word, draw=_draw))
+_takes_other = jit(inline="always")(hv.takes_other)
+_mixed_trit = jit(inline="always")(hv.specialize(hv.mixed_trit, draw=_draw, trit_of=_trit_of,
+                                                 takes_other=_takes_other))
 _op_trits = jit(inline="always")(hv.op_trits)
 _op_words = jit(inline="always")(hv.op_words)
 _score = jit(inline="always")(hv.score)
@@ -86,6 +89,27 @@ def random(row0: int, n: int, d: int, key: int, thr: int, packed: bool) -> np.nd
     else:
         out = np.empty((n, d), np.int8)
         run(_random_dense, n, 8 * n * d, row0, k, t, out)
+    return out
+
+
+# ------------------------------------------------------------------ level/circular
+@jit()
+def _mixed_dense(key, thr, circle, out, t0, t1):
+    n, d = out.shape
+    k0 = _row_key(key, 0)
+    k1 = _row_key(key, 1)
+    k2 = _row_key(key, 2)
+    for i in range(t0, t1):
+        row = out[i]
+        for j in range(d):
+            row[j] = _mixed_trit(k0, k1, k2, i, j, n, circle, thr)
+    return 0
+
+
+@register("vsa.mixed", "cpu")
+def mixed(n: int, d: int, key: int, thr: int, circle: bool) -> np.ndarray:
+    out = np.empty((n, d), np.int8)
+    run(_mixed_dense, n, 16 * n * d, np.uint64(key), np.uint64(thr), bool(circle), out)
     return out
 
 

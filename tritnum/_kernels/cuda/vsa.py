@@ -37,6 +37,8 @@ _row_key = _device(hv.row_key, fmix64=_fmix)
 _draw = _device(hv.draw, fmix64=_fmix)
 _trit_of = _device(hv.trit_of)
 _random_word = _device(hv.random_word, draw=_draw)
+_takes_other = _device(hv.takes_other)
+_mixed_trit = _device(hv.mixed_trit, draw=_draw, trit_of=_trit_of, takes_other=_takes_other)
 _op_trits = _device(hv.op_trits)
 _op_words = _device(hv.op_words)
 _score = _device(hv.score)
@@ -66,6 +68,18 @@ def random_planes(row0, d, key, thr, out):
         w = i - r * nw
         out[r, 0, w], out[r, 1, w] = _random_word(_row_key(key, row0 + r), w,
                                                   min(64, d - 64 * w), thr)
+
+
+@cuda.jit
+def mixed_dense(key, thr, circle, out):
+    n, d = out.shape
+    k0 = _row_key(key, 0)
+    k1 = _row_key(key, 1)
+    k2 = _row_key(key, 2)
+    for i in range(cuda.grid(1), n * d, cuda.gridsize(1)):
+        r = i // d
+        j = i - r * d
+        out[r, j] = _mixed_trit(k0, k1, k2, r, j, n, circle, thr)
 
 
 @cuda.jit
@@ -255,6 +269,14 @@ def random(row0: int, n: int, d: int, key: int, thr: int, packed: bool) -> Any:
         out = cuda.device_array((n, d), np.int8)
         if out.size:
             random_dense[blocks(n * d), THREADS](row0, k, t, out)
+    return out
+
+
+@register("vsa.mixed", "cuda")
+def mixed(n: int, d: int, key: int, thr: int, circle: bool) -> Any:
+    out = cuda.device_array((n, d), np.int8)
+    if out.size:
+        mixed_dense[blocks(n * d), THREADS](np.uint64(key), np.uint64(thr), bool(circle), out)
     return out
 
 

@@ -54,6 +54,23 @@ def random(row0: int, n: int, d: int, key: int, thr: int, packed: bool) -> np.nd
     return _out(np.where(nonzero, sign, 0), packed)
 
 
+@register("vsa.mixed", "numpy")
+def mixed(n: int, d: int, key: int, thr: int, circle: bool) -> np.ndarray:
+    """``n`` level (or circular) int8 rows mixing generator rows 0 and 1 column by column.
+
+    Row ``i`` takes column ``j`` from row 1 where its share of the columns says so
+    (see ``hv.takes_other``), ``u_j`` the top 32 bits of the hash of ``(2, j)``.
+    """
+    base, other = random(0, 2, d, key, thr, False)
+    u = (hashes(2, 1, d, key)[0] >> np.uint64(32)).astype(np.int64)[None, :]
+    i = np.arange(n, dtype=np.int64)[:, None]
+    if circle:
+        take = np.where(2 * i < n, u * n < (2 * i) << 32, u * n >= (2 * i - n) << 32)
+    else:
+        take = u * max(n - 1, 1) < i << 32
+    return np.where(take, other, base).astype(np.int8)
+
+
 @register("vsa.check", "numpy")
 def check(rows: np.ndarray) -> bool:
     return bool(((rows >= -1) & (rows <= 1)).all())

@@ -1,0 +1,275 @@
+"""Algebra of ternary hypervectors: bind, unbind, negate, bundle and permute."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .._dispatch import call
+from .._interop import to_host
+from .._kernels import hv as _hv_math
+from .._validate import choice
+from ..errors import ShapeMismatchError
+from ..typing import BindRule
+from ._hv import BITPLANE, HV, Hypervectors, broadcast_rows, count, either, hypervectors, resolve
+from ._hv import same_kind as _same_kind
+from ._hv import wrap as _wrap
+
+__all__ = ["bind", "bundle", "negate", "permute", "unbind"]
+
+_RULES = ("mul", "mod3")
+
+
+def _rule(rule: str) -> str:
+    return choice(rule, "rule", _RULES)
+
+
+def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervectors:
+    dev = resolve(device, a, b)
+    ha = hypervectors(a, dev, "a")
+    hb = hypervectors(b, dev, "b")
+    _same_kind(ha, hb, name)
+    lead, ia, ib = broadcast_rows(ha, hb, name)
+    out = call("vsa.op", dev, ha.rows, hb.rows, ia, ib, code, ha.packed, ha.d)
+    return _wrap(out, lead, ha.d, ha.packed, either(ha, hb))
+
+
+def bind(a: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
+         device: str = "auto") -> Hypervectors:
+    """Bind hypervectors: the elementwise product (``rule="mul"``), or ``a - b`` mod 3.
+
+    The product is commutative and associative, and ``bind(bind(a, b), b)``
+    gives back ``a`` wherever ``b`` is non-zero. ``rule="mod3"`` is the exact
+    cyclic group of the trit-vsa family: trits as integers mod 3 (-1 is 2),
+    ``bind(a, b) = a - b``, undone exactly by ``unbind(c, b) = c + b``.
+
+    Parameters
+    ----------
+    a, b : array_like of int or PackedTrits
+        Dense trits or "bitplane" PackedTrits, both of the same kind, with
+        the same last dimension; leading shapes broadcast.
+    rule : {"mul", "mod3"}
+        The binding rule.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    numpy.ndarray or PackedTrits
+        The kind of the inputs (on the GPU when an input was).
+
+    Raises
+    ------
+    ShapeMismatchError
+        Different dimensions, or leading shapes that do not broadcast.
+    InvalidTritsError
+        A dense value outside {-1, 0, 1}.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> a = np.array([1, -1, 0, 1], dtype=np.int8)
+    >>> b = np.array([-1, -1, 1, 0], dtype=np.int8)
+    >>> tn.vsa.bind(a, b)
+    array([-1,  1,  0,  0], dtype=int8)
+    >>> tn.vsa.bind(a, b, rule="mod3")
+    array([-1,  0, -1,  1], dtype=int8)
+    >>> tn.unpack(tn.vsa.bind(tn.pack(a, "bitplane"), tn.pack(b, "bitplane")))
+    array([-1,  1,  0,  0], dtype=int8)
+    """
+    code = _hv_math.MUL if _rule(rule) == "mul" else _hv_math.SUB3
+    return _elementwise(a, b, code, "bind", device)
+
+
+def unbind(c: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
+           device: str = "auto") -> Hypervectors:
+    """Undo :func:`bind`: ``unbind(bind(a, b), b)`` is ``a`` (wherever ``b != 0`` for "mul").
+
+    Parameters
+    ----------
+    c, b : array_like of int or PackedTrits
+        As for :func:`bind`.
+    rule : {"mul", "mod3"}
+        The rule ``c`` was bound with: "mul" multiplies again, "mod3" adds ``b`` mod 3.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    numpy.ndarray or PackedTrits
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> a = np.array([1, -1, 0, 1], dtype=np.int8)
+    >>> b = np.array([-1, 1, 1, 0], dtype=np.int8)
+    >>> tn.vsa.unbind(tn.vsa.bind(a, b, rule="mod3"), b, rule="mod3")
+    array([ 1, -1,  0,  1], dtype=int8)
+    >>> tn.vsa.unbind(tn.vsa.bind(a, b), b)  # the last trit of b is 0
+    array([ 1, -1,  0,  0], dtype=int8)
+    """
+    code = _hv_math.MUL if _rule(rule) == "mul" else _hv_math.ADD3
+    return _elementwise(c, b, code, "unbind", device)
+
+
+def negate(v: Hypervectors, *, device: str = "auto") -> Hypervectors:
+    """``-v``: the inverse of ``v`` under bundling (plus and minus planes swapped).
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> tn.vsa.negate(np.array([1, 0, -1], dtype=np.int8))
+    array([-1,  0,  1], dtype=int8)
+    """
+    return _elementwise(v, v, _hv_math.NEG, "negate", device)
+
+
+def _weights(weights: Any, n: int, dev: str) -> Any:
+    w = to_host(weights)
+    if w.dtype.kind not in "biuf":
+        raise TypeError(f"weights must be integers or real numbers, got dtype {w.dtype}")
+    if w.shape != (n,):
+        raise ShapeMismatchError(
+            f"bundle: weights must have shape ({n},), one per bundled vector, got {w.shape}",
+            expected=(n,), actual=w.shape,
+        )
+    if w.dtype.kind == "f":
+        if not np.isfinite(w).all():
+            raise ValueError("bundle: weights must be finite")
+        w = w.astype(np.float64)
+    else:  # int64 votes: exact while sum(|w|) fits (checked exactly when it might not)
+        if (np.abs(w.astype(np.float64)).sum() >= 2.0**62
+                and sum(abs(int(v)) for v in w.tolist()) > np.iinfo(np.int64).max):
+            raise ValueError("bundle: integer weights must have sum(|weights|) < 2**63")
+        w = w.astype(np.int64)
+    return np.ascontiguousarray(w)
+
+
+def _axis_first(h: HV, axis: int) -> Any:
+    """The rows of ``h`` as ``(n, R, ...)`` with ``axis`` of the leading shape first."""
+    tail = tuple(h.rows.shape)[1:]
+    n = h.lead[axis]
+    rest = math.prod(h.lead[:axis] + h.lead[axis + 1:])
+    if axis == 0:
+        return h.rows.reshape((n, rest, *tail))
+    rows = to_host(h.rows).reshape((*h.lead, *tail))
+    return np.ascontiguousarray(np.moveaxis(rows, axis, 0)).reshape((n, rest, *tail))
+
+
+def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
+           device: str = "auto") -> Hypervectors:
+    """Bundle hypervectors by majority: the sign of their (weighted) sum, a tie giving 0.
+
+    Zeros are kept: a column where the votes cancel is 0, not a coin flip.
+    On bitplanes the votes are counted word-parallel (bit-sliced counters).
+
+    Parameters
+    ----------
+    vs : array_like of int or PackedTrits
+        Hypervectors ``(..., d)`` of rank >= 2.
+    axis : int
+        The axis that is summed over (any but the last, which holds the trits).
+    weights : array_like of int or float, optional
+        One finite weight per vector along ``axis``; the weighted sum is
+        accumulated in vector order (float64 or int64), the same on every device.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    numpy.ndarray or PackedTrits
+        ``vs`` without ``axis``; the kind of ``vs``.
+
+    Raises
+    ------
+    ShapeMismatchError
+        ``vs`` of rank 1, or weights of the wrong length.
+    ValueError
+        ``axis`` naming the last axis, or weights that are not finite.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> vs = np.array([[1, 1, -1, 0], [1, -1, -1, 0], [-1, 0, 1, 1]], dtype=np.int8)
+    >>> tn.vsa.bundle(vs)
+    array([ 1,  0, -1,  1], dtype=int8)
+    >>> tn.vsa.bundle(vs, weights=[1, 1, 3])
+    array([-1,  0,  1,  1], dtype=int8)
+    """
+    dev = resolve(device, vs)
+    h = hypervectors(vs, dev, "vs")
+    ndim = len(h.lead) + 1
+    if ndim < 2:
+        raise ShapeMismatchError(
+            "bundle takes hypervectors of rank >= 2 (vectors along an axis, trits last), "
+            f"got shape {h.shape}", expected="ndim >= 2", actual=h.shape)
+    axis = count(axis, "axis", minimum=-ndim)
+    axis += ndim if axis < 0 else 0
+    if axis >= ndim - 1:
+        raise ValueError(f"bundle: axis {axis} is the trit axis of shape {h.shape}; "
+                         "bundle sums over an axis of vectors")
+    n = h.lead[axis]
+    rest = h.lead[:axis] + h.lead[axis + 1:]
+    w = None if weights is None else _weights(weights, n, dev)
+    rows = _axis_first(h, axis)
+    packed = h.packed
+    if packed and w is not None:  # weighted votes are counted on int8 rows
+        flat = rows.reshape((n * math.prod(rest), *tuple(rows.shape)[2:]))
+        rows = call("unpack", dev, flat, BITPLANE, h.d)[0].reshape((n, math.prod(rest), h.d))
+        packed = False
+    out = call("vsa.bundle", dev, rows, w, packed, h.d)
+    if packed != h.packed:
+        out = call("pack", dev, out, BITPLANE)[0]
+    return _wrap(out, rest, h.d, h.packed, h.like)
+
+
+def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hypervectors:
+    """Roll hypervectors cyclically along the last axis (``np.roll``); negative shifts undo it.
+
+    Parameters
+    ----------
+    v : array_like of int or PackedTrits
+        Hypervectors ``(..., d)``.
+    shifts : int or array_like of int
+        The roll, one for all or one per vector (broadcast against ``v.shape[:-1]``).
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    numpy.ndarray or PackedTrits
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> v = np.array([[1, 0, -1, 0, 0], [1, 1, 0, 0, -1]], dtype=np.int8)
+    >>> tn.vsa.permute(v)
+    array([[ 0,  1,  0, -1,  0],
+           [-1,  1,  1,  0,  0]], dtype=int8)
+    >>> tn.vsa.permute(v, [0, -2])
+    array([[ 1,  0, -1,  0,  0],
+           [ 0,  0, -1,  1,  1]], dtype=int8)
+    """
+    dev = resolve(device, v)
+    h = hypervectors(v, dev, "v")
+    s = np.asarray(shifts)
+    d = max(h.d, 1)
+    if s.dtype == object and all(isinstance(x, numbers.Integral) and not isinstance(x, bool)
+                                 for x in s.flat):  # Python ints beyond int64
+        s = np.array([int(x) % d for x in s.flat], np.int64).reshape(s.shape)
+    elif s.dtype == np.uint64:
+        s = s % np.uint64(d)
+    if s.dtype.kind not in "iu":
+        raise TypeError(f"shifts must be integers, got {shifts!r}")
+    try:
+        s = np.broadcast_to(s.astype(np.int64), h.lead)
+    except ValueError:
+        raise ShapeMismatchError(
+            f"permute: shifts of shape {s.shape} do not broadcast to {h.lead}",
+            expected=h.lead, actual=s.shape) from None
+    s = np.ascontiguousarray(s.reshape(-1) % d)
+    out = call("vsa.permute", dev, h.rows, s, h.packed, h.d)
+    return _wrap(out, h.lead, h.d, h.packed, h.like)

@@ -1,0 +1,204 @@
+"""Generation of ternary hypervectors: random, level, circular and the identity of binding."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .._dispatch import call, kernel
+from .._kernels import hv as _hv_math
+from .._validate import choice
+from ..errors import FormatError
+from ..typing import BindRule, HVFormat
+from ._hv import BITPLANE, Hypervectors, count, new, resolve
+from ._hv import wrap as _wrap
+from .algebra import _rule
+
+__all__ = ["circular", "identity", "level", "random"]
+
+_FORMATS = ("dense", "bitplane")
+
+
+def _format(format: str) -> bool:
+    """True for "bitplane", False for "dense"."""
+    return choice(format, "format", _FORMATS, FormatError) == "bitplane"
+
+
+def _threshold(density: Any) -> int:
+    """``density`` in (0, 1] as the 32-bit threshold the generator compares against."""
+    if not isinstance(density, numbers.Real) or isinstance(density, bool):
+        raise TypeError(f"density must be a real number in (0, 1], got {density!r}")
+    density = float(density)
+    if not 0.0 < density <= 1.0:  # NaN fails too
+        raise ValueError(f"density must be in (0, 1], got {density}")
+    return max(1, min(1 << 32, round(density * 2.0**32)))
+
+
+def seed_key(seed: Any) -> int:
+    """The generator key of an integer ``seed`` (any integer; taken mod 2**64)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an integer, got {seed!r}")
+    return int(_hv_math.fmix64(np.array([int(seed) % 2**64], np.uint64))[0])
+
+
+def random_rows(row0: int, n: int, d: int, *, density: float, seed: int, packed: bool,
+                dev: str) -> Any:
+    """Rows ``row0 .. row0 + n`` of the generator, on ``dev`` (host arrays unless CUDA)."""
+    return kernel("vsa.random", dev)(row0, n, d, seed_key(seed), _threshold(density), packed)
+
+
+def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFormat = "dense",
+           device: str = "auto") -> Hypervectors:
+    """Random hypervectors from a counter-based generator.
+
+    The trit at row ``i``, column ``j`` is a hash of ``(seed, i, j)``: the same
+    on every device and for any chunking, so ``random(5, d)[:3]`` equals
+    ``random(3, d)`` and ``random(n, 100)[:, :50]`` equals ``random(n, 50)``.
+
+    Parameters
+    ----------
+    n, d : int
+        Number of hypervectors and their dimension.
+    density : float
+        Probability that a trit is non-zero, in (0, 1]; non-zero trits are +1
+        or -1 with equal probability. The default 2/3 draws -1, 0, +1 uniformly.
+    seed : int
+        The generator's seed.
+    format : {"dense", "bitplane"}
+        An ``(n, d)`` int8 array, or a "bitplane" :class:`~tritnum.PackedTrits`.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to generate; on ``"cuda"`` the result stays on the GPU.
+
+    Returns
+    -------
+    numpy.ndarray or PackedTrits
+
+    Raises
+    ------
+    ValueError
+        ``density`` outside (0, 1], or a negative ``n`` or ``d``.
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> tn.vsa.random(2, 8, seed=1)
+    array([[-1, -1,  1,  1,  1,  0, -1,  0],
+           [-1,  0,  0,  1,  0,  1,  1,  0]], dtype=int8)
+    >>> (tn.vsa.random(5, 8, seed=1)[:2] == tn.vsa.random(2, 8, seed=1)).all()
+    np.True_
+    >>> tn.vsa.random(3, 10_000, format="bitplane")
+    PackedTrits(shape=(3, 10000), format='bitplane', nbytes=7536, device='cpu')
+    """
+    n, d = count(n, "n"), count(d, "d")
+    packed = _format(format)
+    dev = resolve(device)
+    out = random_rows(0, n, d, density=density, seed=seed, packed=packed, dev=dev)
+    return _wrap(out, (n,), d, packed, new(dev))
+
+
+def _place_new(trits: Any, lead: tuple[int, ...], packed: bool, dev: str) -> Hypervectors:
+    """int8 rows made for ``dev`` as the requested kind (bit planes packed on ``dev``)."""
+    d = int(tuple(trits.shape)[-1])
+    rows = call("pack", dev, trits, BITPLANE)[0] if packed else trits
+    return _wrap(rows, lead, d, packed, new(dev))
+
+
+def _mixed(n: Any, d: Any, density: float, seed: int, format: str, device: str,
+           circle: bool) -> Hypervectors:
+    """``n`` rows mixing two random vectors (rows 0 and 1 of the generator) column by column.
+
+    Row ``i`` takes column ``j`` from the second vector where its share of the
+    columns (a line for level, a circle for circular) says so, by a per-column
+    uniform 32-bit number (from row 2): the ``vsa.mixed`` kernel.
+    """
+    n, d = count(n, "n"), count(d, "d")
+    if n >= 2**31:
+        raise ValueError(f"n must be below 2**31, got {n}")
+    packed = _format(format)
+    dev = resolve(device)
+    key = seed_key(seed)
+    trits = call("vsa.mixed", dev, n, d, key, _threshold(density), circle)
+    return _place_new(trits, (n,), packed, dev)
+
+
+def level(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFormat = "dense",
+          device: str = "auto") -> Hypervectors:
+    """``n`` correlated level hypervectors, for encoding scalars on a line.
+
+    Level 0 is a random hypervector; each further level takes a further share
+    of its columns from a second, independent one, so nearby levels are similar
+    and level ``n - 1`` is unrelated to level 0 (similarity falls linearly).
+
+    Parameters
+    ----------
+    n, d : int
+        Number of levels (below 2**31) and dimension.
+    density, seed, format, device
+        As for :func:`random`.
+
+    Returns
+    -------
+    numpy.ndarray or PackedTrits
+        ``(n, d)`` hypervectors.
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> L = tn.vsa.level(5, 10_000)
+    >>> [round(float(tn.vsa.similarity(L[0], L[i])), 1) for i in range(5)]
+    [1.0, 0.8, 0.5, 0.3, 0.0]
+    """
+    return _mixed(n, d, density, seed, format, device, circle=False)
+
+
+def circular(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFormat = "dense",
+             device: str = "auto") -> Hypervectors:
+    """``n`` hypervectors on a circle, for angles and other periodic values.
+
+    Similarity depends only on the distance around the circle: neighbours are
+    similar, opposite points (``n / 2`` apart) unrelated, and the last point
+    leads back to the first.
+
+    Parameters
+    ----------
+    n, d : int
+        Number of points (below 2**31) and dimension.
+    density, seed, format, device
+        As for :func:`random`.
+
+    Returns
+    -------
+    numpy.ndarray or PackedTrits
+        ``(n, d)`` hypervectors.
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> C = tn.vsa.circular(8, 10_000)
+    >>> [round(float(tn.vsa.similarity(C[0], C[i])), 1) for i in range(8)]
+    [1.0, 0.8, 0.5, 0.3, 0.0, 0.3, 0.5, 0.7]
+    """
+    return _mixed(n, d, density, seed, format, device, circle=True)
+
+
+def identity(d: int, *, rule: BindRule = "mul", format: HVFormat = "dense",
+             device: str = "auto") -> Hypervectors:
+    """The identity of :func:`bind`: all ones for ``rule="mul"``, all zeros for ``"mod3"``.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> tn.vsa.identity(4)
+    array([1, 1, 1, 1], dtype=int8)
+    >>> v = np.array([1, 0, -1, 1], dtype=np.int8)
+    >>> tn.vsa.bind(v, tn.vsa.identity(4, rule="mod3"), rule="mod3")
+    array([ 1,  0, -1,  1], dtype=int8)
+    """
+    d = count(d, "d")
+    packed = _format(format)
+    _rule(rule)
+    dev = resolve(device)
+    trits = np.full((1, d), 1 if rule == "mul" else 0, np.int8)
+    return _place_new(trits, (), packed, dev)

@@ -1,0 +1,247 @@
+"""Item memory: a codebook of symbols and hypervectors, with cleanup by nearest neighbour."""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from .._dispatch import call
+from .._interop import to_host
+from .._npz import reading
+from .._validate import raise_invalid_trits
+from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
+from ..packing import PackedTrits, ensure_valid, pack, unpack
+from ._hv import Hypervectors, count, hypervectors, resolve
+from .generation import _format, _threshold, random_rows, seed_key
+from .similarity_search import search
+
+__all__ = ["ItemMemory"]
+
+_FILE_VERSION = 1
+
+
+def _as_format(v: Hypervectors, packed: bool, device: str) -> Hypervectors:
+    """``v`` as a bitplane PackedTrits (``packed``) or as dense trits, converted on ``device``."""
+    if isinstance(v, PackedTrits):
+        return v.to("bitplane", device=device) if packed else unpack(v, device=device)
+    return pack(v, "bitplane", device=device) if packed else v
+
+
+class ItemMemory:
+    """A codebook: symbols and their random hypervectors, with cleanup by nearest neighbour.
+
+    Symbol ``i`` (in the order added) gets row ``i`` of
+    ``tn.vsa.random(n, d, density=density, seed=seed)`` unless a vector is given,
+    so two memories with the same seed agree on every device.
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the hypervectors.
+    seed : int
+        Seed of the generated vectors.
+    density : float
+        Their share of non-zero trits, in (0, 1].
+    format : {"dense", "bitplane"}
+        How vectors are stored and returned.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where vectors are generated and cleanup searches run.
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> mem = tn.vsa.ItemMemory(1000, seed=1)
+    >>> for name in ("a", "b", "c"):
+    ...     _ = mem.add(name)
+    >>> noisy = mem["b"].copy()
+    >>> noisy[:300] = 0
+    >>> mem.cleanup(noisy), mem.cleanup(noisy, k=2)
+    ('b', ['b', 'a'])
+    >>> len(mem), "c" in mem, mem.symbols
+    (3, True, ['a', 'b', 'c'])
+    """
+
+    def __init__(self, d: int, *, seed: int = 0, density: float = 2 / 3,
+                 format: str = "dense", device: str = "auto") -> None:
+        self.d = count(d, "d")
+        self._packed = _format(format)
+        _threshold(density)
+        seed_key(seed)
+        self.seed = seed
+        self.density = density
+        self.format = format
+        self.device = device
+        self._symbols: list[Hashable] = []
+        self._index: dict[Hashable, int] = {}
+        self._rows = np.empty(self._row_shape(0), self._dtype())
+        self._count = 0
+
+    def _row_shape(self, n: int) -> tuple[int, ...]:
+        return (n, 2, -(-self.d // 64)) if self._packed else (n, self.d)
+
+    def _dtype(self) -> type:
+        return np.uint64 if self._packed else np.int8
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, symbol: object) -> bool:
+        return symbol in self._index
+
+    @property
+    def symbols(self) -> list[Hashable]:
+        """The symbols in the order they were added."""
+        return list(self._symbols)
+
+    @property
+    def vectors(self) -> Hypervectors:
+        """All vectors, ``(len(self), d)``, in the order of :attr:`symbols`."""
+        return self._wrap(self._rows[: self._count], (self._count,))
+
+    def _wrap(self, rows: np.ndarray, lead: tuple[int, ...]) -> Hypervectors:
+        if self._packed:
+            return PackedTrits._encoded(rows.reshape((*lead, *tuple(rows.shape)[1:])),
+                                        (*lead, self.d), "bitplane")
+        return rows.reshape((*lead, self.d))
+
+    def _append(self, symbol: Hashable, row: np.ndarray) -> None:
+        if self._count == len(self._rows):
+            grown = np.empty(self._row_shape(max(8, 2 * self._count)), self._dtype())
+            grown[: self._count] = self._rows[: self._count]
+            self._rows = grown
+        self._rows[self._count] = row
+        self._index[symbol] = self._count
+        self._symbols.append(symbol)
+        self._count += 1
+
+    def add(self, symbol: Hashable, vector: Hypervectors | None = None) -> Hypervectors:
+        """Store ``symbol`` and return its vector (the existing one if already stored).
+
+        Without ``vector`` the next row of the memory's generator is used.
+        """
+        if symbol in self._index:
+            return self[symbol]
+        if vector is None:
+            dev = resolve(self.device)
+            row = random_rows(self._count, 1, self.d, density=self.density,
+                                   seed=self.seed, packed=self._packed, dev=dev)
+            row = to_host(row)[0]
+        else:
+            dev = resolve(self.device, vector)
+            h = hypervectors(_as_format(vector, self._packed, dev), dev, "vector")
+            if h.shape != (self.d,):
+                raise ShapeMismatchError(
+                    f"ItemMemory.add: vector must have shape ({self.d},), got {h.shape}",
+                    expected=(self.d,), actual=h.shape)
+            row = to_host(h.rows)[0]
+        self._append(symbol, row)
+        return self[symbol]
+
+    def __getitem__(self, symbol: Hashable) -> Hypervectors:
+        try:
+            i = self._index[symbol]
+        except KeyError:
+            raise KeyError(f"{symbol!r} is not in this ItemMemory (add it first)") from None
+        return self._wrap(self._rows[i:i + 1].copy(), ())
+
+    def cleanup(self, v: Hypervectors, k: int = 1, *, metric: str = "cosine") -> Any:
+        """The symbol(s) whose vectors are most similar to ``v``.
+
+        Parameters
+        ----------
+        v : array_like of int or PackedTrits
+            One hypervector ``(d,)`` or a batch ``(..., d)``, of either kind.
+        k : int
+            How many symbols, best first.
+        metric : {"cosine", "dot", "hamming"}
+            As for :func:`tritnum.vsa.similarity`.
+
+        Returns
+        -------
+        symbol, list of symbols, or nested lists
+            One symbol for ``k == 1`` and one vector, a list of ``k`` otherwise;
+            a list of those for a batch.
+
+        Raises
+        ------
+        ValueError
+            An empty memory, or ``k`` larger than it.
+        """
+        if self._count == 0:
+            raise ValueError("ItemMemory.cleanup: the memory is empty; add symbols first")
+        idx, _ = search(_as_format(v, self._packed, self.device), self.vectors, k, metric,
+                        device=self.device)
+        idx = to_host(idx)
+        picked = [self._symbols[r[0]] if k == 1 else [self._symbols[i] for i in r]
+                  for r in idx.reshape(-1, k).tolist()]
+        return _nest(picked, idx.shape[:-1])
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the memory to an ``.npz`` file (no pickle); symbols must be str or int.
+
+        Examples
+        --------
+        >>> import os, tempfile, tritnum as tn
+        >>> mem = tn.vsa.ItemMemory(100, format="bitplane")
+        >>> _ = mem.add("x"), mem.add(7)
+        >>> path = os.path.join(tempfile.mkdtemp(), "mem.npz")
+        >>> mem.save(path)
+        >>> back = tn.vsa.ItemMemory.load(path)
+        >>> back.symbols, back[7] == mem[7]
+        (['x', 7], True)
+        """
+        for s in self._symbols:
+            if isinstance(s, bool) or not isinstance(s, (str, numbers.Integral)):
+                raise TypeError(f"ItemMemory.save: symbols must be str or int, got {s!r}")
+        meta = {"version": _FILE_VERSION, "d": self.d, "seed": int(self.seed),
+                "density": float(self.density), "format": self.format,
+                "symbols": [s if isinstance(s, str) else int(s) for s in self._symbols]}
+        with open(path, "wb") as f:
+            np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+                     rows=self._rows[: self._count])
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, device: str = "auto") -> ItemMemory:
+        """Read a memory written by :meth:`save`."""
+        with reading(path, "ItemMemory file"):
+            with np.load(path, allow_pickle=False) as f:
+                meta = json.loads(f["meta"].tobytes().decode())
+                rows = f["rows"]
+            if meta.get("version") != _FILE_VERSION:
+                raise FormatError(
+                    f"{path}: unsupported ItemMemory file version {meta.get('version')}")
+            mem = cls(meta["d"], seed=meta["seed"], density=meta["density"],
+                      format=meta["format"], device=device)
+            symbols = list(meta["symbols"])
+        if rows.shape != mem._row_shape(len(symbols)) or rows.dtype != mem._dtype():
+            raise FormatError(f"{path}: vectors of shape {rows.shape} and dtype {rows.dtype} do "
+                              f"not fit {len(symbols)} symbols of dimension {mem.d}")
+        dev = resolve(device)
+        try:
+            if mem._packed:
+                ensure_valid(PackedTrits(rows, (len(rows), mem.d), "bitplane"), dev)
+            elif rows.size and not call("vsa.check", dev, rows):
+                raise_invalid_trits(rows, "rows")
+        except InvalidTritsError as exc:
+            raise FormatError(f"{path}: the stored vectors are not trits ({exc})") from None
+        mem._rows = rows.copy()
+        mem._count = len(rows)
+        mem._symbols = symbols
+        mem._index = {s: i for i, s in enumerate(mem._symbols)}
+        return mem
+
+
+def _nest(items: list[Any], shape: tuple[int, ...]) -> Any:
+    """A flat list as nested lists of ``shape`` (the single item for shape ``()``)."""
+    if not shape:
+        return items[0]
+    if len(shape) == 1:
+        return items
+    step = math.prod(shape[1:])
+    return [_nest(items[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]

@@ -1,0 +1,153 @@
+"""Similarity of ternary hypervectors and nearest-neighbour search among them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._dispatch import call, kernel, place
+from .._interop import to_host
+from .._kernels import hv as _hv_math
+from .._validate import choice
+from ..errors import ShapeMismatchError
+from ..typing import Metric
+from ._hv import (
+    Hypervectors,
+    broadcast_rows,
+    count,
+    either,
+    hypervectors,
+    place_scores,
+    resolve,
+)
+from ._hv import same_kind as _same_kind
+
+__all__ = ["search", "similarity"]
+
+SEARCH_BLOCK_SCORES = 1 << 22  # query x memory scores held at once by search
+
+
+def _metric(metric: str) -> int:
+    return _hv_math.METRICS[choice(metric, "metric", _hv_math.METRICS)]
+
+
+def _scores_out(s: Any, metric: int) -> Any:
+    return s.astype(np.int64) if metric == _hv_math.DOT and isinstance(s, np.ndarray) else s
+
+
+def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
+               device: str = "auto") -> Any:
+    """Similarity of hypervectors, pair by pair (leading shapes broadcast).
+
+    ``"dot"``: the integer dot product. ``"cosine"``: ``dot / sqrt(nnz(a) nnz(b))``,
+    0 when either is all zero. ``"hamming"``: the fraction of equal positions.
+
+    Parameters
+    ----------
+    a, b : array_like of int or PackedTrits
+        Same kind and dimension ``d``; ``a[..., None, :]`` against ``b[None]`` gives
+        all pairs.
+    metric : {"cosine", "dot", "hamming"}
+        The measure.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    numpy.ndarray or scalar
+        int64 for "dot", float64 otherwise, of the broadcast leading shape.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> a = np.array([1, -1, 0, 1], dtype=np.int8)
+    >>> b = np.array([[1, 1, 0, 1], [0, 0, 1, 0]], dtype=np.int8)
+    >>> tn.vsa.similarity(a, b, "dot")
+    array([1, 0])
+    >>> tn.vsa.similarity(a, b)
+    array([0.33333333, 0.        ])
+    >>> tn.vsa.similarity(a, b[0], "hamming")
+    np.float64(0.75)
+    """
+    code = _metric(metric)
+    dev = resolve(device, a, b)
+    ha = hypervectors(a, dev, "a")
+    hb = hypervectors(b, dev, "b")
+    _same_kind(ha, hb, "similarity")
+    lead, ia, ib = broadcast_rows(ha, hb, "similarity")
+    s = call("vsa.similarity", dev, ha.rows, hb.rows, ia, ib, code, ha.packed, ha.d)
+    if code == _hv_math.DOT:
+        s = to_host(s).astype(np.int64)
+    return place_scores(s, lead, either(ha, hb))
+
+
+def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: Metric = "cosine",
+           *, device: str = "auto") -> tuple[Any, Any]:
+    """The ``k`` most similar memory rows for each query, best first, ties to the lower index.
+
+    Parameters
+    ----------
+    queries : array_like of int or PackedTrits
+        ``(..., d)`` query hypervectors.
+    memory : array_like of int or PackedTrits
+        ``(m, d)`` stored hypervectors, the same kind as ``queries``, ``m >= 1``.
+    k : int
+        How many matches per query, ``1 <= k <= m``.
+    metric : {"cosine", "dot", "hamming"}
+        As for :func:`similarity`.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    indices : numpy.ndarray
+        ``(..., k)`` int64 rows of ``memory``.
+    scores : numpy.ndarray
+        ``(..., k)`` their similarity (int64 for "dot", else float64).
+
+    Raises
+    ------
+    ValueError
+        An empty memory, or ``k`` outside ``1 .. m``.
+    ShapeMismatchError
+        A memory that is not 2-D, or a different dimension ``d``.
+
+    Examples
+    --------
+    >>> import tritnum as tn
+    >>> memory = tn.vsa.random(100, 1000, seed=3)
+    >>> idx, scores = tn.vsa.search(memory[[42, 7]], memory, k=2)
+    >>> idx[:, 0], scores[:, 0]
+    (array([42,  7]), array([1., 1.]))
+    """
+    code = _metric(metric)
+    dev = resolve(device, queries, memory)
+    hq = hypervectors(queries, dev, "queries")
+    hm = hypervectors(memory, dev, "memory")
+    _same_kind(hq, hm, "search")
+    if len(hm.lead) != 1:
+        raise ShapeMismatchError(
+            f"search: memory must be (m, d), got shape {hm.shape}",
+            expected="(m, d)", actual=hm.shape)
+    m = hm.lead[0]
+    if m == 0:
+        raise ValueError("search: the memory is empty (0 stored hypervectors); "
+                         "add hypervectors before searching")
+    k = count(k, "k", 1)
+    if k > m:
+        raise ValueError(f"search: k={k} is larger than the memory ({m} hypervectors)")
+    q = math.prod(hq.lead)
+    step = max(1, SEARCH_BLOCK_SCORES // m)
+    search_kernel = kernel("vsa.search", dev)
+    parts = [search_kernel(hq.rows[q0:q0 + step], hm.rows, k, code, hq.packed, hq.d)
+             for q0 in range(0, q, step)]
+    if parts:
+        idx = np.concatenate([p[0] for p in parts])
+        s = np.concatenate([p[1] for p in parts])
+    else:
+        idx, s = np.zeros((0, k), np.int64), np.zeros((0, k))
+    s = _scores_out(s, code)
+    like = either(hq, hm)
+    return place(idx, like, (*hq.lead, k)), place(s, like, (*hq.lead, k))
