@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tritnum as tn
-from tritnum._kernels import gguf_codecs
 from tritnum._kernels.cpu._jit import jit
+from tritnum._kernels.shared import floatbits
 
 BACKENDS = ["numpy", "cpu"]
 GGUF_TYPES = {"TQ2_0": GGMLQuantizationType.TQ2_0, "TQ1_0": GGMLQuantizationType.TQ1_0}
@@ -196,7 +196,7 @@ def test_float16_bits_rounds_as_numpy():
     """The kernels' float16 conversion of the scales, on every float16, its float32
     neighbours and the midpoints between float16s (where rounding to even decides),
     overflow, subnormal halves and random float32 bits."""
-    half = jit(inline="always")(gguf_codecs.float16_bits)
+    half = jit(inline="always")(floatbits.float16_bits)
 
     @jit()
     def convert(bits, out):

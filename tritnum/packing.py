@@ -22,7 +22,7 @@ import numpy as np
 from . import _arrays
 from ._dispatch import is_cuda_array, kernel, resolve_device
 from ._formats import FORMATS, Format, get_format
-from ._kernels.reference.packing import bad_unit
+from ._kernels.shared.packing import bad_unit
 from ._validate import native, raise_invalid_trits, shape_tuple, trit_array
 from .errors import FormatError, InvalidTritsError
 

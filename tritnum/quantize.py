@@ -17,7 +17,7 @@ import numpy as np
 from . import _arrays
 from ._dispatch import kernel, resolve_device
 from ._formats import get_format
-from ._kernels.reference.quantize import EPS
+from ._kernels.shared.quantize import EPS
 from ._validate import index_str, native
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, unpack

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _arrays
 from .._dispatch import kernel, resolve_device
-from .._kernels.reference import gguf as layout
+from .._kernels.shared import gguf as layout
 from .._validate import index_str, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import pack, unpack

@@ -11,8 +11,7 @@ import numpy as np
 from .. import _arrays
 from .._dispatch import kernel
 from .._formats import FORMATS as _ALL_FORMATS
-from .._kernels import hv as _hv_math
-from .._kernels.reference import vsa as _ref
+from .._kernels.shared import vsa as _hv_math
 from ..errors import FormatError, ShapeMismatchError
 from ._hv import HV, Hypervectors, broadcast_rows, count, hypervectors, place_scores, resolve
 from ._hv import same_kind as _same_kind
@@ -111,7 +110,7 @@ def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: str
 def _place_new(trits: np.ndarray, packed: bool, dev: str) -> Hypervectors:
     """Host int8 ``(n, d)`` trits as the requested kind, on the GPU for ``dev == "cuda"``."""
     n, d = trits.shape
-    rows = _ref.to_planes(trits) if packed else trits
+    rows = _hv_math.to_planes(trits) if packed else trits
     return _wrap(rows, (n,), d, packed, dev == "cuda")
 
 
@@ -128,8 +127,8 @@ def _mixed(n: Any, d: Any, density: float, seed: int, format: str, device: str,
     packed = _format(format)
     dev = resolve(device)
     key = seed_key(seed)
-    base, other = _ref.random(0, 2, d, key, _threshold(density), False)
-    u = (_ref.hashes(2, 1, d, key)[0] >> np.uint64(32)).astype(np.int64)
+    base, other = _hv_math.random_trits(0, 2, d, key, _threshold(density))
+    u = (_hv_math.hashes(2, 1, d, key)[0] >> np.uint64(32)).astype(np.int64)
     i = np.arange(n, dtype=np.int64)[:, None]
     trits = np.where(take_other(u[None, :], i, n), other, base).astype(np.int8)
     return _place_new(trits, packed, dev)
@@ -217,7 +216,7 @@ def identity(d: int, *, rule: str = "mul", format: str = "dense",
     _rule(rule)
     dev = resolve(device)
     trits = np.full((1, d), 1 if rule == "mul" else 0, np.int8)
-    rows = _ref.to_planes(trits) if packed else trits
+    rows = _hv_math.to_planes(trits) if packed else trits
     return _wrap(rows, (), d, packed, dev == "cuda")
 
 

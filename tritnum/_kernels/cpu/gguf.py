@@ -9,15 +9,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..._dispatch import register
-from .. import gguf_codecs as codecs
+from ..shared import floatbits
+from ..shared import gguf as codecs
 from ._jit import jit
 from ._parallel import run
 from ._simd import store_fence, stream_floats
 
 STREAM_BYTES = 32 << 20  # a given out= this large (beyond the L3 cache) is written streaming
 
-_absmax_bits = jit(inline="always")(codecs.block_absmax_bits)
-_float16_bits = jit(inline="always")(codecs.float16_bits)
+_absmax_bits = jit(inline="always")(floatbits.block_absmax_bits)
+_float16_bits = jit(inline="always")(floatbits.float16_bits)
 _block_inverse = jit(inline="always")(codecs.block_inverse)
 _encode_tq2 = jit(inline="always")(codecs.encode_tq2_block)
 _encode_tq1 = jit(inline="always")(codecs.encode_tq1_block)

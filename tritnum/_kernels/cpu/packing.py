@@ -18,8 +18,8 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
-from .. import codecs
-from ..layout import byte_rows
+from ..shared import packing as codecs
+from ..shared.packing import byte_rows
 from ._jit import jit
 from ._parallel import run
 from ._unaligned import load_u32, load_u64, store_u32, store_u64

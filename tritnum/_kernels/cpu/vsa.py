@@ -3,7 +3,7 @@
 Dense hypervectors are int8 rows; "bitplane" rows are ``(2, nw)`` uint64 words
 and are worked on a word (64 trits) at a time: AND/OR/XOR for binding,
 ``llvm.ctpop`` for similarity, carry-save (Harley-Seal) bit-sliced counters for
-bundling. The arithmetic is :mod:`..hv`, shared with the CUDA kernels.
+bundling. The arithmetic is :mod:`..shared.vsa`, shared with the CUDA kernels.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from numba import types
 from numba.extending import intrinsic
 
 from ..._dispatch import register
-from .. import hv
-from ..reference.vsa import topk
+from ..shared import vsa as hv
+from ..shared.select import topk
 from ._jit import jit
 from ._parallel import run
 from ._simd import dot_planes, prefetch_row, rows_ahead

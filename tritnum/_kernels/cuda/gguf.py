@@ -8,12 +8,13 @@ import numpy as np
 from numba import cuda
 
 from ..._dispatch import register
-from .. import gguf_codecs as codecs
+from ..shared import floatbits
+from ..shared import gguf as codecs
 from ._launch import THREADS, blocks, flag, is_set
 
 _device = cuda.jit(device=True, inline="always")
-_absmax_bits = _device(codecs.block_absmax_bits)
-_float16_bits = _device(codecs.float16_bits)
+_absmax_bits = _device(floatbits.block_absmax_bits)
+_float16_bits = _device(floatbits.float16_bits)
 _block_inverse = _device(codecs.block_inverse)
 _encode_tq2 = _device(codecs.encode_tq2_block)
 _encode_tq1 = _device(codecs.encode_tq1_block)
