@@ -12,8 +12,8 @@ from ..._dispatch import register
 from ..shared import floatbits
 from ..shared import gguf as codecs
 from ._jit import jit
+from ._llvm.cache import store_fence, stream_floats
 from ._parallel import run
-from ._simd import store_fence, stream_floats
 
 STREAM_BYTES = 32 << 20  # a given out= this large (beyond the L3 cache) is written streaming
 
