@@ -275,16 +275,15 @@ def from_gguf_blocks(buf: Any, qtype: str, shape: tuple[int, ...], *, ternary: b
         qs = blocks[:, :codes]  # a strided view: the CPU kernel reads it in place
         scales = blocks[:, codes:].copy().view(np.float16).astype(np.float32).reshape(-1)
     dev = resolve_device(device, raw)
-    values, ok = kernel("gguf_decode", dev)(
-        _arrays.for_device(qs, dev), _arrays.for_device(scales, dev), qtype,
-        None if out is None else out.reshape(-1))
     if not ternary:
+        values, _ = kernel("gguf_decode", dev)(
+            _arrays.for_device(qs, dev), _arrays.for_device(scales, dev), qtype,
+            None if out is None else out.reshape(-1))
         return out if out is not None else _arrays.to_host(values).reshape(shape)
+    trits, ok = kernel("gguf_trits", dev)(_arrays.for_device(qs, dev), qtype)
     if not ok:
         raise InvalidTritsError(f"the {qtype} buffer holds 2-bit code 3, which is not a trit")
-    codes = (layout.i2s_unpack(qs) if qtype == "I2_S" else
-             (layout.tq2_codes(qs) if qtype == "TQ2_0" else layout.tq1_codes(qs)))
-    packed = pack((codes.astype(np.int8) - 1).reshape(shape), format)
+    packed = pack(_arrays.to_host(trits).reshape(shape), format)
     if qtype == "I2_S":
         return TernaryTensor(packed, scales.reshape(()), None)
     return TernaryTensor(packed, scales.reshape(*shape[:-1], shape[-1] // 256), 256)

@@ -64,6 +64,13 @@ def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
     return d
 
 
+def _codes(qs: np.ndarray, qtype: str) -> np.ndarray:
+    """Codes t + 1 of the blocks: flat for I2_S, ``(blocks, 256)`` for TQ1_0/TQ2_0."""
+    if qtype == "I2_S":
+        return i2s_unpack(qs)
+    return tq2_codes(qs) if qtype == "TQ2_0" else tq1_codes(qs)
+
+
 @register("gguf_decode", "numpy")
 def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
                 out: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
@@ -71,13 +78,22 @@ def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
 
     The values go into ``out`` (flat) when it is given.
     """
+    codes = _codes(qs, qtype)
     if qtype == "I2_S":
-        codes = i2s_unpack(qs)
         values = scales[0] * (codes.astype(np.float32) - 1)
     else:
-        codes = tq2_codes(qs) if qtype == "TQ2_0" else tq1_codes(qs)
         values = (scales[:, None] * (codes.astype(np.float32) - 1)).reshape(-1)
     if out is not None:
         out[...] = values
         values = out
     return values, bool((codes != 3).all())
+
+
+@register("gguf_trits", "numpy")
+def gguf_trits(qs: np.ndarray, qtype: str) -> tuple[np.ndarray, bool]:
+    """The flat int8 trits ``code - 1`` and whether every code was a trit code.
+
+    A code 3 (not a trit) comes out as 2, as the numba backends write it.
+    """
+    codes = _codes(qs, qtype)
+    return codes.reshape(-1).astype(np.int8) - 1, bool((codes != 3).all())
