@@ -33,9 +33,9 @@ def unpack(data: np.ndarray, fmt: Format, n: int) -> tuple[np.ndarray, bool]:
 
 
 @register("convert", "numpy")
-def convert(data: np.ndarray, src: Format, dst: Format, n: int) -> tuple[np.ndarray, bool]:
-    trits, ok = unpack(data, src, n)
-    return (encode(trits, dst) if ok else np.empty(0, dst.dtype)), ok
+def convert(data: np.ndarray, sfmt: Format, dfmt: Format, n: int) -> tuple[np.ndarray, bool]:
+    trits, ok = unpack(data, sfmt, n)
+    return (encode(trits, dfmt) if ok else np.empty(0, dfmt.dtype)), ok
 
 
 __all__ = ["FORMATS", "convert", "pack", "trits_ok", "unpack"]
