@@ -125,8 +125,10 @@ def _signatures():
         ],
         "encode_tq_blocks": [((f32, u32, nt.boolean, rows_u8, f32, u32), "float32")],
         "encode_i2s_blocks": [((f32, u32, rows_u8, u32), "float32")],
-        "decode_tq_blocks": [((rows_u8, f32, nt.boolean, f32_rows, bad), "uint8")],
-        "decode_i2s_blocks": [((rows_u8, nt.float64, f32_rows, bad), "uint8")],
+        "decode_tq_blocks": [((rows_u8, f32, nt.boolean, out, bad), f"uint8-{out.dtype}")
+                             for out in (f32_rows, trits_out)],  # values; trits (scale 1)
+        "decode_i2s_blocks": [((rows_u8, nt.float64, out, bad), f"uint8-{out.dtype}")
+                              for out in (f32_rows, trits_out)],
         **_vsa_signatures(),
         "gemv_rows": _matmul_signatures(),
         "gemm_tiles": _matmul_signatures(),

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tritnum as tn
-from tritnum._kernels import gguf_codecs
 from tritnum._kernels.cpu._jit import jit
+from tritnum._kernels.shared import floatbits
 
 GGUF_TYPES = {"TQ2_0": GGMLQuantizationType.TQ2_0, "TQ1_0": GGMLQuantizationType.TQ1_0}
 
@@ -87,6 +87,41 @@ def test_decode_to_ternary_tensor(qtype):
     assert isinstance(t, tn.TernaryTensor) and t.format == "base3"
     np.testing.assert_array_equal(t.dequantize(), tn.io.from_gguf_blocks(buf, qtype, x.shape))
     np.testing.assert_array_equal(tn.io.to_gguf_blocks(t, qtype), buf)
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])
+def test_ternary_decode_runs_one_trit_kernel(qtype, device, monkeypatch):
+    """ternary=True decodes once, with the resolved device's trit decoder (no float decode)."""
+    from tritnum import _dispatch
+
+    x = np.random.default_rng(3).standard_normal((2, 512)).astype(np.float32)
+    x[1, 256:] = 0  # a block of scale 0: its trits still come from its codes
+    buf = tn.io.to_gguf_blocks(x, qtype)
+    calls = []
+    lookup = _dispatch.kernel
+
+    def counting(op, dev):
+        calls.append((op, dev))
+        return lookup(op, dev)
+
+    monkeypatch.setattr(_dispatch, "kernel", counting)
+    t = tn.io.from_gguf_blocks(buf, qtype, x.shape, ternary=True, device=device)
+    assert [c for c in calls if c[0].startswith("gguf")] == [("gguf_trits", device)]
+    np.testing.assert_array_equal(t.dequantize(), tn.io.from_gguf_blocks(buf, qtype, x.shape))
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])
+def test_trit_kernels_agree_on_corrupt_codes(qtype):
+    from tritnum._dispatch import kernel
+
+    rng = np.random.default_rng(4)
+    qs = rng.integers(0, 256, (3, 64 if qtype == "TQ2_0" else 52), dtype=np.uint8)
+    if qtype == "I2_S":
+        qs = qs[:, :32].reshape(-1)
+    ref, ref_ok = kernel("gguf_trits", "numpy")(qs, qtype)
+    got, ok = kernel("gguf_trits", "cpu")(qs, qtype)
+    np.testing.assert_array_equal(got, ref)
+    assert ok == ref_ok == (qtype == "TQ1_0")  # random bytes hold 2-bit code 3
 
 
 def test_bad_input():
@@ -189,7 +224,7 @@ def test_float16_bits_rounds_as_numpy():
     """The kernels' float16 conversion of the scales, on every float16, its float32
     neighbours and the midpoints between float16s (where rounding to even decides),
     overflow, subnormal halves and random float32 bits."""
-    half = jit(inline="always")(gguf_codecs.float16_bits)
+    half = jit(inline="always")(floatbits.float16_bits)
 
     @jit()
     def convert(bits, out):

@@ -11,7 +11,7 @@ import pytest
 import tritnum as tn
 from tritnum._formats import FORMATS
 from tritnum._kernels.cpu import packing
-from tritnum._kernels.layout import byte_rows
+from tritnum._kernels.shared.packing import byte_rows
 
 PAGE = mmap.PAGESIZE
 

@@ -8,8 +8,8 @@ from hypothesis.extra import numpy as hnp
 from numba import njit
 
 import tritnum as tn
-from tritnum._kernels.cpu import _simd
 from tritnum._kernels.cpu import matmul as cpu_matmul
+from tritnum._kernels.cpu._llvm import gemv
 from tritnum.testing import ternary_tensors
 
 # sizes around the 128-trit SIMD blocks and 4/5-trit units, and primes
@@ -172,10 +172,10 @@ def test_nan_on_the_int8_path_names_the_position():
 @given(blocks=st.integers(0, 6), seed=st.integers(0, 2**32 - 1))
 def test_simd_dot_and_decode_match_numpy(avx2, blocks, seed):
     """The SIMD dot and decoder (and their portable lowering) against the documented layout."""
-    if avx2 and not _simd.HAS_AVX2:
+    if avx2 and not gemv.HAS_AVX2:
         pytest.skip("this CPU has no AVX2; the portable lowering is what runs here")
-    dot = _simd.dot_2bit if avx2 else _simd.dot_2bit_portable
-    decode = _simd.decode_2bit if avx2 else _simd.decode_2bit_portable
+    dot = gemv.dot_2bit if avx2 else gemv.dot_2bit_portable
+    decode = gemv.decode_2bit if avx2 else gemv.decode_2bit_portable
     rng = np.random.default_rng(seed)
     codes = rng.integers(0, 3, (blocks, 4, 32)).astype(np.uint8)  # block, code n, byte m
     w = np.zeros(32 * blocks + 3, np.uint8)

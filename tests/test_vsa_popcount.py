@@ -8,7 +8,7 @@ from numba import njit
 
 import tritnum as tn
 from tritnum import vsa
-from tritnum._kernels.cpu._simd import dot_planes
+from tritnum._kernels.cpu._llvm.popcount import dot_planes
 
 
 @njit

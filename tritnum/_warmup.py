@@ -54,8 +54,9 @@ def warmup(device: Device = "auto") -> float:
         for x in (weights, weights.astype(np.float64)):  # float32 and float64 absmax kernels
             quantize_activations(x, device=dev)
         for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
-            from_gguf_blocks(to_gguf_blocks(weights, qtype, device=dev), qtype, weights.shape,
-                             device=dev)
+            blocks = to_gguf_blocks(weights, qtype, device=dev)
+            for ternary in (False, True):
+                from_gguf_blocks(blocks, qtype, weights.shape, ternary=ternary, device=dev)
         for name in FORMATS:  # one activation row (GEMV) and many (GEMM), both paths
             w = quantize(weights, format=name, device=dev)
             for rows in (1, 64):

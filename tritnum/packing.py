@@ -22,7 +22,7 @@ import numpy as np
 from ._dispatch import call, place, resolve_device
 from ._formats import FORMATS, Format, get_format
 from ._interop import HOST, Origin, as_rows, is_cuda_array, native, origin, to_gpu, to_host
-from ._kernels.reference.packing import bad_unit
+from ._kernels.shared.packing import bad_unit
 from ._validate import leading_key, native_order, raise_invalid_trits, shape_tuple, trit_array
 from .errors import FormatError, InvalidTritsError
 from .typing import Device

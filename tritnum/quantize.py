@@ -17,7 +17,7 @@ import numpy as np
 from ._dispatch import call, implementation, place, resolve_device
 from ._formats import get_format
 from ._interop import as_rows, is_cuda_array, native, origin, to_host
-from ._kernels.reference.quantize import EPS
+from ._kernels.shared.quantize import EPS
 from ._validate import index_str, leading_key, native_order
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, unpack_native

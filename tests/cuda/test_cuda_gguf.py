@@ -23,6 +23,8 @@ def test_encode_decode_match_reference(qtype):
     out = np.full(x.shape, np.nan, np.float32)
     assert tn.io.from_gguf_blocks(ref, qtype, x.shape, out=out, device="cuda") is out
     np.testing.assert_array_equal(out, expected)
+    t = tn.io.from_gguf_blocks(ref, qtype, x.shape, ternary=True, device="cuda")
+    np.testing.assert_array_equal(t.dequantize(), expected)
 
 
 def test_code_three_is_reported():

@@ -19,7 +19,7 @@ from numba import cuda
 
 import tritnum as tn
 import tritnum._dispatch as dispatch_module
-from tritnum._kernels import codecs
+from tritnum._kernels.shared import packing as codecs
 
 try:
     from numba.cuda.core import config as _cuda_config

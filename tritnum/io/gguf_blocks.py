@@ -24,7 +24,7 @@ import numpy as np
 
 from .._dispatch import call, place, resolve_device
 from .._interop import origin, to_host
-from .._kernels.reference import gguf as layout
+from .._kernels.shared import gguf as layout
 from .._validate import choice, index_str, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import pack, unpack_native
@@ -274,15 +274,14 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *, tern
         qs = blocks[:, :codes]  # a strided view: the CPU kernel reads it in place
         scales = blocks[:, codes:].copy().view(np.float16).astype(np.float32).reshape(-1)
     dev = resolve_device(device, raw)
-    values, ok = call("gguf_decode", dev, qs, scales, qtype,
-                      out=None if out is None else out.reshape(-1))
     if not ternary:
+        values, _ = call("gguf_decode", dev, qs, scales, qtype,
+                         out=None if out is None else out.reshape(-1))
         return out if out is not None else place(values, buf, shape)
+    trits, ok = call("gguf_trits", dev, qs, qtype)
     if not ok:
         raise InvalidTritsError(f"the {qtype} buffer holds 2-bit code 3, which is not a trit")
-    codes = (layout.i2s_unpack(qs) if qtype == "I2_S" else
-             (layout.tq2_codes(qs) if qtype == "TQ2_0" else layout.tq1_codes(qs)))
-    packed = pack((codes.astype(np.int8) - 1).reshape(shape), format)
+    packed = pack(place(trits, buf, shape), format)
     if qtype == "I2_S":
         return TernaryTensor(packed, scales.reshape(()), None)
     return TernaryTensor(packed, scales.reshape(*shape[:-1], shape[-1] // 256), 256)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._dispatch import call
 from .._interop import to_host
-from .._kernels import hv as _hv_math
+from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
 from ..errors import ShapeMismatchError
 from ..typing import BindRule

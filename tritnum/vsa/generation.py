@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call, kernel
-from .._kernels import hv as _hv_math
+from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
 from ..errors import FormatError
 from ..typing import BindRule, HVFormat

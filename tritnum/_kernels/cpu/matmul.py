@@ -4,7 +4,7 @@ Two paths, picked by the number of activation rows ``m``:
 
 - **GEMV** (``m <= GEMV_MAX_ROWS``, "2bit" weights whose groups fill whole bytes):
   memory-bound, so the packed weights are read once, straight from their bytes,
-  by the SIMD dot product of :mod:`._simd`. The activations are laid out once
+  by the SIMD dot product of :mod:`._llvm.gemv`. The activations are laid out once
   per call to match the codes (:func:`layout`), which costs ``O(m * n)``.
 - **GEMM** (everything else): compute-bound, so tiles of weight rows are decoded
   once to float32 trits and multiplied by BLAS ``sgemm``; the scales come after.
@@ -22,8 +22,9 @@ import numpy as np
 from ..._dispatch import register
 from ..._formats import Format
 from ._jit import jit
+from ._llvm.cache import prefetch_row, rows_ahead
+from ._llvm.gemv import decode_2bit, dot_2bit
 from ._parallel import run
-from ._simd import decode_2bit, dot_2bit, prefetch_row, rows_ahead
 from .packing import unpack
 
 GEMV_MAX_ROWS = 16

@@ -18,11 +18,11 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
-from .. import codecs
-from ..layout import byte_rows
+from ..shared import packing as codecs
+from ..shared.packing import byte_rows
 from ._jit import jit
+from ._llvm.unaligned import load_u32, load_u64, store_u32, store_u64
 from ._parallel import run
-from ._unaligned import load_u32, load_u64, store_u32, store_u64
 
 CHUNK = 1 << 14  # storage units per parallel task (a multiple of 8)
 CONVERT_BLOCK_BYTES = 1 << 22  # int8 trits held at once while converting formats

@@ -6,9 +6,9 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
-from ..gguf_codecs import block_absmax_bits
-from ..layout import byte_rows
-from ..reference.quantize import kept_amax
+from ..shared.floatbits import block_absmax_bits
+from ..shared.packing import byte_rows
+from ..shared.quantize import kept_amax
 from . import packing
 from ._jit import jit
 from ._parallel import run

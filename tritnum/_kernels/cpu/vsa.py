@@ -3,40 +3,29 @@
 Dense hypervectors are int8 rows; "bitplane" rows are ``(2, nw)`` uint64 words
 and are worked on a word (64 trits) at a time: AND/OR/XOR for binding,
 ``llvm.ctpop`` for similarity, carry-save (Harley-Seal) bit-sliced counters for
-bundling. The arithmetic is :mod:`..hv`, shared with the CUDA kernels.
+bundling. The arithmetic is :mod:`..shared.vsa`, shared with the CUDA kernels.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import types
-from numba.extending import intrinsic
 
 from ..._dispatch import register
-from .. import hv
-from ..reference.vsa import topk
+from ..shared import vsa as hv
+from ..shared.select import topk
 from ._jit import jit
+from ._llvm.cache import prefetch_row, rows_ahead
+from ._llvm.popcount import dot_planes, popcount
 from ._parallel import run
-from ._simd import dot_planes, prefetch_row, rows_ahead
 
 CHUNK = 4096  # int8 columns per bundle task
 WORDS = 32  # words per bit-sliced bundle task
 MEMORY_ROWS = 256  # memory rows per search task
 
 
-@intrinsic
-def _ctpop(typingctx, x):
-    """Population count of a uint64 (one ``popcnt`` instruction)."""
-
-    def codegen(context, builder, sig, args):
-        return builder.ctpop(args[0])
-
-    return types.uint64(types.uint64), codegen
-
-
 @jit(inline="always")
 def popc(x):
-    return np.int64(_ctpop(x))
+    return np.int64(popcount(x))
 
 
 _fmix = jit(inline="always")(hv.fmix64)

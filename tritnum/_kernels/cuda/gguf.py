@@ -8,12 +8,13 @@ import numpy as np
 from numba import cuda
 
 from ..._dispatch import register
-from .. import gguf_codecs as codecs
+from ..shared import floatbits
+from ..shared import gguf as codecs
 from ._launch import THREADS, blocks, flag, is_set
 
 _device = cuda.jit(device=True, inline="always")
-_absmax_bits = _device(codecs.block_absmax_bits)
-_float16_bits = _device(codecs.float16_bits)
+_absmax_bits = _device(floatbits.block_absmax_bits)
+_float16_bits = _device(floatbits.float16_bits)
 _block_inverse = _device(codecs.block_inverse)
 _encode_tq2 = _device(codecs.encode_tq2_block)
 _encode_tq1 = _device(codecs.encode_tq1_block)
@@ -85,24 +86,36 @@ def gguf_encode(x: Any, qtype: str, qs: np.ndarray) -> np.ndarray:
     return d.copy_to_host()
 
 
-@register("gguf_decode", "cuda")
-def gguf_decode(qs: Any, scales: Any, qtype: str,
-                out: np.ndarray | None = None) -> tuple[Any, bool]:
-    """The flat float32 values on the GPU, or copied into the host array ``out``."""
+def _decode(qs: Any, scales: Any, qtype: str, dtype: Any) -> tuple[Any, bool]:
+    """The flat values ``scale * (code - 1)`` as ``dtype`` on the GPU; whether all were trits."""
     bad = flag()
     if qtype == "I2_S":
         n = qs.shape[0] // 32
-        values = cuda.device_array((n, 128), np.float32)
+        values = cuda.device_array((n, 128), dtype)
         if n:
             decode_i2s_blocks[blocks(n), THREADS](qs.reshape(n, 32), float(scales[0]), values,
                                                   bad)
     else:
-        values = cuda.device_array((qs.shape[0], 256), np.float32)
+        values = cuda.device_array((qs.shape[0], 256), dtype)
         if qs.shape[0]:
             decode_tq_blocks[blocks(qs.shape[0]), THREADS](qs, scales, qtype == "TQ2_0", values,
                                                            bad)
-    values = values.reshape(values.size)
+    return values.reshape(values.size), not is_set(bad)
+
+
+@register("gguf_decode", "cuda")
+def gguf_decode(qs: Any, scales: Any, qtype: str,
+                out: np.ndarray | None = None) -> tuple[Any, bool]:
+    """The flat float32 values on the GPU, or copied into the host array ``out``."""
+    values, ok = _decode(qs, scales, qtype, np.float32)
     if out is not None:
         values.copy_to_host(out)
         values = out
-    return values, not is_set(bad)
+    return values, ok
+
+
+@register("gguf_trits", "cuda")
+def gguf_trits(qs: Any, qtype: str) -> tuple[Any, bool]:
+    """The flat int8 trits on the GPU (the decoders with scale 1)."""
+    n = qs.shape[0] // 32 if qtype == "I2_S" else qs.shape[0]
+    return _decode(qs, cuda.to_device(np.ones(max(n, 1), np.float32)), qtype, np.int8)

@@ -42,8 +42,8 @@ from numba import cuda, float32, float64
 
 from ..._dispatch import register
 from ..._formats import Format
-from .. import codecs
-from ..layout import byte_rows
+from ..shared import packing as codecs
+from ..shared.packing import byte_rows
 from ._launch import MAX_BLOCKS
 
 _read_code = cuda.jit(device=True, inline="always")(codecs.read_code)
@@ -98,7 +98,7 @@ def gemv_rows(x, xscale, w, fmt, half, n, scales, bias, y):
     xscale : (m,) or (0,) float32
         Per-row activation scale (int8 path); empty on the float path.
     w : (out, bytes) uint8
-        Packed rows seen as bytes (:func:`..layout.byte_rows`).
+        Packed rows seen as bytes (:func:`..shared.packing.byte_rows`).
     fmt, half : int
         Format code and minus-plane byte offset (bitplane).
     n : int

@@ -13,8 +13,8 @@ from numba import cuda, int8
 
 from ..._dispatch import register
 from ..._formats import Format
-from .. import codecs
-from ..layout import byte_rows
+from ..shared import packing as codecs
+from ..shared.packing import byte_rows
 from ._launch import THREADS, blocks, flag, is_set
 
 _encode_unit = cuda.jit(device=True, inline="always")(codecs.encode_unit)

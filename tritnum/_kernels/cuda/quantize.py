@@ -9,9 +9,9 @@ from numba import cuda, float32, float64, int8
 
 from ..._dispatch import register
 from ..._formats import Format
-from .. import codecs
-from ..layout import byte_rows
-from ..reference.quantize import kept_amax
+from ..shared import packing as codecs
+from ..shared.packing import byte_rows
+from ..shared.quantize import kept_amax
 from ._launch import THREADS, blocks
 
 _encode_unit = cuda.jit(device=True, inline="always")(codecs.encode_unit)

@@ -1,6 +1,6 @@
 """CUDA VSA kernels: one thread per trit, word or pair (grid-stride), one block per query.
 
-The arithmetic is :mod:`..hv`, shared with the CPU kernels, compiled as inline
+The arithmetic is :mod:`..shared.vsa`, shared with the CPU kernels, compiled as inline
 device functions with ``cuda.popc`` on uint64 words. ``search`` streams the
 memory through a block per query: each thread keeps the best ``k`` of the rows
 it scored, and the block merges them (up to ``KMAX``; a larger ``k`` scores
@@ -15,8 +15,8 @@ import numpy as np
 from numba import cuda, float64, int64, uint64
 
 from ..._dispatch import register
-from .. import hv
-from ..reference.vsa import topk
+from ..shared import vsa as hv
+from ..shared.select import topk
 from ._launch import THREADS, blocks, flag, is_set
 
 KMAX = 16  # the most matches per query a search block keeps

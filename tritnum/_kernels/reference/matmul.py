@@ -18,12 +18,12 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
-from .packing import _decode
+from ..shared.packing import decode
 
 
 def trits(w: np.ndarray, fmt: Format, n: int) -> np.ndarray:
     """The ``(out, n)`` int8 trits of packed rows."""
-    codes, _ = _decode(w, fmt, n)
+    codes, _ = decode(w, fmt, n)
     return codes[:, :n].astype(np.int8) - 1
 
 

@@ -14,16 +14,8 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
-from .packing import _encode
-
-EPS = 1e-5
-
-
-def kept_amax(amax: np.ndarray, per_tensor: bool) -> np.ndarray:
-    """The amax values returned: one per row, or the tensor's one (also with no rows)."""
-    if not per_tensor:
-        return amax
-    return amax[:1] if amax.size else np.array([EPS], np.float32)
+from ..shared.packing import encode
+from ..shared.quantize import EPS
 
 
 @register("abs_sums", "numpy")
@@ -45,7 +37,7 @@ def ternarize(w: np.ndarray, scales: np.ndarray) -> np.ndarray:
 @register("quantize_pack", "numpy")
 def quantize_pack(w: np.ndarray, scales: np.ndarray, fmt: Format) -> np.ndarray:
     """Trits of ``w`` for ``scales``, packed into ``fmt`` rows."""
-    return _encode(ternarize(w, scales), fmt)
+    return encode(ternarize(w, scales), fmt)
 
 
 @register("quantize_activations", "numpy")

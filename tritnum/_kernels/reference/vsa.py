@@ -12,22 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..._dispatch import register
-from ..._formats import FORMATS
-from .. import hv
-from .packing import _decode, _encode
-
-_BP = FORMATS["bitplane"]
-
-
-def to_trits(rows: np.ndarray, d: int) -> np.ndarray:
-    """Bit-plane rows ``(rows, 2, nw)`` as int8 ``(rows, d)``."""
-    codes, _ = _decode(rows, _BP, d)
-    return (codes[:, :d].astype(np.int8) - 1).astype(np.int8)
-
-
-def to_planes(trits: np.ndarray) -> np.ndarray:
-    """int8 rows as bit-plane rows."""
-    return _encode(trits, _BP)
+from ..shared import vsa as hv
+from ..shared.select import topk
+from ..shared.vsa import hashes, random_trits, to_planes, to_trits
 
 
 def _dense(rows: np.ndarray, packed: bool, d: int) -> np.ndarray:
@@ -39,19 +26,9 @@ def _out(trits: np.ndarray, packed: bool) -> np.ndarray:
     return to_planes(trits) if packed else trits
 
 
-def hashes(row0: int, n: int, d: int, key: int) -> np.ndarray:
-    """The 64-bit hashes of rows ``row0 .. row0 + n`` and columns ``0 .. d``."""
-    rows = np.arange(row0, row0 + n, dtype=np.uint64)
-    rkeys = hv.fmix64(np.uint64(key) + rows * hv.GOLDEN)
-    return hv.fmix64(rkeys[:, None] + np.arange(d, dtype=np.uint64) * hv.COLUMN)
-
-
 @register("vsa.random", "numpy")
 def random(row0: int, n: int, d: int, key: int, thr: int, packed: bool) -> np.ndarray:
-    h = hashes(row0, n, d, key)
-    nonzero = (h >> np.uint64(32)) < np.uint64(thr)
-    sign = np.where(h & np.uint64(1), 1, -1)
-    return _out(np.where(nonzero, sign, 0), packed)
+    return _out(random_trits(row0, n, d, key, thr), packed)
 
 
 @register("vsa.mixed", "numpy")
@@ -135,26 +112,6 @@ def scores(x: np.ndarray, y: np.ndarray, metric: int, d: int) -> np.ndarray:
 @register("vsa.similarity", "numpy")
 def similarity(a, b, ia, ib, metric: int, packed: bool, d: int) -> np.ndarray:
     return scores(_dense(a, packed, d)[ia], _dense(b, packed, d)[ib], metric, d)
-
-
-def topk(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and values of the ``k`` largest scores of each row, ties to the lower index."""
-    q, m = s.shape
-    if k == 1:  # one pass: argmax returns the first, lowest-index maximum (scores are never NaN)
-        idx = np.argmax(s, axis=1)[:, None]
-    elif k >= m:
-        idx = np.argsort(-s, axis=1, kind="stable")
-    else:
-        part = np.argpartition(-s, k - 1, axis=1)[:, :k]
-        kth = np.take_along_axis(s, part, axis=1).min(axis=1, keepdims=True)
-        above = s > kth
-        equal = s == kth
-        room = k - above.sum(axis=1, keepdims=True)
-        keep = above | (equal & (np.cumsum(equal, axis=1) <= room))
-        idx = np.nonzero(keep)[1].reshape(q, k)  # k per row, in index order
-        order = np.argsort(-np.take_along_axis(s, idx, axis=1), axis=1, kind="stable")
-        idx = np.take_along_axis(idx, order, axis=1)
-    return idx.astype(np.int64), np.take_along_axis(s, idx, axis=1)
 
 
 @register("vsa.search", "numpy")

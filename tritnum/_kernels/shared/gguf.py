@@ -1,33 +1,23 @@
-"""Per-block GGUF codecs shared by the CPU and CUDA kernels (semantics: ``reference.gguf``).
+"""GGUF block-format code shared by the backends and the public layer.
 
-Plain Python functions compiled by ``numba.njit`` in :mod:`.cpu.gguf` and by
-``numba.cuda.jit(device=True)`` in :mod:`.cuda.gguf`; each calls no other function.
-Codes are ``1 + (v >= 0.5) - (v <= -0.5)`` with ``v = x * (1 / d)``: ggml's
-round-half-away for ``|v| <= 1``, which always holds since ``d = max|x|``.
-Inner loops run over contiguous values so that the CPU build vectorizes, on a
-block's slices (``x[base:base + 256]``, ``qs[b]``) indexed from loop counters:
-the same encoders indexing ``x`` directly ran 1.1-2.5x slower. Arithmetic is in
-float32 where numba would widen int32 to int64 (which AVX2 cannot multiply or
-convert as vectors).
+Semantics: ``reference.gguf``.
+
+- Per-block codecs (``encode_*_block``, ``decode_*_block``, :func:`block_inverse`):
+  plain Python functions compiled by ``numba.njit`` in :mod:`..cpu.gguf` and by
+  ``numba.cuda.jit(device=True)`` in :mod:`..cuda.gguf`; each calls no other function.
+  Codes are ``1 + (v >= 0.5) - (v <= -0.5)`` with ``v = x * (1 / d)``: ggml's
+  round-half-away for ``|v| <= 1``, which always holds since ``d = max|x|``.
+  Inner loops run over contiguous values so that the CPU build vectorizes, on a
+  block's slices (``x[base:base + 256]``, ``qs[b]``) indexed from loop counters:
+  the same encoders indexing ``x`` directly ran 1.1-2.5x slower. Arithmetic is in
+  float32 where numba would widen int32 to int64 (which AVX2 cannot multiply or
+  convert as vectors). The float32 bit tricks they go with are in :mod:`.floatbits`.
+- Byte layouts in NumPy (``tq2_bytes``/``tq2_codes``, ``tq1_bytes``/``tq1_codes``,
+  ``i2s_bytes``/``i2s_unpack``): codes t + 1 to the formats' bytes and back, for
+  the reference backend and for encoding trits without a float round trip.
 """
 
 import numpy as np
-
-
-def block_absmax_bits(bits, base, count):
-    """Bits of max |x[base:base + count]| from x's float32 bits; above 0x7F800000 if a NaN.
-
-    Without the sign bit, float32 bit patterns order like the values (NaN above
-    infinity), so an integer max finds the absmax in one vectorizable pass. The
-    max is taken on int32 values by hand: ``max()`` on uint32 compares them as
-    int64, which the CPU build runs 3x slower.
-    """
-    m = np.int32(0)
-    for j in range(base, base + count):
-        v = np.int32(bits[j] & np.uint32(0x7FFFFFFF))
-        m = v if v > m else m
-    return np.uint32(m) if m <= np.int32(0x7F800000) else np.uint32(0x7FC00000)
-
 
 # the smallest block maximum whose float32 inverse ggml's encoders can use: 1 / d overflows
 # at and below it
@@ -42,36 +32,6 @@ def block_inverse(d):
     the code that ``x * 0`` gives here.
     """
     return np.float32(1) / d if d > INVERSE_MIN else np.float32(0)
-
-
-def float16_bits(bits):
-    """IEEE half bits of the float32 with bits ``bits``, rounded to nearest even (as NumPy).
-
-    Overflow gives infinity, a NaN the quiet NaN 0x7E00. Integer-only, as neither
-    numba target converts to float16 on its own.
-    """
-    sign = (bits >> np.uint32(16)) & np.uint32(0x8000)
-    a = bits & np.uint32(0x7FFFFFFF)
-    if a > np.uint32(0x7F800000):
-        return np.uint16(sign | np.uint32(0x7E00))
-    if a >= np.uint32(0x477FF000):  # 65520 and up round to infinity
-        return np.uint16(sign | np.uint32(0x7C00))
-    if a >= np.uint32(0x38800000):  # a normal half: round the significand to 10 bits
-        odd = (a >> np.uint32(13)) & np.uint32(1)
-        h = ((a + np.uint32(0xFFF) + odd) >> np.uint32(13)) - np.uint32(0x1C000)
-        return np.uint16(sign | h)
-    exponent = a >> np.uint32(23)
-    if exponent < np.uint32(102):  # below 2^-25: rounds to zero
-        return np.uint16(sign)
-    # a subnormal half: the 24-bit significand in units of 2^-24, rounded to even
-    significand = (a & np.uint32(0x7FFFFF)) | np.uint32(0x800000)
-    shift = np.uint32(126) - exponent
-    h = significand >> shift
-    rest = significand - (h << shift)
-    halfway = np.uint32(1) << (shift - np.uint32(1))
-    if rest > halfway or (rest == halfway and (h & np.uint32(1)) != 0):
-        h += np.uint32(1)
-    return np.uint16(sign | h)
 
 
 def encode_tq2_block(x, base, inv, qs, b):
@@ -197,3 +157,60 @@ def decode_i2s_block(qs, b, scale, out):
             bad |= code == three
             out[b, 32 * n + k] = scale * np.float32(code - one)
     return bad
+
+
+# ------------------------------------------------------------ byte layouts, in NumPy
+_POW3 = np.array([81, 27, 9, 3, 1], dtype=np.uint16)
+
+
+def tq2_bytes(codes: np.ndarray) -> np.ndarray:
+    """TQ2_0 ``qs``: byte 32h + m holds elements 128h + m + 32n at bits 2n."""
+    c = codes.reshape(-1, 2, 4, 32)
+    return (c[:, :, 0] | c[:, :, 1] << 2 | c[:, :, 2] << 4 | c[:, :, 3] << 6).reshape(-1, 64)
+
+
+def tq2_codes(qs: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`tq2_bytes` (code 3 stays 3)."""
+    shifts = np.array([0, 2, 4, 6], np.uint8)[:, None]
+    return ((qs.reshape(-1, 2, 1, 32) >> shifts) & 3).reshape(-1, 256)
+
+
+def _base3(digits: np.ndarray) -> np.ndarray:
+    q = (digits.astype(np.uint16) * _POW3[: digits.shape[1], None]).sum(axis=1, dtype=np.uint16)
+    return ((q * 256 + 242) // 243).astype(np.uint8)
+
+
+def tq1_bytes(codes: np.ndarray) -> np.ndarray:
+    """TQ1_0 ``qs[48]`` and ``qh[4]`` (52 bytes per block of 256 codes)."""
+    n = codes.shape[0]
+    return np.concatenate([
+        _base3(codes[:, :160].reshape(n * 1, 5, 32)).reshape(n, 32),
+        _base3(codes[:, 160:240].reshape(n, 5, 16)).reshape(n, 16),
+        _base3(codes[:, 240:].reshape(n, 4, 4)).reshape(n, 4),  # fifth digit 0
+    ], axis=1)
+
+
+def tq1_codes(qs: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`tq1_bytes`: digit n of a byte is ((byte * 3^n) mod 256 * 3) >> 8."""
+    n = qs.shape[0]
+    pow3 = np.array([1, 3, 9, 27, 81], np.uint16)[:, None]
+
+    def digits(b: np.ndarray, k: int) -> np.ndarray:
+        return ((((b[:, None, :].astype(np.uint16) * pow3[:k]) & 255) * 3) >> 8).reshape(
+            n, k * b.shape[1])
+
+    return np.concatenate(
+        [digits(qs[:, :32], 5), digits(qs[:, 32:48], 5), digits(qs[:, 48:52], 4)], axis=1
+    ).astype(np.uint8)
+
+
+def i2s_bytes(codes: np.ndarray) -> np.ndarray:
+    """128-element blocks of 32 bytes: element j at byte j % 32, shift 6 - 2 (j // 32)."""
+    c = codes.reshape(-1, 4, 32)
+    return (c[:, 0] << 6 | c[:, 1] << 4 | c[:, 2] << 2 | c[:, 3]).reshape(-1)
+
+
+def i2s_unpack(qs: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`i2s_bytes`."""
+    shifts = np.array([6, 4, 2, 0], np.uint8)[:, None]
+    return ((qs.reshape(-1, 1, 32) >> shifts) & 3).reshape(-1)

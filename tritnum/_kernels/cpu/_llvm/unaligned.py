@@ -12,10 +12,11 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from . import I8, pointer
+
 
 def _word_pointer(context, builder, array_type, array, offset, bits):
-    data = context.make_array(array_type)(context, builder, array).data
-    byte = builder.gep(builder.bitcast(data, ir.IntType(8).as_pointer()), [offset])
+    byte = pointer(context, builder, array_type, array, offset, I8)
     return builder.bitcast(byte, ir.IntType(bits).as_pointer())
 
 

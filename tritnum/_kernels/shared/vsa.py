@@ -1,18 +1,20 @@
-"""Hypervector arithmetic shared by the NumPy, CPU and CUDA VSA kernels.
+"""VSA code shared by the NumPy, CPU and CUDA backends and the public layer.
 
-Plain Python functions on NumPy scalars (or arrays, for the reference), compiled
-by ``numba.njit`` in :mod:`.cpu.vsa` and by ``numba.cuda.jit(device=True)`` in
-:mod:`.cuda.vsa`, so every backend draws the same random trits and combines the
-same bit planes.
+- Hypervector arithmetic: plain Python functions on NumPy scalars (or arrays),
+  compiled by ``numba.njit`` in :mod:`..cpu.vsa` and by
+  ``numba.cuda.jit(device=True)`` in :mod:`..cuda.vsa`, so every backend draws
+  the same random trits and combines the same bit planes. Functions that count
+  bits call ``popc``, a global each backend binds to its own popcount with
+  :func:`specialize`.
+- The generator over whole rows in NumPy (:func:`hashes`, :func:`random_trits`)
+  and the dense/bitplane conversions (:func:`to_trits`, :func:`to_planes`), for
+  the reference backend and for the vectors the public layer builds on the host.
 
 The generator is counter based: the trit at ``(seed, row, column)`` is a hash
 of those three numbers (the murmur3 64-bit finalizer, a bijection, applied
 once per row key and once per element), so it does not depend on the device,
 the chunking or the order of the calls. Its top 32 bits against a threshold
 decide zero or not, its lowest bit the sign.
-
-Functions that count bits call ``popc``, a global each backend binds to its
-own popcount with :func:`specialize`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import math
 import types
 
 import numpy as np
+
+from ..._formats import FORMATS
+from .packing import decode, encode
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # row stride of the row keys
 COLUMN = np.uint64(0xD1B54A32D192ED03)  # column stride within a row
@@ -243,3 +248,33 @@ def majority_word(cnt, w, top):
         lt |= eq & m & ~p
         eq &= ~(p ^ m)
     return gt, lt
+
+
+# ------------------------------------------------------------- whole rows, in NumPy
+_BP = FORMATS["bitplane"]
+
+
+def hashes(row0: int, n: int, d: int, key: int) -> np.ndarray:
+    """The 64-bit hashes of rows ``row0 .. row0 + n`` and columns ``0 .. d``."""
+    rows = np.arange(row0, row0 + n, dtype=np.uint64)
+    rkeys = fmix64(np.uint64(key) + rows * GOLDEN)
+    return fmix64(rkeys[:, None] + np.arange(d, dtype=np.uint64) * COLUMN)
+
+
+def random_trits(row0: int, n: int, d: int, key: int, thr: int) -> np.ndarray:
+    """Rows ``row0 .. row0 + n`` of the generator as int8 ``(n, d)`` (see :func:`trit_of`)."""
+    h = hashes(row0, n, d, key)
+    nonzero = (h >> np.uint64(32)) < np.uint64(thr)
+    sign = np.where(h & np.uint64(1), 1, -1)
+    return np.where(nonzero, sign, 0).astype(np.int8)
+
+
+def to_trits(rows: np.ndarray, d: int) -> np.ndarray:
+    """Bit-plane rows ``(rows, 2, nw)`` as int8 ``(rows, d)``."""
+    codes, _ = decode(rows, _BP, d)
+    return (codes[:, :d].astype(np.int8) - 1).astype(np.int8)
+
+
+def to_planes(trits: np.ndarray) -> np.ndarray:
+    """int8 rows as bit-plane rows."""
+    return encode(trits, _BP)

@@ -1,0 +1,53 @@
+"""Hand-written LLVM IR for the CPU kernels: every numba ``@intrinsic`` of tritnum lives here.
+
+One module per job:
+
+- :mod:`.gemv`: the 2bit GEMV's SIMD dot product and decoder (LLVM vector IR).
+- :mod:`.popcount`: popcounts, of one word and of two bit-plane rows' product.
+- :mod:`.unaligned`: word loads and stores at any byte offset.
+- :mod:`.cache`: cache control, prefetching rows and streaming (non-temporal) stores.
+
+This module holds the IR helpers they share: the scalar types, :func:`vector`
+and :func:`splat` constants, the one pointer helper :func:`pointer`, :func:`load`
+and :func:`horizontal_sum`. Nothing here is bounds-checked: the callers keep every
+access in bounds.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+F32 = ir.FloatType()
+
+
+def vector(t: ir.Type, n: int) -> ir.VectorType:
+    return ir.VectorType(t, n)
+
+
+def splat(t: ir.Type, n: int, v: int) -> ir.Constant:
+    return ir.Constant(vector(t, n), [ir.Constant(t, v)] * n)
+
+
+def pointer(context, builder, arrty, arr, offset, elt):
+    """Pointer to element ``offset`` of array ``arr`` (numba type ``arrty``) seen as ``elt``.
+
+    With ``elt = I8`` the offset is in bytes; bitcast the result for a wider access.
+    """
+    data = context.make_array(arrty)(context, builder, arr).data
+    return builder.gep(builder.bitcast(data, elt.as_pointer()), [offset])
+
+
+def load(builder, base, offset, ty, align):
+    return builder.load(builder.bitcast(builder.gep(base, [offset]), ty.as_pointer()),
+                        align=align)
+
+
+def horizontal_sum(builder, v, add):
+    n = v.type.count
+    while n > 1:
+        n //= 2
+        lo = builder.shuffle_vector(v, v, ir.Constant(vector(I32, n), list(range(n))))
+        hi = builder.shuffle_vector(v, v, ir.Constant(vector(I32, n), list(range(n, 2 * n))))
+        v = add(lo, hi)
+    return builder.extract_element(v, ir.Constant(I32, 0))
