@@ -175,7 +175,6 @@ def test_centroid():
         vsa.Centroid().fit(X, y[:3])
 
 
-@pytest.mark.parametrize("device", ["numpy", "cpu"])
 def test_centroid_and_item_memory_on_every_device(device, tmp_path):
     """Centroid and ItemMemory check, unpack and search on the device they are given."""
     X = vsa.random(12, 130, seed=1)
