@@ -68,7 +68,7 @@ def _quantize_pack_rows(w, scales, by_halves, fmt, out, half, t0, t1):
     """Ternarize each row into a cache-resident scratch row, then pack it (fused)."""
     n = w.shape[1]
     scratch = np.empty((1, n), np.int8)
-    tasks = (max(half, out.shape[1]) + packing.CHUNK - 1) // packing.CHUNK
+    tasks = ((half or out.shape[1]) + packing.CHUNK - 1) // packing.CHUNK  # units of one plane
     for r in range(t0, t1):
         _ternarize_row(w, scales, r, scratch[0], by_halves)
         if fmt == 0:
