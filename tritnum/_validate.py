@@ -109,6 +109,37 @@ def raise_invalid_trits(a: Any, name: str = "trits") -> None:
     )
 
 
+def _writable_elsewhere(a: np.ndarray) -> bool:
+    """Whether the memory of ``a`` can be written through some other object."""
+    obj: Any = a
+    while isinstance(obj, np.ndarray):
+        if obj.flags.writeable:
+            return True
+        obj = obj.base
+    if obj is None or isinstance(obj, bytes):
+        return False
+    try:
+        return not memoryview(obj).readonly
+    except TypeError:  # no buffer protocol (an mmap opened read-only is one that has it)
+        return False
+
+
+def owned(a: np.ndarray, copy: bool | None) -> np.ndarray:
+    """A read-only array of ``a``'s values that nobody else can reshape or write.
+
+    ``copy=None`` copies only when the memory can still be written through
+    another reference (the caller's array, a writable base); ``copy=False``
+    trusts the caller (tritnum's own fresh buffers); ``copy=True`` always copies.
+    The result is a new array object, so reshaping the caller's in place does
+    not reach it.
+    """
+    if copy or (copy is None and _writable_elsewhere(a)):
+        a = a.copy()
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def leading_key(key: Any, lead: tuple[int, ...], kind: str) -> tuple[Any, ...]:
     """An index into the leading axes ``lead`` of a packed object, as a tuple.
 

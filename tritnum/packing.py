@@ -23,7 +23,14 @@ from ._dispatch import call, place, resolve_device
 from ._formats import FORMATS, Format, get_format
 from ._interop import HOST, Origin, as_rows, is_cuda_array, native, origin, to_gpu, to_host
 from ._kernels.shared.packing import bad_unit
-from ._validate import leading_key, native_order, raise_invalid_trits, shape_tuple, trit_array
+from ._validate import (
+    leading_key,
+    native_order,
+    owned,
+    raise_invalid_trits,
+    shape_tuple,
+    trit_array,
+)
 from .errors import FormatError, InvalidTritsError
 from .typing import Device
 from .typing import Format as FormatName
@@ -53,6 +60,14 @@ class PackedTrits:
         The logical shape of the trits (rank >= 1).
     format : {"2bit", "base3", "bitplane"}
         The packed format.
+    copy : bool, optional
+        The object owns the bytes its kernels read, read-only (``p.data`` cannot
+        be written): by default a host buffer that could still be written
+        through another reference (the caller's array) is copied, and one that
+        cannot (read-only all the way down, e.g. over ``bytes`` or a read-only
+        memmap) is wrapped. ``copy=False`` wraps without copying and trusts the
+        caller never to change the bytes (they are checked on first use only);
+        ``copy=True`` always copies. GPU buffers are wrapped as they are.
 
     Raises
     ------
@@ -77,7 +92,8 @@ class PackedTrits:
 
     __slots__ = ("_data", "_format", "_like", "_shape", "_valid")
 
-    def __init__(self, data: Any, shape: tuple[int, ...] | int, format: str = "2bit") -> None:
+    def __init__(self, data: Any, shape: tuple[int, ...] | int, format: str = "2bit", *,
+                 copy: bool | None = None) -> None:
         fmt = get_format(format)
         shape = shape_tuple(shape)
         like = origin(data)
@@ -86,7 +102,9 @@ class PackedTrits:
             if not data.is_c_contiguous():
                 raise FormatError("a GPU buffer for PackedTrits must be C-contiguous")
         else:
-            data = native_order(np.ascontiguousarray(data))
+            src = np.asarray(data)
+            data = native_order(np.ascontiguousarray(src))
+            data = owned(data, copy if np.may_share_memory(data, src) else False)
         expected = fmt.data_shape(shape)
         if data.dtype != fmt.dtype or tuple(data.shape) != expected:
             raise FormatError(
@@ -108,7 +126,7 @@ class PackedTrits:
         ``shape``; :func:`unpack` hands trits back in ``like``'s kind.
         """
         data = like.native(data).reshape(get_format(format).data_shape(shape))
-        packed = cls(data, shape, format)
+        packed = cls(data, shape, format, copy=False)
         packed._valid = True
         packed._like = like
         return packed
@@ -217,7 +235,7 @@ class PackedTrits:
         if is_cuda_array(data) and not data.is_c_contiguous():
             data = to_gpu(data.copy_to_host())  # strided GPU rows, made whole through the host
         packed = PackedTrits(data.reshape((*new_lead, *tail)), (*new_lead, self._shape[-1]),
-                             self.format)
+                             self.format, copy=False)  # rows of a buffer this object owns
         packed._valid = self._valid
         packed._like = self._like
         return packed

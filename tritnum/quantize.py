@@ -18,7 +18,7 @@ from ._dispatch import call, implementation, place, resolve_device
 from ._formats import get_format
 from ._interop import as_rows, is_cuda_array, native, origin, to_host
 from ._kernels.shared.quantize import EPS
-from ._validate import index_str, leading_key, native_order
+from ._validate import index_str, leading_key, native_order, owned
 from .errors import ShapeMismatchError
 from .packing import PackedTrits, unpack_native
 from .typing import Device, Format
@@ -32,7 +32,8 @@ class TernaryTensor:
     Made by :func:`quantize`. ``group_size`` is None for one scale per tensor,
     else the number of consecutive elements along the last axis sharing a scale
     (the whole row for per-row scales); ``scales`` then has shape
-    ``(*shape[:-1], shape[-1] // group_size)``.
+    ``(*shape[:-1], shape[-1] // group_size)``. Like :class:`PackedTrits` it owns
+    its scales, read-only (``copy`` as there).
 
     Examples
     --------
@@ -50,10 +51,13 @@ class TernaryTensor:
     __slots__ = ("_group_size", "_packed", "_scales")
     __array_ufunc__ = None  # ``x @ w`` is a TypeError (the product is ``x @ w.T``)
 
-    def __init__(self, packed: PackedTrits, scales: Any, group_size: int | None = None) -> None:
+    def __init__(self, packed: PackedTrits, scales: Any, group_size: int | None = None, *,
+                 copy: bool | None = None) -> None:
         if not isinstance(packed, PackedTrits):
             raise TypeError(f"packed must be a tn.PackedTrits, got {type(packed).__name__}")
-        scales = native_order(np.asarray(scales))
+        src = np.asarray(scales)
+        scales = native_order(src)
+        scales = owned(scales, copy if np.may_share_memory(scales, src) else False)
         if scales.dtype != np.float32:
             raise TypeError(f"scales must be float32, got {scales.dtype}")
         n = packed.shape[-1]
@@ -137,7 +141,7 @@ class TernaryTensor:
     def __getitem__(self, key: Any) -> TernaryTensor:
         """Rows on the leading axes with their scales, still packed: ``w[0]``, ``w[:16]``."""
         key = leading_key(key, self.shape[:-1], "TernaryTensor")
-        scales = self._scales if self._group_size is None else self._scales[key].copy()
+        scales = self._scales if self._group_size is None else self._scales[key]
         return TernaryTensor(self._packed[key], scales, self._group_size)
 
     def __repr__(self) -> str:
@@ -303,7 +307,7 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
         kept = scales.reshape(*shape[:-1], groups)
     data = call("quantize_pack", dev, rows, scales, fmt)
     packed = PackedTrits._encoded(data, shape, fmt.name, like)
-    return TernaryTensor(packed, kept, group_size)
+    return TernaryTensor(packed, kept, group_size, copy=False)
 
 
 def dequantize(t: TernaryTensor, *, device: str = "auto") -> Any:

@@ -283,5 +283,6 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *, tern
         raise InvalidTritsError(f"the {qtype} buffer holds 2-bit code 3, which is not a trit")
     packed = pack(place(trits, buf, shape), format)
     if qtype == "I2_S":
-        return TernaryTensor(packed, scales.reshape(()), None)
-    return TernaryTensor(packed, scales.reshape(*shape[:-1], shape[-1] // 256), 256)
+        return TernaryTensor(packed, scales.reshape(()), None, copy=False)
+    return TernaryTensor(packed, scales.reshape(*shape[:-1], shape[-1] // 256), 256,
+                         copy=False)

@@ -14,7 +14,7 @@ import numpy as np
 from .._dispatch import call
 from .._interop import to_host
 from .._npz import reading
-from .._validate import raise_invalid_trits
+from .._validate import owned, raise_invalid_trits
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import PackedTrits, ensure_valid, pack, unpack
 from ._hv import Hypervectors, count, hypervectors, resolve
@@ -101,8 +101,8 @@ class ItemMemory:
 
     @property
     def vectors(self) -> Hypervectors:
-        """All vectors, ``(len(self), d)``, in the order of :attr:`symbols`."""
-        return self._wrap(self._rows[: self._count], (self._count,))
+        """All vectors, ``(len(self), d)``, in the order of :attr:`symbols` (read-only)."""
+        return self._wrap(owned(self._rows[: self._count], copy=False), (self._count,))
 
     def _wrap(self, rows: np.ndarray, lead: tuple[int, ...]) -> Hypervectors:
         if self._packed:
