@@ -16,7 +16,7 @@ from ._dispatch import call, implements, place, resolve_device
 from ._interop import as_rows, is_cuda_array, native, origin, to_gpu, to_host
 from ._validate import choice
 from .errors import ShapeMismatchError
-from .packing import PackedTrits, ensure_valid
+from .packing import ensure_valid
 from .quantize import TernaryTensor, TransposedTernaryTensor, quantize, quantize_activations
 from .typing import Activations
 
@@ -266,9 +266,7 @@ class BitLinear:
             zeros = 0
             rows = max(1, (1 << 22) // max(self.in_features, 1))
             for r0 in range(0, self.out_features, rows):
-                part = self.weight.packed.data[r0:r0 + rows]
-                trits = PackedTrits(part, (part.shape[0], self.in_features),
-                                    self.weight.format).unpack(device=self.device)
+                trits = self.weight.packed[r0:r0 + rows].unpack(device=self.device)
                 zeros += int(np.count_nonzero(to_host(trits) == 0))
             self._sparsity = zeros / max(self.weight.packed.size, 1)
         return self._sparsity
