@@ -258,3 +258,18 @@ def test_scales_beyond_float16_normals(qtype, device):
     with np.errstate(over="ignore", invalid="ignore"):
         ref = quants.quantize(x, GGUF_TYPES[qtype])
     np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device=device), ref)
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])
+def test_decode_into_an_out_that_overlaps_the_codes(qtype, device):
+    """out= may alias buf (decoding in place over a buffer of floats): values stay right."""
+    x = np.random.default_rng(9).standard_normal((2, 256)).astype(np.float32)
+    want = tn.io.from_gguf_blocks(tn.io.to_gguf_blocks(x, qtype), qtype, x.shape)
+    blocks = tn.io.to_gguf_blocks(x, qtype)
+    for offset in (0, 4, 64):  # the codes at the start of, and inside, the output floats
+        store = np.zeros(x.size + 64, np.float32)
+        out = store[offset // 4: offset // 4 + x.size].reshape(x.shape)
+        buf = store.view(np.uint8)[offset: offset + blocks.size]
+        buf[...] = blocks.reshape(-1)
+        got = tn.io.from_gguf_blocks(buf, qtype, x.shape, out=out, device=device)
+        np.testing.assert_array_equal(got, want)

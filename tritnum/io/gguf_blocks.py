@@ -217,7 +217,8 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *, tern
         Packed format when ``ternary``.
     out : numpy.ndarray of float32, optional
         A C-contiguous array of ``shape`` to write the values into, and return
-        (not with ``ternary``). Decoding many tensors into one reused buffer
+        (not with ``ternary``). It may share memory with ``buf`` (the codes are
+        then copied first). Decoding many tensors into one reused buffer
         skips the allocation and the first touch of fresh pages, which cost
         more than the decoding itself on large tensors.
     device : {"auto", "cpu", "cuda", "numpy"}
@@ -264,6 +265,8 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *, tern
     if raw.size != expected:
         raise FormatError(
             f"a {qtype} buffer for shape {shape} holds {expected} bytes, got {raw.size}")
+    if out is not None and np.may_share_memory(out, raw):
+        raw = raw.copy()  # the values would overwrite codes not yet decoded
     if qtype == "I2_S":
         n = math.prod(shape)
         qs = raw[: n // 4]
