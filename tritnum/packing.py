@@ -191,7 +191,7 @@ class PackedTrits:
         data = as_rows(self._data, self._format.planes)
         out, ok = call("convert", dev, data, self._format, dst, self._shape[-1])
         if not ok:
-            _raise_corrupt(self)
+            _raise_corrupt(self, dev)
         return PackedTrits._encoded(out, self._shape, dst.name, self._like)
 
     def __repr__(self) -> str:
@@ -241,21 +241,50 @@ class PackedTrits:
         return packed
 
 
-CHECK_BLOCK_TRITS = 1 << 22  # rows unpacked at a time by ensure_valid
+CHECK_BLOCK_TRITS = 1 << 22  # rows checked at a time by ensure_valid and the error path
 
 
-def _raise_corrupt(packed: PackedTrits) -> None:
+def _first_bad_block(packed: PackedTrits, device: str) -> int | None:
+    """The first row of the first block of rows holding a corrupt unit (the fast kernel's scan)."""
     fmt = packed._format
+    rows = as_rows(packed.data, fmt.planes)
+    n = packed.shape[-1]
+    step = max(1, CHECK_BLOCK_TRITS // max(n, 1))
+    for r0 in range(0, rows.shape[0], step):
+        if not call("unpack", device, rows[r0:r0 + step], fmt, n)[1]:
+            return r0
+    return None
+
+
+def _raise_corrupt(packed: PackedTrits, device: str, r0: int | None = None) -> None:
+    """Name the first corrupt unit, decoding only the row that holds it.
+
+    The fast kernel finds the first bad block of rows (``r0``, when the caller
+    has not already) and halves it down to one row; only that row is decoded
+    in NumPy to name the unit.
+    """
+    fmt = packed._format
+    n = packed.shape[-1]
+    if r0 is None:
+        r0 = _first_bad_block(packed, device)
+    rows = as_rows(packed.data, fmt.planes)
+    lo, hi = r0, min(rows.shape[0], r0 + max(1, CHECK_BLOCK_TRITS // max(n, 1)))
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if call("unpack", device, rows[lo:mid], fmt, n)[1]:
+            lo = mid
+        else:
+            hi = mid
+    row = to_host(rows[lo:lo + 1])
+    unit = bad_unit(row, fmt, n)[1]
     lead = packed.shape[:-1]
-    data = to_host(packed.data)
-    row, unit = bad_unit(as_rows(data, fmt.planes), fmt, packed.shape[-1])
-    where = (*np.unravel_index(row, lead), unit) if lead else (unit,)
+    where = (*np.unravel_index(lo, lead), unit) if lead else (unit,)
     where = tuple(int(i) for i in where)
     if fmt.planes == 2:
-        plus, minus = data[(*where[:-1], 0, where[-1])], data[(*where[:-1], 1, where[-1])]
+        plus, minus = row[0, 0, unit], row[0, 1, unit]
         found = f"word {where} has plus={plus:#018x}, minus={minus:#018x}"
     else:
-        found = f"byte {where} = {data[where]:#04x}"
+        found = f"byte {where} = {row[0, unit]:#04x}"
     raise InvalidTritsError(f"corrupt {fmt.name!r} data: {found}: {_CORRUPT[fmt.name]}")
 
 
@@ -335,13 +364,9 @@ def ensure_valid(packed: PackedTrits, device: str) -> None:
     """
     if packed._valid:
         return
-    fmt: Format = packed._format
-    rows = as_rows(packed.data, fmt.planes)
-    n = packed.shape[-1]
-    step = max(1, CHECK_BLOCK_TRITS // max(n, 1))
-    for r0 in range(0, rows.shape[0], step):
-        if not call("unpack", device, rows[r0:r0 + step], fmt, n)[1]:
-            _raise_corrupt(packed)
+    r0 = _first_bad_block(packed, device)
+    if r0 is not None:
+        _raise_corrupt(packed, device, r0)
     packed._valid = True
 
 
@@ -386,7 +411,7 @@ def unpack_native(packed: PackedTrits, device: str = "auto") -> Any:
     dev = resolve_device(device, packed.data)
     out, ok = call("unpack", dev, as_rows(packed.data, fmt.planes), fmt, packed.shape[-1])
     if not ok:
-        _raise_corrupt(packed)
+        _raise_corrupt(packed, dev)
     return packed._like.native(out).reshape(packed.shape)
 
 
