@@ -64,6 +64,12 @@ def nested(depth):
     return kv(b"deep", ARRAY, payload)
 
 
+def big_endian(count):
+    """A byte-swapped file (as gguf reads them): one key, an array of ``count`` uint8."""
+    return (b"GGUF" + struct.pack(">IQQQ", 3, 0, 1, 1) + b"a"
+            + struct.pack(">IIQ", ARRAY, U8, count) + b"\1\2\3")
+
+
 def corrupt_codes():
     codes = bytearray(W_BYTES)
     codes[:64] = b"\xff" * 64  # 2-bit code 3 in the first block's quants
@@ -73,6 +79,7 @@ def corrupt_codes():
 HOSTILE = {
     "huge_array": (gguf_file([kv(b"a", ARRAY, struct.pack("<IQ", U8, 2**40))]).ljust(64, b"\0"),
                    r"key 'a': an array of 1099511627776 uint8"),
+    "huge_array_big_endian": (big_endian(2**40), r"key 'a': an array of 1099511627776 uint8"),
     "huge_string_array": (gguf_file([kv(b"a", ARRAY, struct.pack("<IQ", STRING, 2**40))]),
                           r"key 'a': an array of 1099511627776 strings"),
     "huge_string": (gguf_file([kv(b"s", STRING, struct.pack("<Q", 2**62))]),
@@ -106,6 +113,21 @@ HOSTILE = {
 }
 FULL = valid()
 PREFIXES = {f"prefix_{n}": (FULL[:n], r"cannot read GGUF file") for n in range(len(FULL))}
+
+
+def mutations(count=300, seed=0):
+    """Copies of FULL with one to three random bytes of its header and padding replaced."""
+    rng, header = np.random.default_rng(seed), len(FULL) - len(W_BYTES)
+    out = {}
+    for i in range(count):
+        b = bytearray(FULL)
+        for j in rng.integers(0, header, rng.integers(1, 4)):
+            b[j] = rng.integers(0, 256)
+        out[f"mutation_{i}"] = (bytes(b), "")
+    return out
+
+
+MUTATIONS = mutations()
 
 CHILD = r"""
 import json, resource, signal, sys
@@ -141,7 +163,7 @@ def results(tmp_path_factory):
     """Read every hostile file in one memory-limited child: label -> (error, message)."""
     folder = tmp_path_factory.mktemp("hostile")
     paths = {}
-    for label, (content, _) in {**HOSTILE, **PREFIXES, "valid": (FULL, "")}.items():
+    for label, (content, _) in {**HOSTILE, **PREFIXES, **MUTATIONS, "valid": (FULL, "")}.items():
         paths[label] = str(folder / f"{label}.gguf")
         (folder / f"{label}.gguf").write_bytes(content)
     (folder / "cases.json").write_text(json.dumps({"warm": paths["valid"], "paths": paths}))
@@ -183,6 +205,13 @@ def test_every_truncation_raises_format_error(results):
     assert _result(results, "valid") == ("ok", "")
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS and /proc are Linux's")
+def test_random_header_bytes_read_or_raise_format_error(results):
+    wrong = {label: _result(results, label) for label in MUTATIONS
+             if _result(results, label)[0] not in ("ok", "FormatError")}
+    assert not wrong, wrong
+
+
 def test_crafted_valid_file_round_trips(tmp_path):
     path = tmp_path / "valid.gguf"
     path.write_bytes(FULL)
@@ -200,3 +229,10 @@ def test_written_files_pass_the_header_check(tmp_path):
     tn.io.write_gguf(path, {"w": W, "norm": NORM, "n": np.ones((2, 3, 4, 5), np.int8)})
     start = check_header(path)
     assert start % 32 == 0 and start == tn.io.gguf_file._reader_class()(path).data_offset
+
+
+def test_big_endian_file_passes_the_header_check(tmp_path):
+    path = tmp_path / "be.gguf"
+    path.write_bytes(big_endian(3))
+    assert tn.io.read_gguf(path) == {}
+    assert tn.io.gguf_file._reader_class()(path).fields["a"].contents() == [1, 2, 3]
