@@ -3,7 +3,8 @@
 ``gguf`` (a ``test``/``bench`` extra, ``pip install gguf``) parses and writes the
 container; tritnum only encodes the tensors. bitnet.cpp's I2_S (type id 36) is not
 known to ``gguf``: reading skips it in gguf's parser and maps its bytes here
-(``n / 4 + 32`` of them), writing registers it by id.
+(``n / 4 + 32`` of them), writing registers it by id. Reading checks the header
+against the file's size first (:mod:`tritnum.io.gguf_header`), since gguf trusts it.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from .._validate import choice
-from ..errors import FormatError
+from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..quantize import TernaryTensor
 from .gguf_blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
+from .gguf_header import I2_S_TYPE, check_header
 
 __all__ = ["I2_S_TYPE", "read_gguf", "write_gguf"]
 
-I2_S_TYPE = 36  # bitnet.cpp's GGML type id of I2_S
 _PROGRESS_FROM = 8  # tensors: show a progress bar from this many on
 
 
@@ -90,7 +91,10 @@ def read_gguf(path: str | os.PathLike[str], *, format: str = "2bit",
     Raises
     ------
     FormatError
-        A file gguf cannot parse (truncated, corrupt, not GGUF).
+        A file that is not GGUF, truncated or corrupt: a count, length or offset the
+        file cannot hold, arrays nested too deep, a ternary tensor whose codes are not
+        trits or whose dimensions do not fit its type. The message names the key or
+        tensor.
 
     Examples
     --------
@@ -106,10 +110,8 @@ def read_gguf(path: str | os.PathLike[str], *, format: str = "2bit",
     memmap([1., 1., 1., 1.], dtype=float32)
     """
     gguf = _gguf()
-    try:
-        reader = _reader_class()(os.fspath(path), "r")
-    except (ValueError, OSError, IndexError, KeyError, TypeError) as exc:
-        raise FormatError(f"cannot read GGUF file {os.fspath(path)!r}: {exc}") from exc
+    where = f"cannot read GGUF file {os.fspath(path)!r}"
+    reader = _open(path, where)
     names = {int(getattr(t, "value", 36)): n for n, t in (
         ("TQ1_0", gguf.GGMLQuantizationType.TQ1_0), ("TQ2_0", gguf.GGMLQuantizationType.TQ2_0),
         ("I2_S", I2_S_TYPE))}
@@ -119,8 +121,7 @@ def read_gguf(path: str | os.PathLike[str], *, format: str = "2bit",
         shape = tuple(int(d) for d in reversed(t.shape.tolist()))
         kind = int(t.tensor_type)
         if kind in names:
-            out[t.name] = from_gguf_blocks(np.asarray(t.data).reshape(-1), names[kind], shape,
-                                           ternary=True, format=format)
+            out[t.name] = _ternary(t, names[kind], shape, format, where)
         elif t.data.dtype != np.uint8:
             out[t.name] = t.data
         else:
@@ -129,6 +130,35 @@ def read_gguf(path: str | os.PathLike[str], *, format: str = "2bit",
             except NotImplementedError:
                 continue
     return out
+
+
+def _open(path: str | os.PathLike[str], where: str) -> Any:
+    """Open ``path`` with gguf's reader once its header has been checked against the file."""
+    try:
+        check_header(path)  # FormatError is a ValueError
+        reader = _reader_class()(os.fspath(path), "r")
+    except (ValueError, OSError, IndexError, KeyError, TypeError) as exc:
+        raise FormatError(f"{where}: {exc}") from exc
+    _check_tensors(reader, where)
+    return reader
+
+
+def _check_tensors(reader: Any, where: str) -> None:
+    """Each tensor's bytes lie after the data start and inside the file, all of them."""
+    size = int(reader.data.nbytes)
+    for t in reader.tensors:
+        start, nbytes = int(t.data_offset), int(t.data.nbytes)
+        if start < reader.data_offset or start + nbytes > size or nbytes != int(t.n_bytes):
+            raise FormatError(f"{where}: tensor {t.name!r}: {t.n_bytes} bytes at byte {start} "
+                              f"do not lie within the data of the {size}-byte file")
+
+
+def _ternary(t: Any, qtype: str, shape: tuple[int, ...], format: str, where: str) -> Any:
+    try:
+        return from_gguf_blocks(np.asarray(t.data).reshape(-1), qtype, shape,
+                                ternary=True, format=format)
+    except (FormatError, InvalidTritsError, ShapeMismatchError) as exc:
+        raise FormatError(f"{where}: tensor {t.name!r} ({qtype}, shape {shape}): {exc}") from exc
 
 
 def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
