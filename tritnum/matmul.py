@@ -174,13 +174,14 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     ensure_valid(w.packed, dev)
     rows = as_rows(a)
     m = rows.shape[0]
+    given_scale = None if x_scale is None else _vector(x_scale, "x_scale", lead).reshape(m)
     if m == 0 or out == 0 or n == 0:
         y = np.zeros((m, out), np.float32) + (0 if b is None else to_host(b))
         return place(y, like, (*lead, out))
     if int8 and x_scale is None:
         q, xs = quantize_activations(rows, device=dev)
     elif int8:
-        q, xs = rows, _vector(x_scale, "x_scale", lead).reshape(m)
+        q, xs = rows, given_scale
     else:
         q, xs = _float32_rows(rows), None
     weights = (w.packed.data, w.packed._format, n, _scale_rows(w), b)

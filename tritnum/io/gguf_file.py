@@ -161,6 +161,28 @@ def _ternary(t: Any, qtype: str, shape: tuple[int, ...], format: str, where: str
         raise FormatError(f"{where}: tensor {t.name!r} ({qtype}, shape {shape}): {exc}") from exc
 
 
+_PLAIN_DTYPES = tuple(np.dtype(t) for t in ("float16", "float32", "float64", "int8", "int16",
+                                              "int32", "int64"))
+
+
+def _check_tensors_to_write(tensors: Any) -> None:
+    """A mapping of names to TernaryTensors or arrays GGUF can hold (TypeError otherwise)."""
+    if not isinstance(tensors, Mapping):
+        raise TypeError("write_gguf takes a mapping of tensor names to TernaryTensors or arrays, "
+                        f"got {type(tensors).__name__}")
+    for name, value in tensors.items():
+        if not isinstance(name, str):
+            raise TypeError(f"write_gguf: tensor names must be str, got {name!r}")
+        if isinstance(value, TernaryTensor):
+            continue
+        dtype = getattr(value, "dtype", None)
+        if not isinstance(dtype, np.dtype) or dtype.newbyteorder("=") not in _PLAIN_DTYPES:
+            raise TypeError(
+                f"write_gguf: tensor {name!r} must be a TernaryTensor or an array of "
+                f"{', '.join(map(str, _PLAIN_DTYPES))}, got "
+                f"{type(value).__name__ if dtype is None else dtype}")
+
+
 def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
                qtype: str = "TQ2_0", arch: str = "tritnum",
                progress: bool | None = None) -> None:
@@ -197,11 +219,12 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
     """
     gguf = _gguf()
     choice(qtype, "qtype", QTYPES, FormatError)
+    _check_tensors_to_write(tensors)
     writer = gguf.GGUFWriter(os.fspath(path), arch)
     kind = I2_S_TYPE if qtype == "I2_S" else getattr(gguf.GGMLQuantizationType, qtype)
     for name, value in _progress(tensors.items(), len(tensors), "encoding", progress):
         if not isinstance(value, TernaryTensor):
-            writer.add_tensor(name, np.ascontiguousarray(value))
+            writer.add_tensor(name, np.ascontiguousarray(value, value.dtype.newbyteorder("=")))
             continue
         buf = to_gguf_blocks(value, qtype)
         if qtype == "I2_S":

@@ -20,6 +20,11 @@ def _rows(x: Hypervectors, sl: slice) -> Hypervectors:
     return x[..., sl, :]
 
 
+def _sequence(x: Hypervectors) -> Hypervectors:
+    """``x`` as an array when it is a nested list (every VSA op takes array_like)."""
+    return x if isinstance(x, PackedTrits) or hasattr(x, "shape") else np.asarray(x)
+
+
 def _length(x: Hypervectors) -> int:
     shape = x.shape
     if len(shape) < 2:
@@ -55,6 +60,7 @@ def bundle_sequence(vs: Hypervectors, *, device: str = "auto") -> Hypervectors:
     >>> tn.vsa.similarity(abc, tn.vsa.permute(a, 2)) > 0.3
     np.True_
     """
+    vs = _sequence(vs)
     n = _length(vs)
     shifts = np.arange(n - 1, -1, -1, dtype=np.int64)
     return bundle(permute(vs, shifts, device=device), -2, device=device)
@@ -89,6 +95,7 @@ def ngrams(vs: Hypervectors, n: int = 3, *, device: str = "auto") -> Hypervector
     True
     """
     n = count(n, "n", 1)
+    vs = _sequence(vs)
     m = _length(vs)
     if m < n:
         raise ValueError(f"ngrams: a sequence of {m} hypervectors has no window of {n}")
@@ -128,5 +135,6 @@ def hash_table(keys: Hypervectors, values: Hypervectors, *, device: str = "auto"
     >>> mem.cleanup(tn.vsa.unbind(record, mem["colour"]))
     'red'
     """
+    keys = _sequence(keys)
     _length(keys)
     return bundle(bind(keys, values, device=device), -2, device=device)
