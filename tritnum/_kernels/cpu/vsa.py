@@ -250,7 +250,8 @@ def bundle(vs, weights, packed: bool, d: int) -> np.ndarray:
         top = max(4, int(n).bit_length())
         run(_bundle_planes, rows * -(-nw // WORDS), vs.nbytes, vs, top, out)
     else:
-        weights = np.ones(n, np.int32) if weights is None else weights
+        if weights is None:  # one vote each, counted without wrapping, no n-sized array
+            weights = np.broadcast_to(np.ones(1, hv.votes_dtype(n)), (n,))
         run(_bundle_weighted, rows * -(-d // CHUNK), vs.nbytes, vs, weights, out)
     return out
 

@@ -305,7 +305,9 @@ def bundle(vs, weights, packed: bool, d: int) -> Any:
         if packed:
             bundle_planes[blocks(out.size // 2), THREADS](vs, max(1, int(n).bit_length()), out)
         else:
-            w = cuda.to_device(np.ones(max(n, 1), np.int32)) if weights is None else weights
+            w = weights
+            if w is None:
+                w = cuda.to_device(np.ones(max(n, 1), hv.votes_dtype(n)))
             bundle_dense[blocks(out.size), THREADS](vs, w, out)
     return out
 

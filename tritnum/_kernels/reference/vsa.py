@@ -102,7 +102,7 @@ def scores(x: np.ndarray, y: np.ndarray, metric: int, d: int) -> np.ndarray:
     dot = (x.astype(np.int64) * y).sum(axis=1).astype(np.float64)
     if metric == hv.DOT:
         return dot
-    norm = (x != 0).sum(axis=1) * (y != 0).sum(axis=1)
+    norm = (x != 0).sum(axis=1).astype(np.float64) * (y != 0).sum(axis=1)
     out = np.zeros(len(x))
     nz = norm > 0
     out[nz] = dot[nz] / np.sqrt(norm[nz].astype(np.float64))

@@ -143,6 +143,11 @@ def op_words(ap, am, bp, bm, op):
     return (ap & bz) | (az & bm) | (am & bp), (ap & bm) | (az & bp) | (am & bz)
 
 
+def votes_dtype(n):
+    """The integer type that counts ``n`` unit votes without wrapping (int32 while it can)."""
+    return np.int32 if n < 2**31 else np.int64
+
+
 def score(metric, dot, na, nb, eq, d):
     """The similarity ``metric`` from the counts of a pair (float64)."""
     if metric == DOT:
@@ -150,7 +155,7 @@ def score(metric, dot, na, nb, eq, d):
     if metric == COSINE:
         if na == 0 or nb == 0:
             return np.float64(0.0)
-        return np.float64(dot) / math.sqrt(np.float64(na * nb))
+        return np.float64(dot) / math.sqrt(np.float64(na) * np.float64(nb))  # no int64 overflow
     if d == 0:
         return np.float64(1.0)
     return np.float64(eq) / np.float64(d)
