@@ -81,3 +81,18 @@ def test_demo_command_prints_every_step():
     assert "trits identical" in out.stdout
     accuracy = float(out.stdout.split("accuracy ")[1].split("%")[0])
     assert accuracy >= 85, out.stdout
+
+
+def test_demo_without_scikit_learn_says_what_it_skipped():
+    """The base install runs the main job: without scikit-learn the digits step says so."""
+    code = ("import sys, runpy; sys.modules['sklearn'] = None; "
+            "sys.argv = ['tritnum', 'demo', '--out-features', '64', '--in-features', '256', "
+            "'--dim', '500', '--repeats', '1']; runpy.run_module('tritnum', run_name='__main__')")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "HDC digits           skipped" in out.stdout
+    assert "pip install tritnum[demo]" in out.stdout
+    assert "similarity search" in out.stdout
+    assert out.stdout.rstrip().splitlines()[-1].startswith("done in")

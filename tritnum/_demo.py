@@ -5,8 +5,12 @@
 2. Runs ``tn.linear`` on it against NumPy float32 ``x @ W.T`` (BLAS): speed ratio and
    output error, for float and int8 activations.
 3. Writes the layer to a GGUF file as TQ2_0 in a temporary folder and reads it back.
-4. Classifies scikit-learn's bundled digits with ternary hypervectors (HDC) and times
-   a similarity search against NumPy.
+4. Classifies scikit-learn's bundled digits with ternary hypervectors (HDC; skipped,
+   saying so, without scikit-learn: ``pip install tritnum[demo]``).
+5. Times a similarity search of ternary hypervectors against NumPy.
+
+Each row is printed as soon as its step finishes; every timing is a median of warm
+calls (the first call, which compiles or loads the kernels, is not timed).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,19 +34,6 @@ def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def _steps(names: list[str]) -> Iterator[str]:
-    """The step names, with a progress bar when tqdm is installed (it comes with gguf)."""
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        yield from names
-        return
-    bar = tqdm(names, desc="tritnum demo", unit="step", leave=False)
-    for name in bar:
-        bar.set_postfix_str(name)
-        yield name
 
 
 def tn_unpack(packed: Any) -> np.ndarray:
@@ -60,11 +51,10 @@ def _layer(rows: list[tuple[str, str]], args: argparse.Namespace) -> dict[str, A
 
     rng = np.random.default_rng(args.seed)
     w = rng.standard_normal((args.out_features, args.in_features), dtype=np.float32)
-    start = time.perf_counter()
     tw = tn.quantize(w, device=args.device)
-    seconds = time.perf_counter() - start
+    seconds = _median_seconds(lambda: tn.quantize(w, device=args.device), args.repeats)
     rows.append(("quantize", f"{w.shape[0]} x {w.shape[1]} float32 ({_mib(w.nbytes)}) "
-                             f"in {seconds * 1e3:.0f} ms"))
+                             f"in {seconds * 1e3:.1f} ms"))
     for fmt in tn.FORMATS:
         size = tn.nbytes(w.shape, fmt) + 4
         rows.append((f"memory {fmt}", f"{_mib(size)}: {w.nbytes / size:.1f}x smaller "
@@ -107,8 +97,13 @@ def _gguf(rows: list[tuple[str, str]], args: argparse.Namespace, state: dict) ->
 
 
 def _hdc(rows: list[tuple[str, str]], args: argparse.Namespace, state: dict) -> None:
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    try:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError:
+        rows.append(("HDC digits", "skipped: the digits come with scikit-learn "
+                                   "(pip install tritnum[demo])"))
+        return
 
     from . import vsa
 
@@ -121,6 +116,11 @@ def _hdc(rows: list[tuple[str, str]], args: argparse.Namespace, state: dict) -> 
     accuracy = model.score(vsa.encode_features(test, levels, pixels), y_test)
     rows.append(("HDC digits", f"accuracy {accuracy:.1%} at d = {args.dim} "
                                f"({len(train)} train / {len(test)} test images)"))
+
+
+def _search(rows: list[tuple[str, str]], args: argparse.Namespace, state: dict) -> None:
+    from . import vsa
+
     memory = vsa.random(10_000, args.dim, seed=args.seed, format="bitplane")
     query = vsa.random(1, args.dim, seed=args.seed + 2, format="bitplane")
     dense_memory = tn_unpack(memory).astype(np.float32)
@@ -133,24 +133,24 @@ def _hdc(rows: list[tuple[str, str]], args: argparse.Namespace, state: dict) -> 
 
 
 STEPS = {"quantize a layer": None, "ternary matmul": _matmul, "GGUF round trip": _gguf,
-         "HDC classifier": _hdc}
+         "HDC classifier": _hdc, "similarity search": _search}
+WIDTH = 19  # the longest row name
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run every step and print one summary table."""
-    rows: list[tuple[str, str]] = []
+    """Run every step, printing its rows as soon as it finishes."""
     start = time.perf_counter()
+    print("tritnum demo", flush=True)
     state: dict[str, Any] = {}
-    for name in _steps(list(STEPS)):
-        step = STEPS[name]
+    for step in STEPS.values():
+        rows: list[tuple[str, str]] = []
         if step is None:
             state = _layer(rows, args)
         else:
             step(rows, args, state)
-    width = max(len(k) for k, _ in rows)
-    print(f"tritnum demo ({time.perf_counter() - start:.1f} s)")
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}")
+        for key, value in rows:
+            print(f"  {key:<{WIDTH}}  {value}", flush=True)
+    print(f"done in {time.perf_counter() - start:.1f} s")
     return 0
 
 

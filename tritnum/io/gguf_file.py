@@ -1,6 +1,6 @@
 """GGUF files: ternary tensors in and out, through the ``gguf`` package's reader and writer.
 
-``gguf`` (a ``test``/``bench`` extra, ``pip install gguf``) parses and writes the
+``gguf`` (installed with tritnum) parses and writes the
 container; tritnum only encodes the tensors. bitnet.cpp's I2_S (type id 36) is not
 known to ``gguf``: reading skips it in gguf's parser and maps its bytes here
 (``n / 4 + 32`` of them), writing registers it by id. Reading checks the header
@@ -29,7 +29,7 @@ _PROGRESS_FROM = 8  # tensors: show a progress bar from this many on
 def _gguf() -> Any:
     try:
         import gguf
-    except ImportError:  # pragma: no cover - gguf is in the test and bench extras
+    except ImportError:  # pragma: no cover - gguf is in install_requires
         raise ImportError("GGUF files need the gguf package: pip install gguf") from None
     return gguf
 
