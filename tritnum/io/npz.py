@@ -78,7 +78,16 @@ def _header(files: Archive) -> dict[str, Any]:
     items = field(files, header, "items", dict)
     if field(files, header, "single", bool) and "" not in items:
         files.fail("the header says 'single' but its 'items' has no key ''")
+    _check_names(files, items)
     return header
+
+
+def _check_names(files: Archive, items: dict[str, Any]) -> None:
+    """Refuse an array the header does not name (a renamed one, or a foreign file)."""
+    named = {_META} | {f"{name}/{part}" for name in items for part in ("data", "scales")}
+    extra = sorted(files.names() - named)
+    if extra:
+        files.fail(f"array {extra[0]!r} is not one its header names")
 
 
 def _item_shape(files: Archive, entry: Any, where: str) -> tuple[int, ...]:
@@ -92,7 +101,8 @@ def _load_item(files: Archive, name: str, entry: Any) -> Any:
     where = f"the header's item {name!r}"
     shape = _item_shape(files, entry, where)
     fmt = field(files, entry, "format", str, where)
-    scaled = f"{name}/scales" in files.names()
+    # a TernaryTensor has both (a renamed scales array must not make it a PackedTrits)
+    scaled = f"{name}/scales" in files.names() or "group_size" in entry
     group_size = field(files, entry, "group_size", (int, type(None)), where) if scaled else None
     data = files.array(f"{name}/data")
     scales = files.array(f"{name}/scales") if scaled else None

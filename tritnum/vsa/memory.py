@@ -268,6 +268,9 @@ def _meta(f: Archive) -> dict[str, Any]:
         text = raw.tobytes().decode()
     except UnicodeDecodeError as exc:
         f.fail(f"array 'meta' is not UTF-8 text: {exc}")
+    extra = sorted(f.names() - {"meta", "rows"})
+    if extra:
+        f.fail(f"array {extra[0]!r} is not one of 'meta' and 'rows'")
     meta = f.parse_json("meta", text)
     kinds = {"version": int, "d": int, "seed": int, "density": (int, float), "format": str,
              "symbols": list}
