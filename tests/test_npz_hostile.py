@@ -175,7 +175,7 @@ MEM_FILES: dict[str, Callable[[Path], None]] = {
        for key in MEM_META},
     **{f"{key} = {value!r}": (lambda p, key=key, value=value: write_zip(
         p, mem_members({**MEM_META, key: value})))
-       for key, value in [("version", "1"), ("d", "seventy"), ("d", True), ("d", 0),
+       for key, value in [("version", "1"), ("version", 2), ("d", "seventy"), ("d", True), ("d", 0),
                           ("seed", None), ("seed", 1.5), ("density", "x"), ("density", 0),
                           ("format", 3), ("format", "2bit"), ("symbols", 5),
                           ("symbols", ["a", [7]]), ("symbols", ["a", True]),

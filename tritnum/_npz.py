@@ -89,6 +89,7 @@ class Archive:
         try:
             size = os.fstat(self._zip.fp.fileno()).st_size  # type: ignore[union-attr]
             self._infos = {info.filename: info for info in self._zip.infolist()}
+            self._names = {name[:-4] for name in self._infos if name.endswith(".npy")}
             self._check_members(size)
         except BaseException:
             self._zip.close()
@@ -124,7 +125,7 @@ class Archive:
 
     def names(self) -> set[str]:
         """The arrays in the file (member names without ``.npy``)."""
-        return {name[:-4] for name in self._infos if name.endswith(".npy")}
+        return set(self._names)
 
     def array(self, name: str) -> np.ndarray:
         """The array ``name``, read after its ``.npy`` header is checked against its size."""

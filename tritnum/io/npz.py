@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from .._npz import MAX_BYTES, Archive, check_max_bytes, field, reading
-from ..errors import FormatError
 from ..packing import PackedTrits
 from ..quantize import TernaryTensor
 
@@ -72,9 +71,8 @@ def _header(files: Archive) -> dict[str, Any]:
     header = files.parse_json(_META, str(text[()]))
     version = field(files, header, "version", int)
     if version > FILE_VERSION:
-        raise FormatError(
-            f"{os.fspath(files.path)!r} is format version {version}; this tritnum "
-            f"reads up to version {FILE_VERSION}")
+        files.fail(f"it is format version {version}; this tritnum reads up to version "
+                   f"{FILE_VERSION}")
     items = field(files, header, "items", dict)
     if field(files, header, "single", bool) and "" not in items:
         files.fail("the header says 'single' but its 'items' has no key ''")

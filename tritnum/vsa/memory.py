@@ -13,7 +13,7 @@ import numpy as np
 
 from .._dispatch import call
 from .._interop import to_host
-from .._npz import MAX_BYTES, Archive, check_max_bytes, field, reading
+from .._npz import MAX_BYTES, Archive, check_max_bytes, field, reading, unreadable
 from .._validate import raise_invalid_trits
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import PackedTrits, ensure_valid, pack, unpack
@@ -235,15 +235,15 @@ class ItemMemory:
         with reading(path, "ItemMemory file"), Archive(path, "ItemMemory file", max_bytes) as f:
             meta = _meta(f)
             if meta["version"] != _FILE_VERSION:
-                raise FormatError(
-                    f"{path}: unsupported ItemMemory file version {meta['version']}")
+                f.fail(f"header key 'version' is {meta['version']}; this tritnum reads "
+                       f"version {_FILE_VERSION}")
             mem = cls(meta["d"], seed=meta["seed"], density=meta["density"],
                       format=meta["format"], device=device)
             symbols = meta["symbols"]
             rows = f.array("rows")
         if rows.shape != mem._row_shape(len(symbols)) or rows.dtype != mem._dtype():
-            raise FormatError(f"{path}: vectors of shape {rows.shape} and dtype {rows.dtype} do "
-                              f"not fit {len(symbols)} symbols of dimension {mem.d}")
+            unreadable(path, "ItemMemory file", f"array 'rows' of shape {rows.shape} and dtype "
+                       f"{rows.dtype} does not fit {len(symbols)} symbols of dimension {mem.d}")
         dev = resolve(device)
         try:
             if mem._packed:
