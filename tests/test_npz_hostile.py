@@ -229,15 +229,8 @@ LIMITS = {**{f"{kind}, max_bytes={limit}": (kind, build, limit, limit > 2**21)
 
 
 def flips(path: Path) -> list[tuple[int, int]]:
-    """(byte, bit) of every bit in the zip headers: local headers and central directory."""
-    data = path.read_bytes()
-    with zipfile.ZipFile(path) as zf:
-        starts = [info.header_offset for info in zf.infolist()]
-        directory = zf.start_dir
-    spans = [range(s, s + 30 + int.from_bytes(data[s + 26:s + 28], "little")
-                   + int.from_bytes(data[s + 28:s + 30], "little")) for s in starts]
-    spans.append(range(directory, len(data)))
-    return [(i, bit) for span in spans for i in span for bit in range(8)]
+    """(byte, bit) of every bit of the file: zip headers, .npy headers, JSON and data."""
+    return [(i, bit) for i in range(path.stat().st_size) for bit in range(8)]
 
 
 CHILD = r"""
@@ -321,7 +314,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (root / "spec.json").write_text(json.dumps(spec))
     env = {**os.environ, "PYTHONPATH": str(Path(tn.__file__).parents[1])}
     child = subprocess.run([sys.executable, "-c", CHILD, str(root / "spec.json")], env=env,
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, child.stderr[-3000:]
     return json.loads(child.stdout.splitlines()[-1])
 
@@ -354,7 +347,7 @@ def test_max_bytes_is_a_limit_the_caller_can_raise(name, outcomes):
 
 
 @pytest.mark.parametrize("kind", ["tn", "mem"])
-def test_flipped_header_bits_raise_format_error_or_load_the_same(kind, outcomes):
+def test_flipped_bits_raise_format_error_or_load_the_same(kind, outcomes):
     assert outcomes["flips"][kind] == []
 
 
