@@ -13,7 +13,7 @@ import numpy as np
 
 from .._dispatch import call
 from .._interop import to_host
-from .._npz import reading
+from .._npz import MAX_BYTES, Archive, check_max_bytes, field, reading, unreadable
 from .._validate import owned, raise_invalid_trits
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import PackedTrits, ensure_valid, pack, unpack
@@ -207,25 +207,47 @@ class ItemMemory:
                      rows=self._rows[: self._count])
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, device: str = "auto") -> ItemMemory:
-        """Read a memory written by :meth:`save`."""
-        with reading(path, "ItemMemory file"):
-            with np.load(path, allow_pickle=False) as f:
-                meta = json.loads(f["meta"].tobytes().decode())
-                rows = f["rows"]
-            if meta.get("version") != _FILE_VERSION:
-                raise FormatError(
-                    f"{path}: unsupported ItemMemory file version {meta.get('version')}")
+    def load(cls, path: str | os.PathLike, *, device: str = "auto",
+             max_bytes: int = MAX_BYTES) -> ItemMemory:
+        """Read a memory written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file.
+        device : str, optional
+            Where the memory's vectors live (as for the constructor).
+        max_bytes : int, optional
+            The most bytes the file's arrays may declare in all, uncompressed (default
+            16 GiB). A larger file is refused before anything is read: pass a larger
+            ``max_bytes`` to load it. Whatever the limit, a compressed member may not
+            expand more than 100 times (:meth:`save` writes uncompressed files).
+
+        Raises
+        ------
+        FormatError
+            Not an ItemMemory file, another version, a missing or ill-typed header key,
+            vectors that do not fit the header or are not trits, a truncated, corrupt or
+            hostile file (an array larger than ``max_bytes`` or than its member, a zip
+            bomb), naming the array or header key at fault.
+        """
+        max_bytes = check_max_bytes(max_bytes)
+        with reading(path, "ItemMemory file"), Archive(path, "ItemMemory file", max_bytes) as f:
+            meta = _meta(f)
+            if meta["version"] != _FILE_VERSION:
+                f.fail(f"header key 'version' is {meta['version']}; this tritnum reads "
+                       f"version {_FILE_VERSION}")
             mem = cls(meta["d"], seed=meta["seed"], density=meta["density"],
                       format=meta["format"], device=device)
-            symbols = list(meta["symbols"])
+            symbols = meta["symbols"]
+            rows = f.array("rows")
         if rows.shape != mem._row_shape(len(symbols)) or rows.dtype != mem._dtype():
-            raise FormatError(f"{path}: vectors of shape {rows.shape} and dtype {rows.dtype} do "
-                              f"not fit {len(symbols)} symbols of dimension {mem.d}")
+            unreadable(path, "ItemMemory file", f"array 'rows' of shape {rows.shape} and dtype "
+                       f"{rows.dtype} does not fit {len(symbols)} symbols of dimension {mem.d}")
         dev = resolve(device)
         try:
             if mem._packed:
-                ensure_valid(PackedTrits(rows, (len(rows), mem.d), "bitplane"), dev)
+                ensure_valid(PackedTrits(rows, (len(rows), mem.d), "bitplane", copy=False), dev)
             elif rows.size and not call("vsa.check", dev, rows):
                 raise_invalid_trits(rows, "rows")
         except InvalidTritsError as exc:
@@ -235,6 +257,28 @@ class ItemMemory:
         mem._symbols = symbols
         mem._index = {s: i for i, s in enumerate(mem._symbols)}
         return mem
+
+
+def _meta(f: Archive) -> dict[str, Any]:
+    """The JSON header of an ItemMemory file, each key checked for presence and type."""
+    raw = f.array("meta")
+    if raw.ndim != 1 or raw.dtype != np.uint8:
+        f.fail(f"array 'meta' is {raw.dtype} of shape {raw.shape}, not bytes")
+    try:
+        text = raw.tobytes().decode()
+    except UnicodeDecodeError as exc:
+        f.fail(f"array 'meta' is not UTF-8 text: {exc}")
+    extra = sorted(f.names() - {"meta", "rows"})
+    if extra:
+        f.fail(f"array {extra[0]!r} is not one of 'meta' and 'rows'")
+    meta = f.parse_json("meta", text)
+    kinds = {"version": int, "d": int, "seed": int, "density": (int, float), "format": str,
+             "symbols": list}
+    meta = {key: field(f, meta, key, kind) for key, kind in kinds.items()}
+    for i, s in enumerate(meta["symbols"]):
+        if isinstance(s, bool) or not isinstance(s, (str, int)):
+            f.fail(f"the header: key 'symbols' holds {s!r:.60} at index {i}, not a str or int")
+    return meta
 
 
 def _nest(items: list[Any], shape: tuple[int, ...]) -> Any:
