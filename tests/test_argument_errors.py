@@ -45,3 +45,33 @@ def test_write_gguf_takes_big_endian_arrays(tmp_path):
     values = np.arange(8, dtype=">f4")
     tn.io.write_gguf(tmp_path / "x.gguf", {"a": values})
     np.testing.assert_array_equal(tn.io.read_gguf(tmp_path / "x.gguf")["a"], values)
+
+
+def test_centroid_refuses_mixed_label_kinds():
+    X = tn.vsa.random(4, 64, seed=1)
+    clf = tn.vsa.Centroid().fit(X, [1, 2, 1, 2])
+    with pytest.raises(TypeError, match="do not mix"):
+        clf.partial_fit(X, ["a", "b", "a", "b"])
+    np.testing.assert_array_equal(clf.classes_, [1, 2])  # nothing was changed
+    with pytest.raises(TypeError, match="numbers or strings"):
+        tn.vsa.Centroid().fit(X, np.array([None] * 4))
+
+
+def test_reprs_say_what_they_hold():
+    mem = tn.vsa.ItemMemory(100, format="bitplane")
+    mem.add("a")
+    assert repr(mem) == "ItemMemory(d=100, format='bitplane', 1 symbols, device='auto')"
+    clf = tn.vsa.Centroid(epochs=2).fit(tn.vsa.random(4, 64, seed=1), [0, 1, 0, 1])
+    assert repr(clf) == "Centroid(epochs=2, device='auto', classes=2)"
+
+
+def test_cli_version_and_plain_help():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "tritnum", "--version"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == f"tritnum {tn.__version__}"
+    out = subprocess.run([sys.executable, "-m", "tritnum", "demo", "--help"],
+                         capture_output=True, text=True, check=True)
+    assert "``" not in out.stdout

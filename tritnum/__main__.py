@@ -26,9 +26,17 @@ def _bench(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _plain(doc: str | None) -> str:
+    """A docstring as terminal text: reStructuredText's double backquotes dropped."""
+    return (doc or "").replace("``", "")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the sub-command."""
-    parser = argparse.ArgumentParser(prog="python -m tritnum", description=__doc__)
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="python -m tritnum", description=_plain(__doc__))
+    parser.add_argument("--version", action="version", version=f"tritnum {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="versions, devices, threads and kernel cache").set_defaults(
         func=_info)
@@ -36,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     from ._demo import add_arguments
 
     demo = sub.add_parser("demo", help="what tritnum does, on embedded data, in a minute",
-                          description=demo_doc, formatter_class=argparse.RawTextHelpFormatter)
+                          description=_plain(demo_doc),
+                          formatter_class=argparse.RawTextHelpFormatter)
     add_arguments(demo)
     demo.set_defaults(func=_demo)
     bench = sub.add_parser("bench", help="speed ratios against baselines, in one run")

@@ -74,7 +74,8 @@ def trit_array(x: Any, name: str = "trits") -> Any:
     if kind in "fc":
         raise TypeError(
             f"{name} must be an integer array of trits in {{-1, 0, 1}}, got dtype "
-            f"{a.dtype}; to turn real-valued weights into trits use tn.quantize(w)"
+            f"{a.dtype}; trits held as floats convert exactly with x.astype(np.int8), "
+            "real-valued weights become trits with tn.quantize(w)"
         )
     if kind not in "iu":
         raise TypeError(

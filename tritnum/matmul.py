@@ -120,7 +120,8 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     bias : array_like, shape (out,), optional
         Added to every output row.
     activations : {"float", "int8"}
-        ``"float"``: float32 arithmetic. ``"int8"``: BitNet b1.58 W1.58A8
+        ``"float"`` (the default here; :class:`BitLinear` defaults to ``"int8"``,
+        as bitnet.cpp runs): float32 arithmetic. ``"int8"``: BitNet b1.58 W1.58A8
         inference: ``x`` is quantized per row with
         :func:`tritnum.quantize_activations`, the products ``trit * q`` are
         summed exactly in integers (per scale group) and rescaled by the weight
@@ -212,7 +213,9 @@ class BitLinear:
     group_size : int, optional
         One weight scale per ``group_size`` inputs (default: one per tensor, as BitNet).
     activations : {"int8", "float"}
-        ``"int8"`` (default): W1.58A8 inference as bitnet.cpp; ``"float"``: float32.
+        ``"int8"`` (default, as bitnet.cpp runs, and unlike :func:`linear`, whose
+        default is ``"float"``; the two differ by the activations' rounding, about
+        1 %): W1.58A8 inference as bitnet.cpp; ``"float"``: float32.
     format : {"2bit", "base3", "bitplane"}
         Packed format of the weights.
     device : {"auto", "cpu", "cuda", "numpy"}

@@ -77,7 +77,18 @@ class Centroid:
         if y.shape != (n,):
             raise ShapeMismatchError(f"y must have shape ({n},), one label per sample, "
                                      f"got {y.shape}", expected=(n,), actual=y.shape)
+        if y.dtype.kind not in "biufUS":
+            raise TypeError(f"labels must be numbers or strings, got dtype {y.dtype}")
+        known = self.classes_.dtype.kind if len(self.classes_) else y.dtype.kind
+        if (known in "US") != (y.dtype.kind in "US"):
+            raise TypeError(f"labels of dtype {y.dtype} do not mix with the classes seen so far "
+                            f"({self.classes_.dtype}): use one kind of label, numbers or "
+                            "strings")
         return y
+
+    def __repr__(self) -> str:
+        return (f"Centroid(epochs={self.epochs}, device={self.device!r}, "
+                f"classes={len(self.classes_)})")
 
     def partial_fit(self, X: Hypervectors, y: Iterable[Any]) -> Centroid:
         """Add samples ``X`` ``(n, d)`` with labels ``y`` to the class prototypes."""

@@ -91,6 +91,10 @@ class ItemMemory:
     def __len__(self) -> int:
         return self._count
 
+    def __repr__(self) -> str:
+        return (f"ItemMemory(d={self.d}, format={self.format!r}, {self._count} symbols, "
+                f"device={self.device!r})")
+
     def __contains__(self, symbol: object) -> bool:
         return symbol in self._index
 
