@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,8 +39,13 @@ def _scores_out(s: Any, metric: int) -> Any:
 
 
 def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
-               device: str = "auto") -> Any:
-    """Similarity of hypervectors, pair by pair (leading shapes broadcast).
+               pairwise: bool = False, device: str = "auto") -> Any:
+    """Similarity of hypervectors pair by pair (leading shapes broadcast), or of all pairs.
+
+    By default row ``i`` of ``a`` meets row ``i`` of ``b`` (NumPy broadcasting of
+    the leading shapes: ``(n, d)`` against ``(n, d)`` gives ``(n,)``). With
+    ``pairwise=True`` every row of ``a`` meets every row of ``b``: ``(n, d)``
+    against ``(m, d)`` gives the ``(n, m)`` matrix, as torchhd's similarity does.
 
     ``"dot"``: the integer dot product. ``"cosine"``: ``dot / sqrt(nnz(a) nnz(b))``,
     0 when either is all zero. ``"hamming"``: the fraction of equal positions.
@@ -51,13 +57,16 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
         all pairs.
     metric : {"cosine", "dot", "hamming"}
         The measure.
+    pairwise : bool
+        All pairs: the result has shape ``a.shape[:-1] + b.shape[:-1]``.
     device : {"auto", "cpu", "cuda", "numpy"}
         Where to run.
 
     Returns
     -------
     numpy.ndarray or scalar
-        int64 for "dot", float64 otherwise, of the broadcast leading shape.
+        int64 for "dot", float64 otherwise, of the broadcast leading shape (or
+        ``a.shape[:-1] + b.shape[:-1]`` with ``pairwise``).
 
     Examples
     --------
@@ -70,12 +79,18 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
     array([0.33333333, 0.        ])
     >>> tn.vsa.similarity(a, b[0], "hamming")
     np.float64(0.75)
+    >>> tn.vsa.similarity(b, b, "dot", pairwise=True)
+    array([[3, 0],
+           [0, 1]])
     """
     code = _metric(metric)
     dev = resolve(device, a, b)
     ha = hypervectors(a, dev, "a")
     hb = hypervectors(b, dev, "b")
     _same_kind(ha, hb, "similarity")
+    if pairwise:  # a's leading axes first, b's after: the outer product of the rows
+        ha = replace(ha, lead=(*ha.lead, *(1,) * len(hb.lead)))
+        hb = replace(hb, lead=(*(1,) * (len(ha.lead) - len(hb.lead)), *hb.lead))
     lead, ia, ib = broadcast_rows(ha, hb, "similarity")
     s = call("vsa.similarity", dev, ha.rows, hb.rows, ia, ib, code, ha.packed, ha.d)
     if code == _hv_math.DOT:
