@@ -1,4 +1,4 @@
-"""The packed formats of DESIGN §2: names, storage units and buffer shapes."""
+"""The packed formats of docs/formats.md: names, storage units and buffer shapes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Packing trits into the formats of DESIGN §2, and back.
+"""Packing trits into the formats of docs/formats.md, and back.
 
 ``pack`` works along the last axis and keeps the logical shape; each row is
 padded on its own to a whole storage unit:
@@ -317,7 +317,7 @@ def pack(trits: Any, format: FormatName = "2bit", *, device: Device = "auto") ->
         Values in {-1, 0, +1}, any integer dtype, rank >= 1; read-only and
         non-contiguous arrays are read in place where possible.
     format : {"2bit", "base3", "bitplane"}
-        The storage format (DESIGN §2).
+        The storage format (docs/formats.md).
     device : {"auto", "cpu", "cuda", "numpy"}
         Where to run; ``"auto"`` follows the default device and the data.
 

@@ -16,7 +16,7 @@ from typing import Literal, TypeAlias
 __all__ = ["Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat", "Metric"]
 
 Format: TypeAlias = Literal["2bit", "base3", "bitplane"]
-"""A packed format of :func:`tritnum.pack` (DESIGN §2)."""
+"""A packed format of :func:`tritnum.pack` (docs/formats.md)."""
 
 Device: TypeAlias = Literal["auto", "cpu", "cuda", "numpy"]
 """Where an operation runs: ``"auto"`` follows the data, ``"numpy"`` is the reference."""

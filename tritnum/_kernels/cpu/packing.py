@@ -280,7 +280,7 @@ def _unpackbp(data, half, spread, out, t0, t1):
 def _base3_words() -> np.ndarray:
     """The table of :func:`_unpack3`, a word per byte value.
 
-    The byte's trits (DESIGN §2 digit formula) as int8 in bytes 0-4, byte 5 set
+    The byte's trits (the digit formula of docs/formats.md) as int8 in bytes 0-4, byte 5 set
     when the byte is not a canonical encoding.
     """
     byte = np.arange(256)
