@@ -8,7 +8,8 @@ median of each and the speedup (baseline time / tritnum time).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+import sys
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,14 @@ def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
     if device == "cuda":
         cases = [on_gpu(case) for case in cases]
     warmup = 0.0 if quick else WARMUP_SECONDS
-    return [measure(case, repeats, warmup) for case in cases if case.family in families]
+    cases = [case for case in cases if case.family in families]
+    if quick:  # the bars are set for the full sizes: they do not apply to quick ones
+        cases = [replace(case, bar=None) for case in cases]
+    results = []
+    for i, case in enumerate(cases, 1):
+        print(f"[{i}/{len(cases)}] {case.family}: {case.name}", file=sys.stderr, flush=True)
+        results.append(measure(case, repeats, warmup))
+    return results
 
 
 def main(args: Any) -> int:
@@ -53,14 +61,14 @@ def main(args: Any) -> int:
     print(header.title(env))
     if args.device == "cuda":
         print(header.gpu_line())
-    before = header.cpu_times()
+    before = header.snapshot()
     results = run(quick=args.quick, device=args.device, cols=args.cols, rows=args.rows,
                   families=tuple(args.family or FAMILIES))
+    busy = header.contention(before, header.snapshot())
+    if busy is not None:
+        env["contention"] = asdict(busy)
+        print(header.contention_line(busy))
     print(table(results))
-    steal = header.steal_fraction(before, header.cpu_times())
-    if steal is not None:
-        env["steal"] = steal
-        print(header.steal_line(steal))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "results": [asdict(r) for r in results]}, f,

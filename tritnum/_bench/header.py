@@ -1,7 +1,10 @@
-"""The lines around the table: the machine it ran on and the CPU time the hypervisor stole."""
+"""The lines around the table: the machine it ran on, and how busy it was meanwhile."""
 
 from __future__ import annotations
 
+import os
+import resource
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -30,17 +33,52 @@ def cpu_times() -> list[int] | None:
         return None
 
 
-def steal_fraction(before: list[int] | None, after: list[int] | None) -> float | None:
-    """Share of CPU time a hypervisor gave to other machines between two readings."""
-    if not before or not after or len(before) < 8:
+@dataclass
+class Snapshot:
+    """What the machine and this process had used at one moment."""
+
+    machine: list[int] | None  # /proc/stat ticks: user nice system idle iowait irq softirq steal
+    ours: float  # CPU seconds of this process, all its threads
+
+
+def snapshot() -> Snapshot:
+    """Read the counters now."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return Snapshot(cpu_times(), usage.ru_utime + usage.ru_stime)
+
+
+@dataclass
+class Contention:
+    """How much of the machine others had while the bench ran."""
+
+    others: float  # share of the machine's CPU time other processes used
+    steal: float  # share the hypervisor gave to other machines
+    load: float  # the 1-minute load average at the end
+    cores: int
+
+    @property
+    def noisy(self) -> bool:
+        return self.others > 0.10 or self.steal > 0.05 or self.load > self.cores + 0.5
+
+
+def contention(before: Snapshot, after: Snapshot) -> Contention | None:
+    """Contention between two snapshots (None where /proc/stat is not there)."""
+    if not before.machine or not after.machine or len(before.machine) < 8:
         return None
-    delta = [b - a for a, b in zip(before, after, strict=False)]
-    total = sum(delta[:8])
-    return delta[7] / total if total > 0 else None
+    delta = [b - a for a, b in zip(before.machine, after.machine, strict=False)][:8]
+    total = sum(delta)
+    if total <= 0:
+        return None
+    busy_seconds = (total - delta[3] - delta[4] - delta[7]) / os.sysconf("SC_CLK_TCK")
+    cores = os.cpu_count() or 1
+    wall_cpu = total / os.sysconf("SC_CLK_TCK")  # machine CPU seconds that passed
+    others = max(0.0, busy_seconds - (after.ours - before.ours)) / wall_cpu
+    return Contention(others, delta[7] / total, os.getloadavg()[0], cores)
 
 
-def steal_line(steal: float) -> str:
-    """The last line: the share of CPU time stolen, with a warning above 5 %."""
-    return (f"CPU time stolen by the hypervisor during the run: {steal:.0%}"
-            + (" (ratios are unreliable: rerun when the host is quieter)" if steal > 0.05
-               else ""))
+def contention_line(c: Contention) -> str:
+    """The line above the table: what else ran, and a warning when the run was noisy."""
+    line = (f"while measuring: other processes used {c.others:.0%} of the CPU time, the "
+            f"hypervisor stole {c.steal:.0%}, load average {c.load:.1f} on {c.cores} cores")
+    return line + ("; NOISY RUN: ratios are unreliable, rerun when the machine is quieter"
+                   if c.noisy else "")

@@ -1,0 +1,51 @@
+"""The bench says how busy the machine was, flags a noisy run and shows progress."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tritnum._bench import header
+from tritnum._bench.header import Contention, Snapshot
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def ticks(user, idle, steal=0):
+    return [user, 0, 0, idle, 0, 0, 0, steal]
+
+
+def test_other_processes_time_is_the_busy_time_we_did_not_use():
+    # 10 s of machine CPU time passed: 6 s busy, of which this process used 2 s
+    before = Snapshot(ticks(0, 0), ours=1.0)
+    after = Snapshot(ticks(6 * TICK, 4 * TICK), ours=3.0)
+    c = header.contention(before, after)
+    assert abs(c.others - 0.4) < 1e-9 and c.steal == 0
+    stolen = header.contention(before, Snapshot(ticks(2 * TICK, 7 * TICK, TICK), ours=3.0))
+    assert abs(stolen.steal - 0.1) < 1e-9 and stolen.others == 0
+
+
+def test_noisy_runs_are_flagged():
+    assert not Contention(0.02, 0.0, 1.0, 2).noisy
+    for busy in (Contention(0.2, 0.0, 1.0, 2), Contention(0.0, 0.1, 1.0, 2),
+                 Contention(0.0, 0.0, 7.0, 2)):
+        assert busy.noisy
+        assert "NOISY RUN" in header.contention_line(busy)
+
+
+def test_quick_runs_show_no_bars_and_report_progress(tmp_path):
+    path = tmp_path / "bench.json"
+    out = subprocess.run([sys.executable, "-m", "tritnum", "bench", "--quick", "--rows", "2",
+                          "--cols", "64", "--family", "packing", "--json", str(path)],
+                         cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "MISSED" not in out.stdout and " ok" not in out.stdout
+    assert "while measuring: other processes used" in out.stdout
+    report = json.loads(path.read_text())
+    progress = [line for line in out.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == len(report["results"]) and progress[-1].startswith(
+        f"[{len(progress)}/{len(progress)}]")
+    assert all(r["bar"] is None for r in report["results"])
+    assert {"others", "steal", "load", "cores"} <= report["environment"]["contention"].keys()
