@@ -99,9 +99,10 @@ def random(n: int, d: int, *, density: float = 2 / 3, seed: Seed = None, format:
            device: str = "auto") -> Hypervectors:
     """Random hypervectors from a counter-based generator.
 
-    The trit at row ``i``, column ``j`` is a hash of ``(seed, i, j)``: the same
-    on every device and for any chunking, so ``random(5, d)[:3]`` equals
-    ``random(3, d)`` and ``random(n, 100)[:, :50]`` equals ``random(n, 50)``.
+    The trit at row ``i``, column ``j`` is a hash of ``(seed, i, j)``: for an
+    integer seed the same on every device and for any chunking, so
+    ``random(5, d, seed=s)[:3]`` equals ``random(3, d, seed=s)`` and
+    ``random(n, 100, seed=s)[:, :50]`` equals ``random(n, 50, seed=s)``.
 
     Parameters
     ----------

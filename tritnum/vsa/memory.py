@@ -78,8 +78,7 @@ class ItemMemory:
         self.d = count(d, "d")
         self._packed = _format(format)
         _threshold(density)
-        self.seed = draw_seed(seed)
-        self._key = seed_key(self.seed, "ItemMemory")
+        self.seed = draw_seed(seed)  # the integer used (None etc. drawn once), saved
         self.density = density
         self.format = format
         self.device = device
@@ -136,7 +135,7 @@ class ItemMemory:
         if vector is None:
             dev = resolve(self.device)
             row = random_rows(self._count, 1, self.d, density=self.density,
-                              key=self._key, packed=self._packed, dev=dev)
+                              key=seed_key(self.seed, "ItemMemory"), packed=self._packed, dev=dev)
             row = to_host(row)[0]
         else:
             dev = resolve(self.device, vector)
