@@ -20,8 +20,12 @@ def test_item_memory(fmt, tmp_path):
     mem = vsa.ItemMemory(500, seed=4, format=fmt)
     vecs = [mem.add(s) for s in ("a", "b", np.int64(3), "d")]
     assert len(mem) == 4 and mem.symbols == ["a", "b", 3, "d"]
-    # symbol i is row i of the generator
-    np.testing.assert_array_equal(dense(mem.vectors), vsa.random(4, 500, seed=4))
+    # symbol i is row i of the seed's ItemMemory stream (not random's: issue 15, item 9)
+    key = vsa.generation.seed_key(4, "ItemMemory")
+    rows = vsa.generation.random_rows(0, 4, 500, density=2 / 3, key=key, packed=False,
+                                      dev="numpy")
+    np.testing.assert_array_equal(dense(mem.vectors), rows)
+    assert not np.array_equal(dense(mem.vectors), vsa.random(4, 500, seed=4))
     np.testing.assert_array_equal(dense(mem["b"]), dense(vecs[1]))
     np.testing.assert_array_equal(dense(mem.add("a")), dense(vecs[0]))  # no second copy
     assert len(mem) == 4

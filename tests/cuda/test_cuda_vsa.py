@@ -107,6 +107,24 @@ def test_search(fmt, k, metric):
 
 
 @pytest.mark.parametrize("fmt", KINDS)
+def test_seeds_of_every_kind(fmt):
+    """An int, a SeedSequence and a Generator in the same state give the same vectors on
+    the GPU as on the host, from each generator's own stream (issue 15, item 9)."""
+    seeds = [lambda: 2**64 + 3, lambda: np.random.SeedSequence(4),
+             lambda: np.random.default_rng(5)]
+    for make in (vsa.random, vsa.level, vsa.circular):
+        for seed in seeds:
+            got = make(3, 70, seed=seed(), density=0.5, format=fmt, device="cuda")
+            same(got, make(3, 70, seed=seed(), density=0.5, format=fmt, device="numpy"))
+    for seed in seeds:
+        a = vsa.ItemMemory(70, seed=seed(), format=fmt, device="cuda")
+        b = vsa.ItemMemory(70, seed=seed(), format=fmt, device="numpy")
+        same(a.add("x"), b.add("x"))
+    g = vsa.random(1, 70, format=fmt, device="cuda")  # fresh entropy: another vector
+    assert not np.array_equal(host(g), host(vsa.random(1, 70, format=fmt, device="cuda")))
+
+
+@pytest.mark.parametrize("fmt", KINDS)
 @pytest.mark.parametrize(("n", "d"), [(0, 5), (1, 1), (5, 70)])
 def test_level_circular_identity(fmt, n, d):
     for make in (vsa.level, vsa.circular):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import numbers
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -36,26 +37,72 @@ def _threshold(density: Any) -> int:
     return max(1, min(1 << 32, round(density * 2.0**32)))
 
 
-def seed_key(seed: Any) -> int:
-    """The generator key of an integer ``seed`` (any integer; taken mod 2**64)."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an integer, got {seed!r}")
-    return int(_hv_math.fmix64(np.array([int(seed) % 2**64], np.uint64))[0])
+Seed: TypeAlias = int | np.random.SeedSequence | np.random.Generator | None
+"""What the generators take as ``seed`` (see :func:`draw_seed`)."""
+
+_SEED_KINDS = "an integer, None, a numpy.random.SeedSequence or a numpy.random.Generator"
 
 
-def random_rows(row0: int, n: int, d: int, *, density: float, seed: int, packed: bool,
+def draw_seed(seed: Any) -> int:
+    """``seed`` as an integer: an integer as given, else 64 bits drawn from it.
+
+    ``None`` draws fresh entropy from the operating system, a
+    :class:`numpy.random.SeedSequence` gives its first 64-bit word of state (the
+    same for the same sequence) and a :class:`numpy.random.Generator` draws one
+    64-bit integer (advancing it). Anything else, ``bool`` and floats included,
+    raises TypeError.
+    """
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        return int(seed)
+    if seed is None:
+        seed = np.random.SeedSequence()
+    if isinstance(seed, np.random.SeedSequence):
+        return int(seed.generate_state(1, np.uint64)[0])
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(0, 2**64, dtype=np.uint64))
+    raise TypeError(f"seed must be {_SEED_KINDS}, got {seed!r}")
+
+
+def _stream(name: str) -> int:
+    """The 64-bit constant that sets the stream of the generator ``name`` apart."""
+    return int.from_bytes(hashlib.blake2b(f"tritnum.vsa.{name}".encode(), digest_size=8).digest(),
+                          "little")
+
+
+# each generator draws from its own stream of a seed, so that no two agree by accident;
+# random's is the seed's plain key (its vectors for an integer seed are those of earlier releases)
+_STREAMS = {"random": 0, **{name: _stream(name) for name in ("level", "circular", "ItemMemory")}}
+
+
+def _fmix(x: int) -> int:
+    return int(_hv_math.fmix64(np.array([x % 2**64], np.uint64))[0])
+
+
+def seed_key(seed: Any, stream: str = "random") -> int:
+    """The 64-bit generator key of ``seed`` (see :func:`draw_seed`) for the generator ``stream``.
+
+    An integer seed is taken mod 2**64. The key of ``"random"`` is the mixed seed;
+    every other stream mixes that with its own constant, so its rows are unrelated
+    to random's (and to each other's) for the same seed.
+    """
+    key = _fmix(draw_seed(seed))
+    return key if stream == "random" else _fmix(key ^ _STREAMS[stream])
+
+
+def random_rows(row0: int, n: int, d: int, *, density: float, key: int, packed: bool,
                 dev: str) -> Any:
-    """Rows ``row0 .. row0 + n`` of the generator, on ``dev`` (host arrays unless CUDA)."""
-    return kernel("vsa.random", dev)(row0, n, d, seed_key(seed), _threshold(density), packed)
+    """Rows ``row0 .. row0 + n`` of the generator keyed ``key`` (host arrays unless CUDA)."""
+    return kernel("vsa.random", dev)(row0, n, d, key, _threshold(density), packed)
 
 
-def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFormat = "dense",
+def random(n: int, d: int, *, density: float = 2 / 3, seed: Seed = None, format: HVFormat = "dense",
            device: str = "auto") -> Hypervectors:
     """Random hypervectors from a counter-based generator.
 
-    The trit at row ``i``, column ``j`` is a hash of ``(seed, i, j)``: the same
-    on every device and for any chunking, so ``random(5, d)[:3]`` equals
-    ``random(3, d)`` and ``random(n, 100)[:, :50]`` equals ``random(n, 50)``.
+    The trit at row ``i``, column ``j`` is a hash of ``(seed, i, j)``: for an
+    integer seed the same on every device and for any chunking, so
+    ``random(5, d, seed=s)[:3]`` equals ``random(3, d, seed=s)`` and
+    ``random(n, 100, seed=s)[:, :50]`` equals ``random(n, 50, seed=s)``.
 
     Parameters
     ----------
@@ -64,8 +111,13 @@ def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVF
     density : float
         Probability that a trit is non-zero, in (0, 1]; non-zero trits are +1
         or -1 with equal probability. The default 2/3 draws -1, 0, +1 uniformly.
-    seed : int
-        The generator's seed.
+    seed : int, numpy.random.SeedSequence, numpy.random.Generator or None
+        An integer (any, taken mod 2**64) gives the same vectors on every device,
+        for every chunking and in every session. ``None`` (the default) draws fresh
+        entropy, so two calls differ. A ``SeedSequence`` gives a 64-bit seed from its
+        state (the same sequence, the same vectors); a ``Generator`` gives one drawn
+        from it, advancing it, so a seeded Generator makes a reproducible series of
+        calls. bool, float and other types raise TypeError.
     format : {"dense", "bitplane"}
         An ``(n, d)`` int8 array, or a "bitplane" :class:`~tritnum.PackedTrits`.
     device : {"auto", "cpu", "cuda", "numpy"}
@@ -79,6 +131,8 @@ def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVF
     ------
     ValueError
         ``density`` outside (0, 1], or a negative ``n`` or ``d``.
+    TypeError
+        A ``seed`` of another type.
 
     Examples
     --------
@@ -94,7 +148,8 @@ def random(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVF
     n, d = count(n, "n"), count(d, "d")
     packed = _format(format)
     dev = resolve(device)
-    out = random_rows(0, n, d, density=density, seed=seed, packed=packed, dev=dev)
+    _threshold(density)  # checked before a Generator seed is drawn from
+    out = random_rows(0, n, d, density=density, key=seed_key(seed), packed=packed, dev=dev)
     return _wrap(out, (n,), d, packed, new(dev))
 
 
@@ -105,9 +160,12 @@ def _place_new(trits: Any, lead: tuple[int, ...], packed: bool, dev: str) -> Hyp
     return _wrap(rows, lead, d, packed, new(dev))
 
 
-def _mixed(n: Any, d: Any, density: float, seed: int, format: str, device: str,
+def _mixed(n: Any, d: Any, density: float, seed: Seed, format: str, device: str,
            circle: bool) -> Hypervectors:
     """``n`` rows mixing two random vectors (rows 0 and 1 of the generator) column by column.
+
+    The generator is the seed's level or circular stream (:func:`seed_key`), not
+    random's, so ``level(n, d, seed=s)[0]`` is not ``random(1, d, seed=s)[0]``.
 
     Row ``i`` takes column ``j`` from the second vector where its share of the
     columns (a line for level, a circle for circular) says so, by a per-column
@@ -118,12 +176,13 @@ def _mixed(n: Any, d: Any, density: float, seed: int, format: str, device: str,
         raise ValueError(f"n must be below 2**31, got {n}")
     packed = _format(format)
     dev = resolve(device)
-    key = seed_key(seed)
-    trits = call("vsa.mixed", dev, n, d, key, _threshold(density), circle)
+    thr = _threshold(density)
+    key = seed_key(seed, "circular" if circle else "level")
+    trits = call("vsa.mixed", dev, n, d, key, thr, circle)
     return _place_new(trits, (n,), packed, dev)
 
 
-def level(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFormat = "dense",
+def level(n: int, d: int, *, density: float = 2 / 3, seed: Seed = None, format: HVFormat = "dense",
           device: str = "auto") -> Hypervectors:
     """``n`` correlated level hypervectors, for encoding scalars on a line.
 
@@ -136,7 +195,9 @@ def level(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFo
     n, d : int
         Number of levels (below 2**31) and dimension.
     density, seed, format, device
-        As for :func:`random`.
+        As for :func:`random`. The same seed gives vectors unrelated to those of
+        :func:`random`, :func:`level` and :func:`circular` alike: each draws from
+        its own stream of the seed.
 
     Returns
     -------
@@ -146,15 +207,15 @@ def level(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFo
     Examples
     --------
     >>> import tritnum as tn
-    >>> L = tn.vsa.level(5, 10_000)
-    >>> [round(float(tn.vsa.similarity(L[0], L[i])), 1) for i in range(5)]
-    [1.0, 0.8, 0.5, 0.3, 0.0]
+    >>> L = tn.vsa.level(5, 10_000, seed=0)
+    >>> [round(float(tn.vsa.similarity(L[0], L[i])), 2) for i in range(5)]
+    [1.0, 0.76, 0.51, 0.26, 0.01]
     """
     return _mixed(n, d, density, seed, format, device, circle=False)
 
 
-def circular(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: HVFormat = "dense",
-             device: str = "auto") -> Hypervectors:
+def circular(n: int, d: int, *, density: float = 2 / 3, seed: Seed = None,
+             format: HVFormat = "dense", device: str = "auto") -> Hypervectors:
     """``n`` hypervectors on a circle, for angles and other periodic values.
 
     Similarity depends only on the distance around the circle: neighbours are
@@ -166,7 +227,9 @@ def circular(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: H
     n, d : int
         Number of points (below 2**31) and dimension.
     density, seed, format, device
-        As for :func:`random`.
+        As for :func:`random`. The same seed gives vectors unrelated to those of
+        :func:`random`, :func:`level` and :func:`circular` alike: each draws from
+        its own stream of the seed.
 
     Returns
     -------
@@ -176,9 +239,9 @@ def circular(n: int, d: int, *, density: float = 2 / 3, seed: int = 0, format: H
     Examples
     --------
     >>> import tritnum as tn
-    >>> C = tn.vsa.circular(8, 10_000)
-    >>> [round(float(tn.vsa.similarity(C[0], C[i])), 1) for i in range(8)]
-    [1.0, 0.8, 0.5, 0.3, 0.0, 0.3, 0.5, 0.7]
+    >>> C = tn.vsa.circular(8, 10_000, seed=0)
+    >>> [round(float(tn.vsa.similarity(C[0], C[i])), 2) for i in range(8)]
+    [1.0, 0.74, 0.49, 0.23, -0.02, 0.24, 0.48, 0.75]
     """
     return _mixed(n, d, density, seed, format, device, circle=True)
 

@@ -18,7 +18,7 @@ from .._validate import owned, raise_invalid_trits
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import PackedTrits, ensure_valid, pack, unpack
 from ._hv import Hypervectors, count, hypervectors, resolve
-from .generation import _format, _threshold, random_rows, seed_key
+from .generation import Seed, _format, _threshold, draw_seed, random_rows, seed_key
 from .similarity_search import search
 
 __all__ = ["ItemMemory"]
@@ -36,16 +36,22 @@ def _as_format(v: Hypervectors, packed: bool, device: str) -> Hypervectors:
 class ItemMemory:
     """A codebook: symbols and their random hypervectors, with cleanup by nearest neighbour.
 
-    Symbol ``i`` (in the order added) gets row ``i`` of
-    ``tn.vsa.random(n, d, density=density, seed=seed)`` unless a vector is given,
-    so two memories with the same seed agree on every device.
+    Symbol ``i`` (in the order added) gets row ``i`` of the memory's generator
+    unless a vector is given, so two memories with the same integer seed agree on
+    every device. The generator is the seed's own ItemMemory stream: its rows are
+    unrelated to those of ``tn.vsa.random`` (and ``level``, ``circular``) with the
+    same seed.
 
     Parameters
     ----------
     d : int
         Dimension of the hypervectors.
-    seed : int
-        Seed of the generated vectors.
+    seed : int, numpy.random.SeedSequence, numpy.random.Generator or None
+        Seed of the generated vectors, as for :func:`tritnum.vsa.random`: ``None``
+        (the default) draws fresh entropy, a ``SeedSequence`` or a ``Generator``
+        (advanced) gives a 64-bit seed. Either way :attr:`seed` holds the integer
+        used, which :meth:`save` stores, so a loaded memory goes on generating the
+        same vectors.
     density : float
         Their share of non-zero trits, in (0, 1].
     format : {"dense", "bitplane"}
@@ -67,13 +73,12 @@ class ItemMemory:
     (3, True, ['a', 'b', 'c'])
     """
 
-    def __init__(self, d: int, *, seed: int = 0, density: float = 2 / 3,
+    def __init__(self, d: int, *, seed: Seed = None, density: float = 2 / 3,
                  format: str = "dense", device: str = "auto") -> None:
         self.d = count(d, "d")
         self._packed = _format(format)
         _threshold(density)
-        seed_key(seed)
-        self.seed = seed
+        self.seed = draw_seed(seed)  # the integer used (None etc. drawn once), saved
         self.density = density
         self.format = format
         self.device = device
@@ -134,7 +139,7 @@ class ItemMemory:
         if vector is None:
             dev = resolve(self.device)
             row = random_rows(self._count, 1, self.d, density=self.density,
-                                   seed=self.seed, packed=self._packed, dev=dev)
+                              key=seed_key(self.seed, "ItemMemory"), packed=self._packed, dev=dev)
             row = to_host(row)[0]
         else:
             dev = resolve(self.device, vector)

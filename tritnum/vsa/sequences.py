@@ -55,8 +55,9 @@ def bundle_sequence(vs: Hypervectors, *, device: str = "auto") -> Hypervectors:
     Examples
     --------
     >>> import tritnum as tn
-    >>> a, b, c = tn.vsa.random(3, 10_000)
-    >>> abc = tn.vsa.bundle_sequence(tn.vsa.random(3, 10_000))
+    >>> letters = tn.vsa.random(3, 10_000)
+    >>> a, b, c = letters
+    >>> abc = tn.vsa.bundle_sequence(letters)
     >>> tn.vsa.similarity(abc, tn.vsa.permute(a, 2)) > 0.3
     np.True_
     """
