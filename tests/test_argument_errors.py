@@ -75,3 +75,19 @@ def test_cli_version_and_plain_help():
     out = subprocess.run([sys.executable, "-m", "tritnum", "demo", "--help"],
                          capture_output=True, text=True, check=True)
     assert "``" not in out.stdout
+
+
+def test_item_memory_files_with_a_symbol_twice_are_refused(tmp_path):
+    import json
+
+    mem = tn.vsa.ItemMemory(64, seed=1)
+    mem.add("a")
+    mem.add("b")
+    path = tmp_path / "mem.npz"
+    mem.save(path)
+    with np.load(path) as f:
+        meta, rows = json.loads(f["meta"].tobytes()), f["rows"]
+    meta["symbols"] = ["a", "a"]  # a file another program wrote, or edited by hand
+    np.savez(path, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), rows=rows)
+    with pytest.raises(tn.FormatError, match="'a' twice"):
+        tn.vsa.ItemMemory.load(path)

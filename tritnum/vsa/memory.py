@@ -284,9 +284,13 @@ def _meta(f: Archive) -> dict[str, Any]:
     kinds = {"version": int, "d": int, "seed": int, "density": (int, float), "format": str,
              "symbols": list}
     meta = {key: field(f, meta, key, kind) for key, kind in kinds.items()}
+    seen: dict[Any, int] = {}
     for i, s in enumerate(meta["symbols"]):
         if isinstance(s, bool) or not isinstance(s, (str, int)):
             f.fail(f"the header: key 'symbols' holds {s!r:.60} at index {i}, not a str or int")
+        if s in seen:
+            f.fail(f"the header: key 'symbols' holds {s!r:.60} twice (at {seen[s]} and {i})")
+        seen[s] = i
     return meta
 
 
