@@ -36,7 +36,8 @@ def block_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # cast makes code 1, as x * 0 does here; see shared.gguf.block_inverse)
     big = d > INVERSE_MIN
     inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=big)
-    codes = (roundf(x * inv[:, None]).astype(np.int8) + 1).astype(np.uint8)
+    with np.errstate(invalid="ignore"):  # NaN/inf: the caller refuses them from the scales
+        codes = (roundf(x * inv[:, None]).astype(np.int8) + 1).astype(np.uint8)
     return codes, d
 
 
