@@ -22,9 +22,10 @@ THREADS = 8
 CHILD_TIMEOUT = 180  # seconds: a spawned child imports tritnum and loads the numba cache
 
 
-def inputs() -> dict[str, Any]:
-    """Deterministic inputs, each over the pool's threshold (the same in a child process)."""
-    rng = np.random.default_rng(1234)
+def inputs(seed: int = 0) -> dict[str, Any]:
+    """Deterministic inputs, each over the pool's threshold (the same in a child process);
+    each thread has its own, so that a scratch buffer shared between calls shows."""
+    rng = np.random.default_rng(1234 + seed)
     trits = rng.integers(-1, 2, (512, 4096), dtype=np.int8)  # 2 MiB
     w = tn.quantize(rng.standard_normal((1024, 4096), np.float32), axis=-1, device="numpy")
     d = {
@@ -88,9 +89,10 @@ def assert_same(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None
 
 
 @pytest.fixture(scope="module")
-def serial() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    d = inputs()
-    want = run_all(d)
+def serial() -> list[tuple[dict[str, Any], dict[str, np.ndarray]]]:
+    """Inputs and serial results for each of the THREADS threads."""
+    cases = [(d, run_all(d)) for d in map(inputs, range(THREADS))]
+    d, want = cases[0]
     # the reference agrees (so that "equal to serial" is not equal to a wrong answer)
     for fmt in tn.FORMATS:
         np.testing.assert_array_equal(want[f"unpack-{fmt}"], d["trits"])
@@ -98,27 +100,26 @@ def serial() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     np.testing.assert_array_equal(want["search-idx"],
                                   tn.vsa.search(d["queries"], d["memory"], k=5,
                                                 device="numpy")[0])
-    return d, want
+    return cases
 
 
 def test_inputs_use_the_pool(serial):
-    assert serial[0]["trits"].nbytes >= _parallel.MIN_PARALLEL_BYTES
+    assert serial[0][0]["trits"].nbytes >= _parallel.MIN_PARALLEL_BYTES
     assert _parallel._pool is not None, "no call used tritnum's thread pool"
 
 
 def test_eight_threads_at_once(serial):
-    d, want = serial
     with ThreadPoolExecutor(THREADS) as ex:
-        futures = [ex.submit(run_all, d) for _ in range(THREADS)]
-        for f in futures:
+        futures = [ex.submit(run_all, d) for d, _ in serial]
+        for f, (_, want) in zip(futures, serial, strict=True):
             assert_same(f.result(timeout=600), want)
 
 
 def test_eight_threads_each_op_at_once(serial):
     """Each thread runs the ops in another order, so that different kernels overlap."""
-    d, want = serial
     with ThreadPoolExecutor(THREADS) as ex:
-        for res in ex.map(lambda i: run_all(d, start=i), range(THREADS)):
+        results = ex.map(lambda i: run_all(serial[i][0], start=i), range(THREADS))
+        for res, (_, want) in zip(results, serial, strict=True):
             assert_same(res, want)
 
 
@@ -155,7 +156,7 @@ def _in_child(method: str, check_pool_reset: bool) -> tuple[bool, dict[str, str]
 
 @pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="no fork on this OS")
 def test_fork_after_the_pool_was_used(serial):
-    d, want = serial
+    d, want = serial[0]
     run_all(d)
     assert _parallel._pool is not None
     reset, results = _in_child("fork", True)
@@ -165,6 +166,6 @@ def test_fork_after_the_pool_was_used(serial):
 
 
 def test_spawn(serial):
-    _, want = serial
+    _, want = serial[0]
     _, results = _in_child("spawn", False)
     assert results == digests(want)
