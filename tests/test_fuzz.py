@@ -283,7 +283,11 @@ def test_linear(device, data):
     in_f = data.draw(st.integers(0, 40))
     lead = data.draw(st.sampled_from([(), (1,), (3,), (2, 3), (0,)]))
     x = data.draw(float_inputs((*lead, in_f), dtypes=("float32", "float64", "float16"),
-                               nonfinite=False))
+                               nonfinite=data.draw(st.integers(0, 5)) == 0))
+    if data.draw(st.integers(0, 7)) == 0:  # hostile dtypes: a TypeError or a result
+        finite = np.where(np.isfinite(native(x)), native(x), 0)
+        x = make_layout(finite.astype(data.draw(st.sampled_from(
+            ("int8", "int32", "bool", "complex64", "uint8", ">f8")))), "plain")
     w_float = data.draw(hnp.arrays(np.float32, (out_f, in_f), elements=st.floats(-2, 2,
                                                                                  width=32)))
     w = tn.quantize(w_float, axis=-1 if in_f and data.draw(st.booleans()) else None,
@@ -305,9 +309,15 @@ def test_linear(device, data):
 
 @st.composite
 def hypervectors(draw: st.DrawFn, shape: tuple[int, ...], packed: bool) -> Any:
+    """Dense trits (int8 mostly, sometimes another dtype or a non-trit) in a hostile layout,
+    or "bitplane" PackedTrits."""
     a = draw(hnp.arrays(np.int8, shape, elements=st.sampled_from([-1, 0, 1])))
     if packed:
         return tn.pack(a, "bitplane", device="numpy")
+    if draw(st.integers(0, 7)) == 0:
+        if a.size and draw(st.booleans()):
+            a.flat[draw(st.integers(0, a.size - 1))] = draw(st.sampled_from([2, -2, 127]))
+        a = a.astype(draw(st.sampled_from(TRIT_DTYPES)))
     return draw(hostile(a))
 
 
@@ -346,7 +356,11 @@ def test_bundle(device, data):
 def test_permute(device, data):
     packed = data.draw(st.booleans())
     v = data.draw(hypervectors(data.draw(shapes(max_side=70)), packed))
-    shifts = data.draw(st.integers(-200, 200))
+    shifts: Any = data.draw(st.integers(-200, 200))
+    if data.draw(st.booleans()) and len(v.shape) > 1:  # one shift per row, hostile
+        shifts = data.draw(hostile(data.draw(hnp.arrays(
+            data.draw(st.sampled_from(("int64", "int8", ">i4", "float64"))),
+            v.shape[:-1], elements=st.integers(-100, 100)))))
     check(tn.vsa.permute, (v, shifts), device)
 
 
@@ -414,6 +428,17 @@ def test_from_gguf_blocks_corrupt(device, data):
     with np.errstate(all="ignore"):
         got = check(tn.io.from_gguf_blocks, (buf, qtype, shape), device, ternary=ternary,
                     format=fmt)
+        if not ternary and data.draw(st.booleans()):  # a hostile out=: a result or TypeError
+            out = make_layout(np.zeros(shape, data.draw(st.sampled_from(
+                ("float32", "float64", ">f4")))), data.draw(st.sampled_from(LAYOUTS)))
+            out = out.copy() if out.flags.writeable and out.base is None else out
+            res = outcome(lambda: tn.io.from_gguf_blocks(buf, qtype, shape, out=out,
+                                                         device=device))
+            if isinstance(got, BaseException):
+                assert isinstance(res, tn.TritnumError | TypeError | ValueError)
+            elif not isinstance(res, BaseException):
+                assert res is out
+                same(np.asarray(res), got)
     if not ternary and not isinstance(got, BaseException) and qtype != "I2_S" and size:
         from gguf import quants
 
