@@ -360,9 +360,10 @@ def test_bundle(device, data):
 @given(data=st.data())
 def test_permute(device, data):
     packed = data.draw(st.booleans())
-    v = data.draw(hypervectors(data.draw(shapes(max_side=70)), packed))
+    v = data.draw(hypervectors(data.draw(shapes(min_dims=2 if data.draw(st.booleans()) else 1,
+                                                max_side=70)), packed))
     shifts: Any = data.draw(st.integers(-200, 200))
-    if data.draw(st.booleans()) and len(v.shape) > 1:  # one shift per row, hostile
+    if len(v.shape) > 1 and data.draw(st.integers(0, 2)):  # one shift per row, hostile
         shifts = data.draw(hostile(data.draw(hnp.arrays(
             data.draw(st.sampled_from(("int64", "int8", ">i4", "float64"))),
             v.shape[:-1], elements=st.integers(-100, 100)))))
