@@ -478,6 +478,20 @@ def test_to_gguf_blocks_names_a_value_beyond_float32(qtype):
                 tn.io.to_gguf_blocks(x, qtype, device=device)
 
 
+def test_linear_reference_propagates_infinity_without_a_warning():
+    """Regression: on the float path NaN and infinity in x propagate (documented); the NumPy
+    reference also warned "invalid value encountered in matmul" (an error under warnings as
+    errors) where the CPU kernels return quietly."""
+    w = tn.quantize(np.array([[1.0, 0.0, -1.0], [0.0, 0.0, 1.0]]), device="numpy")
+    x = np.array([[np.inf, 1.0, 2.0], [1.0, 2.0, 3.0]], np.float32)
+    want = tn.linear(x, w, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = tn.linear(x, w, np.ones(2, np.float32), device="numpy")
+    np.testing.assert_array_equal(got, want + 1)
+    assert np.isinf(got[0, 0]) and np.isnan(got[0, 1])
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_layout_is_exercised(layout):
     """Each hostile layout keeps the values and has the property it is named after."""
