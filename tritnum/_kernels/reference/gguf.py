@@ -80,10 +80,11 @@ def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
     The values go into ``out`` (flat) when it is given.
     """
     codes = _codes(qs, qtype)
-    if qtype == "I2_S":
-        values = scales[0] * (codes.astype(np.float32) - 1)
-    else:
-        values = (scales[:, None] * (codes.astype(np.float32) - 1)).reshape(-1)
+    with np.errstate(invalid="ignore"):  # an infinite or NaN scale: NaN values, as the kernels
+        if qtype == "I2_S":
+            values = scales[0] * (codes.astype(np.float32) - 1)
+        else:
+            values = (scales[:, None] * (codes.astype(np.float32) - 1)).reshape(-1)
     if out is not None:
         out[...] = values
         values = out
