@@ -32,6 +32,8 @@ TYPED = (tn.TritnumError, TypeError, ValueError)
 LAYOUTS = ("plain", "reversed", "broadcast", "unaligned", "readonly", "memmap", "subclass",
            "fortran", "bigendian")
 FEW = settings(max_examples=25)
+# A warning is no answer either: the ops return a result or raise a typed error.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 
 class Sub(np.ndarray):
@@ -492,6 +494,12 @@ def test_linear_reference_propagates_infinity_without_a_warning():
         got = tn.linear(x, w, np.ones(2, np.float32), device="numpy")
     np.testing.assert_array_equal(got, want + 1)
     assert np.isinf(got[0, 0]) and np.isnan(got[0, 1])
+    # and a float64 beyond float32 becomes infinite (the float path computes in float32)
+    x = np.array([[1e300, 1.0, 2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for device in ("numpy", "cpu"):
+            np.testing.assert_array_equal(tn.linear(x, w, device=device), [[np.inf, np.nan]])
 
 
 @pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0"])
