@@ -151,7 +151,8 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     Notes
     -----
     On the float path NaN and infinity in ``x`` propagate as they do in BLAS:
-    every output that reads them is NaN or infinite.
+    every output that reads them is NaN or infinite. Values beyond float32's range
+    become infinite (the float path computes in float32).
 
     Examples
     --------
@@ -195,11 +196,14 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
 
 def _float32_rows(rows: Any) -> Any:
     """C-contiguous float32 rows, where they live (other GPU dtypes go through the host)."""
-    if is_cuda_array(rows):
+    is_cuda = is_cuda_array(rows)
+    if is_cuda:
         if rows.dtype == np.float32 and rows.is_c_contiguous():
             return rows
-        return to_gpu(np.ascontiguousarray(to_host(rows), np.float32))
-    return np.ascontiguousarray(rows, np.float32)
+        rows = to_host(rows)
+    with np.errstate(over="ignore"):  # beyond float32: infinite, and propagates (documented)
+        host = np.ascontiguousarray(rows, np.float32)
+    return to_gpu(host) if is_cuda else host
 
 
 class BitLinear:

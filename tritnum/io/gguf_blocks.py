@@ -25,10 +25,10 @@ import numpy as np
 from .._dispatch import call, place, resolve_device
 from .._interop import origin, to_host
 from .._kernels.shared import gguf as layout
-from .._validate import choice, index_str, shape_tuple
+from .._validate import choice, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import pack, unpack_native
-from ..quantize import TernaryTensor, _float_array
+from ..quantize import TernaryTensor, _float_array, _raise_not_finite
 from ..typing import Device, GGUFQType
 
 __all__ = ["QTYPES", "from_gguf_blocks", "to_gguf_blocks"]
@@ -166,7 +166,7 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, device: Device = "auto") -> np.n
     ShapeMismatchError
         A shape the format cannot hold.
     ValueError
-        NaN or infinity in ``x`` (naming the first).
+        NaN or infinity in ``x``, or a value beyond float32's range (naming the first).
 
     Examples
     --------
@@ -185,13 +185,12 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, device: Device = "auto") -> np.n
     shape = tuple(x.shape)
     _check_shape(shape, qtype)
     dev = resolve_device(device, x)
-    flat = np.ascontiguousarray(to_host(x), dtype=np.float32).reshape(-1)
+    with np.errstate(over="ignore"):  # beyond float32: refused below, naming the value
+        flat = np.ascontiguousarray(to_host(x), dtype=np.float32).reshape(-1)
     out, codes = _blocks_buffer(shape, qtype)
     scales = to_host(call("gguf_encode", dev, flat, qtype, qs=codes))
     if not np.isfinite(scales).all():
-        bad = np.flatnonzero(~np.isfinite(flat))[0]
-        where = index_str(np.unravel_index(bad, shape))
-        raise ValueError(f"x[{where}] = {flat[bad]} is not finite")
+        _raise_not_finite(x, "x", in_float32=True)
     if qtype == "I2_S":  # the TQ1_0/TQ2_0 encoders write their scales themselves
         return place(_finish_blocks(out, scales, shape, qtype), like)
     return place(out.reshape(_byte_shape(shape, qtype)), like)

@@ -36,7 +36,8 @@ def block_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # cast makes code 1, as x * 0 does here; see shared.gguf.block_inverse)
     big = d > INVERSE_MIN
     inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=big)
-    codes = (roundf(x * inv[:, None]).astype(np.int8) + 1).astype(np.uint8)
+    with np.errstate(invalid="ignore"):  # NaN/inf: the caller refuses them from the scales
+        codes = (roundf(x * inv[:, None]).astype(np.int8) + 1).astype(np.uint8)
     return codes, d
 
 
@@ -79,10 +80,11 @@ def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
     The values go into ``out`` (flat) when it is given.
     """
     codes = _codes(qs, qtype)
-    if qtype == "I2_S":
-        values = scales[0] * (codes.astype(np.float32) - 1)
-    else:
-        values = (scales[:, None] * (codes.astype(np.float32) - 1)).reshape(-1)
+    with np.errstate(invalid="ignore"):  # an infinite or NaN scale: NaN values, as the kernels
+        if qtype == "I2_S":
+            values = scales[0] * (codes.astype(np.float32) - 1)
+        else:
+            values = (scales[:, None] * (codes.astype(np.float32) - 1)).reshape(-1)
     if out is not None:
         out[...] = values
         values = out

@@ -37,8 +37,9 @@ def linear_float(x: np.ndarray, w: np.ndarray, fmt: Format, n: int, scales: np.n
                  bias: np.ndarray | None) -> np.ndarray:
     groups = scales.shape[1]
     dense = (_grouped(trits(w, fmt, n), groups) * scales[..., None].astype(np.float64))
-    y = x.astype(np.float64) @ dense.reshape(-1, n).T
-    return (y if bias is None else y + bias).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN and infinity propagate (documented)
+        y = x.astype(np.float64) @ dense.reshape(-1, n).T
+        return (y if bias is None else y + bias).astype(np.float32)
 
 
 @register("linear_int8", "numpy")
