@@ -125,15 +125,18 @@ def _writable_elsewhere(a: np.ndarray) -> bool:
         return False
 
 
-def owned(a: np.ndarray, copy: bool | None) -> np.ndarray:
+def owned(a: np.ndarray, copy: bool | None, source: Any = None) -> np.ndarray:
     """A read-only array of ``a``'s values that nobody else can reshape or write.
 
     ``copy=None`` copies only when the memory can still be written through
     another reference (the caller's array, a writable base); ``copy=False``
     trusts the caller (tritnum's own fresh buffers); ``copy=True`` always copies.
-    The result is a new array object, so reshaping the caller's in place does
-    not reach it.
+    ``source`` is the caller's array that ``a`` was converted from: when the
+    conversion already copied, nothing more is. The result is a new array
+    object, so reshaping the caller's in place does not reach it.
     """
+    if source is not None and not np.may_share_memory(a, source):
+        copy = False  # a is a fresh conversion: nobody else holds it
     if copy or (copy is None and _writable_elsewhere(a)):
         a = a.copy()
     view = a.view()

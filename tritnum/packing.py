@@ -103,8 +103,7 @@ class PackedTrits:
                 raise FormatError("a GPU buffer for PackedTrits must be C-contiguous")
         else:
             src = np.asarray(data)
-            data = native_order(np.ascontiguousarray(src))
-            data = owned(data, copy if np.may_share_memory(data, src) else False)
+            data = owned(native_order(np.ascontiguousarray(src)), copy, source=src)
         expected = fmt.data_shape(shape)
         if data.dtype != fmt.dtype or tuple(data.shape) != expected:
             raise FormatError(

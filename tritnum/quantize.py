@@ -56,8 +56,7 @@ class TernaryTensor:
         if not isinstance(packed, PackedTrits):
             raise TypeError(f"packed must be a tn.PackedTrits, got {type(packed).__name__}")
         src = np.asarray(scales)
-        scales = native_order(src)
-        scales = owned(scales, copy if np.may_share_memory(scales, src) else False)
+        scales = owned(native_order(src), copy, source=src)
         if scales.dtype != np.float32:
             raise TypeError(f"scales must be float32, got {scales.dtype}")
         n = packed.shape[-1]
