@@ -401,7 +401,7 @@ def unpack(packed: PackedTrits, *, device: Device = "auto") -> Any:
             f"unpack takes a tn.PackedTrits (from tn.pack, or tn.PackedTrits(data, shape, "
             f"format) for a buffer from elsewhere), got {type(packed).__name__}"
         )
-    return place(unpack_native(packed, device), packed._like, packed.shape)
+    return place(unpack_native(packed, device), packed._like)
 
 
 def unpack_native(packed: PackedTrits, device: str = "auto") -> Any:
