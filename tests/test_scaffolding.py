@@ -10,6 +10,8 @@ def test_profiles_have_no_deadline(name):
 
 
 def test_ci_profile_is_derandomized_and_larger():
+    # the default profile's derandomize is hypothesis's own choice: on when it detects a CI
+    # service (the CI environment variable), off otherwise; the ci profile always fixes it
     ci, default = settings.get_profile("ci"), settings.get_profile("default")
-    assert ci.derandomize and not default.derandomize
-    assert ci.max_examples >= default.max_examples
+    assert ci.derandomize
+    assert ci.max_examples > default.max_examples
