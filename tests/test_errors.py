@@ -87,7 +87,12 @@ NAMED_CHOICES = {  # argument -> (the call with a bad value, the error, the vali
     "qtype": (lambda: tn.io.to_gguf_blocks(np.ones(256), "3bit"), tn.FormatError,
               "'TQ2_0', 'TQ1_0', 'I2_S'"),
     "write_gguf qtype": (lambda: tn.io.write_gguf("never-written.gguf", {}, qtype="3bit"),
-                         tn.FormatError, "'TQ2_0', 'TQ1_0', 'I2_S'"),
+                         tn.FormatError, "'TQ2_0', 'TQ1_0', 'I2_S', 'F32', 'F16', 'BF16', "
+                         "'I8', 'I16', 'I32', 'I64'"),
+    "quantize_gguf qtype": (lambda: tn.io.quantize_gguf("never-read.gguf", "x.gguf", "3bit"),
+                            tn.FormatError, "'TQ2_0', 'TQ1_0', 'I2_S'"),
+    "layout": (lambda: tn.io.to_gguf_blocks(np.ones(128), "I2_S", layout="3bit"), ValueError,
+               "'x86', 'x86-interleaved', 'arm'"),
     "device": (lambda: tn.pack([1], device="3bit"), ValueError,
                "'auto', 'cpu', 'cuda', 'numpy'"),
 }

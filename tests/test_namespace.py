@@ -27,10 +27,12 @@ PUBLIC = {
         "encode_features", "hash_table", "identity", "level", "negate", "ngrams", "permute",
         "random", "search", "similarity", "unbind",
     },
-    "tritnum.io": {"QTYPES", "from_gguf_blocks", "read_gguf", "to_gguf_blocks", "write_gguf"},
+    "tritnum.io": {"I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",
+                   "TensorReport", "from_gguf_blocks", "quantize_gguf", "read_gguf",
+                   "to_gguf_blocks", "write_gguf"},
     "tritnum.testing": {"packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"},
     "tritnum.typing": {"Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat",
-                       "Metric"},
+                       "I2SLayout", "Metric"},
 }
 
 
@@ -71,6 +73,8 @@ LITERALS = {  # each literal and the call that takes one of its values
     tt.HVFormat: lambda v: tn.vsa.random(1, 8, format=v),
     tt.BindRule: lambda v: tn.vsa.bind(A, A, rule=v),
     tt.GGUFQType: lambda v: tn.io.to_gguf_blocks(np.ones(256, np.float32), v),
+    tt.I2SLayout: lambda v: tn.io.to_gguf_blocks(np.ones((4, 128), np.float32), "I2_S",
+                                                 layout=v),
 }
 
 

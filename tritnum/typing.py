@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-__all__ = ["Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat", "Metric"]
+__all__ = ["Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat", "I2SLayout",
+           "Metric"]
 
 Format: TypeAlias = Literal["2bit", "base3", "bitplane"]
 """A packed format of :func:`tritnum.pack` (docs/formats.md)."""
@@ -35,3 +36,6 @@ BindRule: TypeAlias = Literal["mul", "mod3"]
 
 GGUFQType: TypeAlias = Literal["TQ2_0", "TQ1_0", "I2_S"]
 """A ternary GGUF block type of :mod:`tritnum.io`."""
+
+I2SLayout: TypeAlias = Literal["x86", "x86-interleaved", "arm"]
+"""bitnet.cpp's I2_S byte layout of :mod:`tritnum.io` (which build wrote the file)."""

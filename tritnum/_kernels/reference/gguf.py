@@ -12,6 +12,7 @@ import numpy as np
 
 from ..._dispatch import register
 from ..shared.gguf import (
+    I2S_NONZERO,
     INVERSE_MIN,
     i2s_bytes,
     i2s_unpack,
@@ -42,8 +43,8 @@ def block_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def i2s_codes(x: np.ndarray) -> np.ndarray:
-    """bitnet.cpp's converter: code 1 where |w| < 1e-6, else 2 for w > 0, 0 for w < 0."""
-    return np.where(np.abs(x) < 1e-6, 1, np.where(x > 0, 2, 0)).astype(np.uint8)
+    """bitnet.cpp's codes: 1 where |w| < 1e-6 (in double), else 2 for w > 0, 0 for w < 0."""
+    return np.where(np.abs(x) < I2S_NONZERO, 1, np.where(x > 0, 2, 0)).astype(np.uint8)
 
 
 @register("gguf_encode", "numpy")
