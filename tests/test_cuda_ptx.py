@@ -125,6 +125,7 @@ def _signatures():
         ],
         "encode_tq_blocks": [((f32, u32, nt.boolean, rows_u8, f32, u32), "float32")],
         "encode_i2s_blocks": [((f32, u32, rows_u8, u32), "float32")],
+        "widen_float16": [((nt.Array(nt.uint16, 1, "C"), f32, u32), "uint16")],
         "decode_tq_blocks": [((rows_u8, f32, nt.boolean, out, bad), f"uint8-{out.dtype}")
                              for out in (f32_rows, trits_out)],  # values; trits (scale 1)
         "decode_i2s_blocks": [((rows_u8, nt.float64, out, bad), f"uint8-{out.dtype}")

@@ -277,3 +277,21 @@ def test_decode_into_an_out_that_overlaps_the_codes(qtype, device):
         buf[...] = blocks.reshape(-1)
         got = tn.io.from_gguf_blocks(buf, qtype, x.shape, out=out, device=device)
         np.testing.assert_array_equal(got, want)
+
+
+def test_float16_input_widens_exactly(device):
+    """Every float16 bit pattern (subnormals, infinities, NaN payloads) widens to the float32
+    NumPy gives; float16 input then encodes as its float32 values do."""
+    from tritnum._dispatch import kernel
+
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    out = np.full(halves.size, np.nan, np.float32)
+    got = kernel("float16_widen", device)(halves, out)
+    assert got is out
+    np.testing.assert_array_equal(out.view(np.uint32),
+                                  halves.view(np.float16).astype(np.float32).view(np.uint32))
+    x = np.random.default_rng(11).standard_normal((3, 4096)).astype(np.float16)
+    x[0, :300] = np.arange(300).astype(np.uint16).view(np.float16)  # subnormal halves
+    for qtype in GGUF_TYPES:
+        np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device=device),
+                                      quants.quantize(x.astype(np.float32), GGUF_TYPES[qtype]))

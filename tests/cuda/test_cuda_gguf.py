@@ -67,3 +67,14 @@ def test_i2s_layouts_and_zero_threshold(layout):
     np.testing.assert_array_equal(
         tn.io.from_gguf_blocks(ref, "I2_S", x.shape, layout=layout, device="cuda"),
         tn.io.from_gguf_blocks(ref, "I2_S", x.shape, layout=layout, device="numpy"))
+
+
+def test_float16_widening():
+    from tritnum._dispatch import kernel
+
+    halves = np.arange(0, 1 << 16, 37, dtype=np.uint32).astype(np.uint16)
+    halves[:6] = [0x0001, 0x03FF, 0x7C00, 0xFC00, 0x7E01, 0x8001]  # subnormal, inf, NaN
+    out = np.empty(halves.size, np.float32)
+    kernel("float16_widen", "cuda")(halves, out)
+    np.testing.assert_array_equal(out.view(np.uint32),
+                                  halves.view(np.float16).astype(np.float32).view(np.uint32))

@@ -14,6 +14,9 @@ from ._launch import THREADS, blocks, flag, is_set
 
 _device = cuda.jit(device=True, inline="always")
 _absmax_bits = _device(floatbits.block_absmax_bits)
+_half_shifted = _device(floatbits.half_shifted_bits)
+_half_finish = _device(floatbits.half_finish_bits)
+_HALF_REBIAS = floatbits.HALF_REBIAS
 _float16_bits = _device(floatbits.float16_bits)
 _block_inverse = _device(codecs.block_inverse)
 _encode_tq2 = _device(codecs.encode_tq2_block)
@@ -62,6 +65,25 @@ def decode_i2s_blocks(qs, scale, out, bad):
     for b in range(cuda.grid(1), qs.shape[0], cuda.gridsize(1)):
         if _decode_i2s(qs, b, scale, out):
             bad[0] = 1
+
+
+@cuda.jit
+def widen_float16(h, out, bits):
+    """float32 values of half bits ``h`` into ``out`` (``bits``: its uint32 view)."""
+    for i in range(cuda.grid(1), h.shape[0], cuda.gridsize(1)):
+        bits[i] = _half_shifted(h[i])
+        out[i] = out[i] * _HALF_REBIAS
+        bits[i] = _half_finish(bits[i], h[i])
+
+
+@register("float16_widen", "cuda")
+def float16_widen(h: Any, out: np.ndarray) -> np.ndarray:
+    """Half bits ``h`` widened on the GPU, copied into the host array ``out``."""
+    values = cuda.device_array(h.shape[0], np.float32)
+    if h.shape[0]:
+        widen_float16[blocks(h.shape[0]), THREADS](h, values, values.view(np.uint32))
+    values.copy_to_host(out)
+    return out
 
 
 @register("gguf_encode", "cuda")

@@ -47,6 +47,13 @@ def i2s_codes(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) < I2S_NONZERO, 1, np.where(x > 0, 2, 0)).astype(np.uint8)
 
 
+@register("float16_widen", "numpy")
+def float16_widen(h: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Half bits ``h`` (flat uint16) as float32 values in ``out`` (flat), exactly."""
+    out[...] = h.view(np.float16)
+    return out
+
+
 @register("gguf_encode", "numpy")
 def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
     """Write the quantized bytes of ``x`` (flat float32) into ``qs``; return the scales.
