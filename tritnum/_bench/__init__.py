@@ -16,6 +16,7 @@ import numpy as np
 
 from .._environment import environment
 from . import header
+from .gguf_files import gguf_file_cases
 from .gpu import on_gpu
 from .harness import WARMUP_SECONDS, Result, measure, table
 from .matmul import matmul_cases
@@ -35,11 +36,12 @@ def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
         "packing": lambda: packing_cases(rows, cols, device),
         "quantize": lambda: quantization_cases(
             max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device),
+        "gguf": lambda: gguf_file_cases(quick, device),
         "matmul": lambda: matmul_cases(quick, device),
         "vsa": lambda: vsa_cases(10_000, device),
     }
     wanted = set(families)
-    if "gguf" in wanted:  # built with the quantization cases
+    if "gguf" in wanted:  # the block codecs' cases are built with the quantization ones
         wanted.add("quantize")
     cases = [case for name, build in builders.items() if name in wanted for case in build()]
     if device == "cuda":
