@@ -198,6 +198,21 @@ def test_chunks_give_the_same_file(tmp_path, monkeypatch):
         assert (tmp_path / "rows.gguf").read_bytes() == (tmp_path / "whole.gguf").read_bytes()
 
 
+def test_kept_tensors_copied_without_copy_file_range(tmp_path, monkeypatch):
+    """Where the kernel cannot copy between the files, the bytes are read and written."""
+    src = tmp_path / "src.gguf"
+    write_llama(src)
+    tn.io.quantize_gguf(src, tmp_path / "kernel.gguf")
+
+    def unsupported(*args):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", unsupported)
+    monkeypatch.setattr(gguf_quantize, "CHUNK_BYTES", 1000)
+    tn.io.quantize_gguf(src, tmp_path / "copied.gguf")
+    assert (tmp_path / "copied.gguf").read_bytes() == (tmp_path / "kernel.gguf").read_bytes()
+
+
 def test_refusals(tmp_path):
     src, dst = tmp_path / "src.gguf", tmp_path / "dst.gguf"
     big = np.full((2, 256), 1e5, np.float32)

@@ -32,8 +32,8 @@ def write_f16_model(path: str | os.PathLike[str], n_embd: int, n_ff: int, n_voca
 
     rng = np.random.default_rng(0)
 
-    def weight(*shape: int) -> np.ndarray:
-        return rng.standard_normal(shape, dtype=np.float32).astype(np.float16)
+    def weight(*shape: int) -> np.ndarray:  # random halves of |x| < 1 (exponent <= 14)
+        return (rng.integers(0, 1 << 16, shape, dtype=np.uint16) & 0xBBFF).view(np.float16)
 
     tensors = {"token_embd.weight": weight(n_vocab, n_embd)}
     for i in range(n_layer):
@@ -49,7 +49,7 @@ def write_f16_model(path: str | os.PathLike[str], n_embd: int, n_ff: int, n_voca
     metadata = {"llama.embedding_length": n_embd, "llama.feed_forward_length": n_ff,
                 "llama.block_count": n_layer, "llama.context_length": 2048,
                 "general.file_type": 1}
-    return write_gguf(path, tensors, metadata=metadata, arch="llama").nbytes
+    return write_gguf(path, tensors, metadata=metadata, arch="llama", progress=False).nbytes
 
 
 def gguf_package_quantize(src: str, dst: str, qtype: str = "TQ2_0") -> None:

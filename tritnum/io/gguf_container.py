@@ -12,6 +12,7 @@ temporary file that replaces the destination only once it is complete.
 
 from __future__ import annotations
 
+import functools
 import math
 import mmap
 import os
@@ -27,7 +28,8 @@ from ..errors import FormatError
 from .gguf_header import I2_S_TYPE, check_buffer
 from .gguf_values import GGUFValue, pack_kvs, read_kvs
 
-__all__ = ["ALIGNMENT_KEY", "DEFAULT_ALIGNMENT", "Entry", "Header", "TensorInfo", "drop_pages",
+__all__ = ["ALIGNMENT_KEY", "DEFAULT_ALIGNMENT", "Entry", "FileSlice", "Header", "TensorInfo",
+           "drop_pages",
            "ggml_type_id", "ggml_type_name", "map_file", "parse_header", "tensor_nbytes",
            "write_file"]
 
@@ -36,6 +38,7 @@ ALIGNMENT_KEY = "general.alignment"
 _VERSION = 3
 
 
+@functools.cache
 def _quant_sizes() -> dict[int, tuple[str, int, int]]:
     """GGML type id -> (name, values per block, bytes per block), I2_S's included."""
     from gguf.constants import GGML_QUANT_SIZES
@@ -190,14 +193,54 @@ def _header(metadata: Mapping[str, GGUFValue], entries: list[Entry], alignment: 
     return head + _padding(len(head), alignment)
 
 
+@dataclass(frozen=True)
+class FileSlice:
+    """A chunk that is a range of an open file.
+
+    The kernel copies it (``copy_file_range``): the bytes never pass through this
+    process's memory.
+    """
+
+    fd: int
+    start: int
+    nbytes: int
+
+
+_COPY_PIECE = 16 << 20
+
+
+def _write_all(fd: int, data: Any) -> int:
+    view = memoryview(data).cast("B")
+    done = 0
+    while done < view.nbytes:
+        done += os.write(fd, view[done:])
+    return done
+
+
+def _copy(fd: int, chunk: FileSlice) -> int:
+    """Append ``chunk`` to ``fd``: in the kernel where it can, else read and written."""
+    done = 0
+    while done < chunk.nbytes:
+        n = min(_COPY_PIECE, chunk.nbytes - done)
+        try:
+            copied = os.copy_file_range(chunk.fd, fd, n, chunk.start + done)
+        except (AttributeError, OSError):  # not Linux, or across file systems it cannot
+            copied = _write_all(fd, os.pread(chunk.fd, n, chunk.start + done))
+        if not copied:
+            raise FormatError(f"the source file ends before byte {chunk.start + done + n}")
+        done += copied
+    return done
+
+
 def write_file(path: str | os.PathLike[str], metadata: Mapping[str, GGUFValue],
                entries: list[Entry], alignment: int,
                progress: Callable[[Iterable[Entry]], Iterable[Entry]] = iter) -> int:
     """Write a GGUF file: ``metadata``, then each entry's chunks; return the file's size.
 
-    The file is written next to ``path`` under a temporary name and renamed to
-    ``path`` once complete: an error on the way (a tensor that cannot be encoded)
-    leaves no partial file and any earlier file at ``path`` as it was.
+    Chunks are bytes-like, or :class:`FileSlice`. The file is written next to
+    ``path`` under a temporary name and renamed to ``path`` once complete: an
+    error on the way (a tensor that cannot be encoded) leaves no partial file and
+    any earlier file at ``path`` as it was.
     """
     path = os.path.abspath(os.fspath(path))
     temp = os.path.join(os.path.dirname(path),
@@ -206,18 +249,19 @@ def write_file(path: str | os.PathLike[str], metadata: Mapping[str, GGUFValue],
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                  0o666)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_header(metadata, entries, alignment))
+        try:
+            size = _write_all(fd, _header(metadata, entries, alignment))
             for e in progress(entries):
                 written = 0
                 for chunk in e.chunks():
-                    written += memoryview(chunk).nbytes
-                    f.write(chunk)
+                    written += _copy(fd, chunk) if isinstance(chunk, FileSlice) \
+                        else _write_all(fd, chunk)
                 if written != e.nbytes:  # pragma: no cover - an encoder's bug
                     raise FormatError(f"tensor {e.name!r}: {written} bytes written, "
                                       f"{e.nbytes} announced")
-                f.write(_padding(written, alignment))
-            size = f.tell()
+                size += written + _write_all(fd, _padding(written, alignment))
+        finally:
+            os.close(fd)
         os.replace(temp, path)
     except BaseException:
         os.unlink(temp)
