@@ -36,7 +36,8 @@ from ..typing import Device, GGUFQType, I2SLayout
 from . import gguf_i2s as i2s
 from .gguf_scales import ScaleLoss, scale_loss
 
-__all__ = ["QTYPES", "encode_ternary", "from_gguf_blocks", "to_gguf_blocks"]
+__all__ = ["QTYPES", "check_shape", "encode_ternary", "from_gguf_blocks", "ternary_loss",
+           "to_gguf_blocks"]
 
 # qtype: (values per block, bytes per block, bytes of codes per block)
 QTYPES: dict[str, tuple[int, int, int]] = {
@@ -57,7 +58,8 @@ def _layout(layout: object, qtype: str) -> str:
     return layout
 
 
-def _check_shape(shape: tuple[int, ...], qtype: str, layout: str = "x86") -> None:
+def check_shape(shape: tuple[int, ...], qtype: str, layout: str = "x86") -> None:
+    """ShapeMismatchError for a shape that ``qtype`` (in I2_S's ``layout``) cannot hold."""
     block = QTYPES[qtype][0]
     if qtype == "I2_S":
         i2s.check_shape(shape, layout)
@@ -132,6 +134,15 @@ def _check_out(out: Any, shape: tuple[int, ...], ternary: bool) -> None:
                                  expected=shape, actual=out.shape)
 
 
+def ternary_loss(t: TernaryTensor, qtype: str) -> ScaleLoss | None:
+    """What writing ``t`` as ``qtype`` loses (:func:`.gguf_scales.scale_loss`), or None."""
+    def round_trip(values: np.ndarray) -> np.ndarray:
+        blocks = _encode_floats(values, t.shape, qtype, "x86", "cpu")
+        return from_gguf_blocks(blocks, qtype, t.shape, device="cpu").reshape(-1)
+
+    return scale_loss(t, qtype, round_trip)
+
+
 def encode_ternary(t: TernaryTensor, qtype: str, layout: str = "x86",
                    requantize: bool = False) -> tuple[np.ndarray, ScaleLoss | None]:
     """``t`` as ``qtype`` bytes on the host, and what re-quantizing it lost (None: nothing).
@@ -141,8 +152,8 @@ def encode_ternary(t: TernaryTensor, qtype: str, layout: str = "x86",
     lost), or with ``requantize`` is encoded from its dequantized values.
     """
     shape = t.shape
-    _check_shape(shape, qtype, layout)
-    loss = scale_loss(t, qtype)
+    check_shape(shape, qtype, layout)
+    loss = ternary_loss(t, qtype)
     if loss is not None and (not loss.fixable or not requantize):
         raise FormatError(loss.message())
     block = QTYPES[qtype][0]
@@ -260,7 +271,7 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, layout: I2SLayout = "x86",
     like = origin(x)
     x = _float_array(x, "x")
     shape = tuple(x.shape)
-    _check_shape(shape, qtype, layout)
+    check_shape(shape, qtype, layout)
     dev = resolve_device(device, x)
     return place(_encode_floats(x, shape, qtype, layout, dev), like)
 
@@ -367,7 +378,7 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *,
     qtype = _qtype(qtype)
     layout = _layout(layout, qtype)
     shape = shape_tuple(shape)
-    _check_shape(shape, qtype, layout)
+    check_shape(shape, qtype, layout)
     _check_reversed(buf, shape, qtype)
     _check_out(out, shape, ternary)
     raw = np.frombuffer(buf, np.uint8) if isinstance(buf, (bytes, bytearray, memoryview)) \

@@ -30,10 +30,10 @@ import numpy as np
 from .._validate import choice
 from ..errors import FormatError, ShapeMismatchError
 from ..quantize import TernaryTensor
-from .gguf_blocks import QTYPES, _check_shape, encode_ternary, to_gguf_blocks
+from .gguf_blocks import QTYPES, check_shape, encode_ternary, ternary_loss, to_gguf_blocks
 from .gguf_container import Entry, ggml_type_id, ggml_type_name, tensor_nbytes
 from .gguf_model import GGUFBlocks
-from .gguf_scales import FLOAT16_OVERFLOW, scale_loss
+from .gguf_scales import FLOAT16_OVERFLOW
 
 __all__ = ["FLOATS", "WRITABLE", "Plan", "bfloat16_bits", "check_value", "default_qtype",
            "float_blocks", "float_bytes", "plan"]
@@ -183,14 +183,14 @@ def plan(name: str, value: Any, qtype: str, layout: str, requantize: bool) -> Pl
     if qtype in FLOATS:
         return Plan(name, shape, type_id, nbytes, lambda: [float_bytes(_floats(value), qtype)])
     try:
-        _check_shape(shape, qtype, layout)
+        check_shape(shape, qtype, layout)
     except ShapeMismatchError as exc:
         raise ShapeMismatchError(f"tensor {name!r}: {exc}", expected=exc.expected,
                                  actual=exc.actual) from None
     if not isinstance(value, TernaryTensor):
         return Plan(name, shape, type_id, nbytes,
                     lambda: [_named(name, lambda: float_blocks(_floats(value), qtype, layout))])
-    loss = scale_loss(value, qtype)
+    loss = ternary_loss(value, qtype)
     if loss is not None and (not loss.fixable or not requantize):
         raise FormatError(f"tensor {name!r}: {loss.message()}")
     note = "" if loss is None else (f"re-quantized: {loss.reason}; relative error "

@@ -6,18 +6,18 @@ scale per tensor. A TernaryTensor whose scales are finer than that (``group_size
 re-quantizing its values (``d = max|x|`` per block, as the ``gguf`` package does),
 which moves values; a scale at or past 65520 becomes an infinite float16 scale,
 which nothing repairs. :func:`scale_loss` says which applies and measures the
-error of re-quantizing (with the NumPy reference codec, which the kernels match).
+error of re-quantizing (with the codec it is given).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._interop import to_host
-from .._kernels.reference.gguf import block_codes, i2s_codes
 from ..packing import unpack_native
 from ..quantize import TernaryTensor
 
@@ -66,17 +66,6 @@ def _element_scales(t: TernaryTensor) -> np.ndarray:
     return np.repeat(t.scales.reshape(-1), t.group_size)
 
 
-def requantized(values: np.ndarray, qtype: str) -> np.ndarray:
-    """The flat float32 ``values`` as a ``qtype`` file holds them after re-quantizing."""
-    if qtype == "I2_S":
-        scale = np.abs(values).max(initial=np.float32(0))
-        return scale * (i2s_codes(values).astype(np.float32) - 1)
-    codes, d = block_codes(values.reshape(-1, _BLOCK))
-    with np.errstate(over="ignore"):
-        held = d.astype(np.float16).astype(np.float32)
-    return (held[:, None] * (codes.astype(np.float32) - 1)).reshape(-1)
-
-
 def _overflow(t: TernaryTensor, qtype: str) -> ScaleLoss | None:
     """An unfixable loss where a scale of nonzero trits overflows float16 (TQ types)."""
     scales = t.scales.reshape(-1)
@@ -104,11 +93,14 @@ def _granularity(t: TernaryTensor, qtype: str) -> str | None:
     return f"its group_size {g} is finer than the {_BLOCK}-value blocks of one scale"
 
 
-def scale_loss(t: TernaryTensor, qtype: str) -> ScaleLoss | None:
+def scale_loss(t: TernaryTensor, qtype: str,
+               requantized: Callable[[np.ndarray], np.ndarray]) -> ScaleLoss | None:
     """What writing ``t`` as ``qtype`` (``"TQ2_0"``, ``"TQ1_0"``, ``"I2_S"``) loses, or None.
 
     None where every block's nonzero trits share one scale (also when finer groups
-    happen to hold equal scales), and that scale fits the type.
+    happen to hold equal scales), and that scale fits the type. ``requantized``
+    maps the flat float32 values to what a file of the type holds after quantizing
+    them (the codec's round trip), to measure the error.
     """
     if qtype != "I2_S":
         loss = _overflow(t, qtype)
@@ -131,7 +123,7 @@ def scale_loss(t: TernaryTensor, qtype: str) -> ScaleLoss | None:
     if qtype != "I2_S":
         reason += f" ({int(differ.sum())} of {differ.size} blocks mix scales)"
     values = trits.astype(np.float32) * scales
-    error = requantized(values, qtype) - values
+    error = requantized(values) - values
     norm = float(np.linalg.norm(values.astype(np.float64)))
     relative = float(np.linalg.norm(error.astype(np.float64))) / norm if norm else 0.0
     return ScaleLoss(qtype, reason, relative, float(np.abs(error).max(initial=0)), True)
