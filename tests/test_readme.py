@@ -14,3 +14,14 @@ def test_quickstart_runs(tmp_path, monkeypatch):
     exec(compile(block.group(1), "README quickstart", "exec"), namespace)
     assert (tmp_path / "layer.gguf").exists() and (tmp_path / "layer.npz").exists()
     assert namespace["idx"][0] == 0  # apple finds itself first in the memory
+
+
+def test_gguf_section_runs(tmp_path, monkeypatch):
+    block = re.search(r"## GGUF models[^\n]*\n+```python\n(.*?)```", README.read_text(), re.S)
+    assert block is not None
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block.group(1), "README GGUF section", "exec"), namespace)
+    assert (tmp_path / "copy.gguf").read_bytes() == (tmp_path / "model-tq2.gguf").read_bytes()
+    assert namespace["model"].metadata["general.file_type"].value == 37
+    assert namespace["report"].tensors["blk.0.ffn_up.weight"].nbytes == 512 * 66
