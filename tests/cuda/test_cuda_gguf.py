@@ -70,11 +70,13 @@ def test_i2s_layouts_and_zero_threshold(layout):
 
 
 def test_float16_widening():
-    from tritnum._dispatch import kernel
+    from tritnum._kernels.cuda.gguf import _widened
 
     halves = np.arange(0, 1 << 16, 37, dtype=np.uint32).astype(np.uint16)
     halves[:6] = [0x0001, 0x03FF, 0x7C00, 0xFC00, 0x7E01, 0x8001]  # subnormal, inf, NaN
-    out = np.empty(halves.size, np.float32)
-    kernel("float16_widen", "cuda")(halves, out)
-    np.testing.assert_array_equal(out.view(np.uint32),
+    np.testing.assert_array_equal(_widened(halves).copy_to_host().view(np.uint32),
                                   halves.view(np.float16).astype(np.float32).view(np.uint32))
+    x = np.random.default_rng(1).standard_normal((2, 256)).astype(np.float16)
+    for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
+        np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device="cuda"),
+                                      tn.io.to_gguf_blocks(x, qtype, device="numpy"))

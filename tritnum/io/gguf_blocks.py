@@ -178,15 +178,15 @@ def encode_ternary(t: TernaryTensor, qtype: str, layout: str = "x86",
     return _assemble(qs, d, shape, qtype), None
 
 
-def _float32(x: Any, dev: str) -> np.ndarray:
-    """Checked float input as a flat float32 host array.
+def _kernel_input(x: Any) -> np.ndarray:
+    """Checked float input flat, as the encoders read it: float32, or float16 bits.
 
-    float16 is widened by the kernels (6x faster than NumPy's conversion here).
+    The CPU kernels widen float16 (as uint16) block by block, 2.6x faster than
+    converting it first.
     """
     host = to_host(x)
     if host.dtype == np.float16:
-        halves = np.ascontiguousarray(host).reshape(-1).view(np.uint16)
-        return call("float16_widen", dev, halves, out=np.empty(halves.size, np.float32))
+        return np.ascontiguousarray(host).reshape(-1).view(np.uint16)
     with np.errstate(over="ignore"):  # beyond float32: refused by the caller, naming the value
         return np.ascontiguousarray(host, dtype=np.float32).reshape(-1)
 
@@ -194,10 +194,10 @@ def _float32(x: Any, dev: str) -> np.ndarray:
 def _encode_floats(x: Any, shape: tuple[int, ...], qtype: str, layout: str,
                    dev: str) -> np.ndarray:
     """Encode checked float input of ``shape`` on ``dev``; the bytes on the host."""
-    flat = _float32(x, dev)
+    flat = _kernel_input(x)
     coded = flat
-    if qtype == "I2_S" and layout != "x86":
-        coded = np.ascontiguousarray(i2s.to_codec_order(flat, shape, layout, np.float32(0)))
+    if qtype == "I2_S" and layout != "x86":  # zero pads as float32 and as float16 bits
+        coded = np.ascontiguousarray(i2s.to_codec_order(flat, shape, layout, 0))
     out, codes = _blocks_buffer(shape, qtype, coded.size)
     scales = to_host(call("gguf_encode", dev, coded, qtype, qs=codes))
     if not np.isfinite(scales).all():

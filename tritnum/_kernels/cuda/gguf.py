@@ -47,7 +47,7 @@ def encode_tq_blocks(x, bits, tq2, qs, d, dbits):
 def encode_i2s_blocks(x, bits, qs, maxima_bits):
     for b in range(cuda.grid(1), maxima_bits.shape[0], cuda.gridsize(1)):
         maxima_bits[b] = _absmax_bits(bits, 128 * b, 128)
-        _encode_i2s(x, b, qs)
+        _encode_i2s(x, 128 * b, qs, b)
 
 
 @cuda.jit
@@ -76,19 +76,22 @@ def widen_float16(h, out, bits):
         bits[i] = _half_finish(bits[i], h[i])
 
 
-@register("float16_widen", "cuda")
-def float16_widen(h: Any, out: np.ndarray) -> np.ndarray:
-    """Half bits ``h`` widened on the GPU, copied into the host array ``out``."""
+def _widened(h: Any) -> Any:
+    """float16 bits ``h`` as float32 values on the GPU."""
     values = cuda.device_array(h.shape[0], np.float32)
     if h.shape[0]:
         widen_float16[blocks(h.shape[0]), THREADS](h, values, values.view(np.uint32))
-    values.copy_to_host(out)
-    return out
+    return values
 
 
 @register("gguf_encode", "cuda")
 def gguf_encode(x: Any, qtype: str, qs: np.ndarray) -> np.ndarray:
-    """Encode on the GPU into the host rows ``qs`` (as the CPU kernel); the scales returned."""
+    """Encode on the GPU into the host rows ``qs`` (as the CPU kernel); the scales returned.
+
+    float16 bits (uint16 ``x``) are widened first, on the GPU.
+    """
+    if x.dtype == np.uint16:
+        x = _widened(x)
     if qtype == "I2_S":
         n = x.shape[0] // 128
         codes = cuda.device_array((n, 32), np.uint8)

@@ -47,21 +47,17 @@ def i2s_codes(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) < I2S_NONZERO, 1, np.where(x > 0, 2, 0)).astype(np.uint8)
 
 
-@register("float16_widen", "numpy")
-def float16_widen(h: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Half bits ``h`` (flat uint16) as float32 values in ``out`` (flat), exactly."""
-    out[...] = h.view(np.float16)
-    return out
-
-
 @register("gguf_encode", "numpy")
 def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
-    """Write the quantized bytes of ``x`` (flat float32) into ``qs``; return the scales.
+    """Write the quantized bytes of ``x`` into ``qs``; return the scales.
 
-    ``qs`` is ``(blocks, block bytes)`` for TQ1_0/TQ2_0: whole blocks, the codes
-    and then the float16 scale. For I2_S it is flat and gets the codes only. The
-    float32 scales come back: one per block, or the tensor's maximum for I2_S.
+    ``x`` is flat float32, or float16 bits as uint16. ``qs`` is ``(blocks, block
+    bytes)`` for TQ1_0/TQ2_0: whole blocks, the codes and then the float16 scale.
+    For I2_S it is flat and gets the codes only. The float32 scales come back: one
+    per block, or the tensor's maximum for I2_S.
     """
+    if x.dtype == np.uint16:
+        x = x.view(np.float16).astype(np.float32)
     if qtype == "I2_S":
         qs[...] = i2s_bytes(i2s_codes(x))
         return np.abs(x).max(initial=np.float32(0)).reshape(1)

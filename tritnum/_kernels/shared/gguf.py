@@ -97,19 +97,20 @@ def encode_tq1_block(x, base, inv, qs, b):
             qb[first + k] = np.int32(q * scale + offset)
 
 
-def encode_i2s_block(x, b, qs):
-    """I2_S bytes ``qs[b]`` of values 128b...: value 128b + 32n + k at byte k, shift 6 - 2n.
+def encode_i2s_block(x, base, qs, b):
+    """I2_S bytes ``qs[b]`` of values ``x[base:base + 128]``: 32n + k at byte k, shift 6 - 2n.
 
     ``qs`` is ``(blocks, 32)``: 2-D indexing lets the CPU build vectorize (a flat
     ``qs[32 b + k]`` runs 6x slower).
     """
     tiny = I2S_NONZERO
+    xb = x[base:base + 128]
     for k in range(32):
         qs[b, k] = 0
     for n in range(4):
         shift = np.int32(6 - 2 * n)
         for k in range(32):
-            v = np.float32(x[128 * b + 32 * n + k])
+            v = np.float32(xb[32 * n + k])
             code = np.int32(1) + np.int32(v >= tiny) - np.int32(v <= -tiny)
             qs[b, k] |= code << shift
 
