@@ -24,7 +24,8 @@ PUBLIC = {
     },
     "tritnum.vsa": {
         "Centroid", "ItemMemory", "bind", "bundle", "bundle_sequence", "circular",
-        "encode_features", "hash_table", "identity", "level", "negate", "ngrams", "permute",
+        "encode_features", "hash_table", "identity", "level", "level_indices", "negate",
+        "ngrams", "permute",
         "random", "search", "similarity", "unbind",
     },
     "tritnum.io": {"QTYPES", "from_gguf_blocks", "read_gguf", "to_gguf_blocks", "write_gguf"},

@@ -171,7 +171,9 @@ def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
     vs : array_like of int or PackedTrits
         Hypervectors ``(..., d)`` of rank >= 2.
     axis : int
-        The axis that is summed over (any but the last, which holds the trits).
+        The axis that is summed over (any but the last, which holds the trits):
+        the leading one by default; ``axis=-2`` bundles each set of a batch
+        ``(batch, n, d)``, the axis :func:`bundle_sequence` uses.
     weights : array_like of int or float, optional
         One finite weight per vector along ``axis``; the weighted sum is
         accumulated in vector order (float64 or int64), the same on every device.
