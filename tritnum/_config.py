@@ -2,6 +2,8 @@
 
 ``TRITNUM_DEVICE``  default device: ``auto`` (the default), ``cpu``, ``cuda`` or ``numpy``.
 ``TRITNUM_CACHE``   ``0`` turns off numba's on-disk kernel cache (on by default).
+``TRITNUM_ISA``     force a lower SIMD level for the CPU kernels: ``portable``, ``avx2``,
+                    ``avxvnni`` (default: the best the CPU has; see ``_kernels/cpu/_isa.py``).
 """
 
 from __future__ import annotations
@@ -27,3 +29,4 @@ def _read_device() -> str:
 
 DEFAULT_DEVICE: str = _read_device()
 CACHE: bool = os.environ.get("TRITNUM_CACHE", "1").strip().lower() not in _FALSE
+ISA: str | None = os.environ.get("TRITNUM_ISA", "").strip().lower() or None

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numba
 
 from ..._config import CACHE
+from ._isa import CACHEABLE
 
 
 def jit(**options):
-    """``numba.njit`` with tritnum's cache setting (``TRITNUM_CACHE``); lazy, no signature."""
-    return numba.njit(cache=CACHE, nogil=True, **options)
+    """``numba.njit`` with tritnum's cache setting (``TRITNUM_CACHE``, off under a forced
+    ``TRITNUM_ISA``); lazy, no signature."""
+    return numba.njit(cache=CACHE and CACHEABLE, nogil=True, **options)

@@ -23,12 +23,11 @@ from ..._dispatch import register
 from ..._formats import Format
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
-from ._llvm.gemv import decode_2bit, dot_2bit
+from ._llvm.gemv import BLOCK_BYTES, decode_2bit, dot_2bit
 from ._parallel import run
 from .packing import unpack
 
 GEMV_MAX_ROWS = 16
-BLOCK_BYTES = 32  # weight bytes per SIMD block: 128 trits
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
 INT32_EXACT = 1 << 23  # 256 * 2**23 = 2**31: int32 sums of code * int8 products fit
 TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
@@ -39,10 +38,11 @@ def layout(n: int, segment: int) -> np.ndarray:
     """Where each laid-out activation comes from: indices into ``x`` padded by one zero.
 
     The row is cut into segments of ``segment`` weight bytes (a whole row, or
-    one scale group), each into 32-byte blocks, the last one zero-padded: in
-    block k of a segment, position ``128k + 32c + m`` holds element
-    ``4 * (32k + m) + c`` of the segment (code c of byte m). Index ``n`` (the
-    padding zero) fills positions past the segment or the row.
+    one scale group), each into blocks of ``B = BLOCK_BYTES`` bytes (32 or 64, by
+    the CPU's SIMD level), the last one zero-padded: in block k of a segment,
+    position ``4Bk + Bc + m`` holds element ``4 * (Bk + m) + c`` of the segment
+    (code c of byte m). Index ``n`` (the padding zero) fills positions past the
+    segment or the row.
     """
     blocks = -(-segment // BLOCK_BYTES)
     segments = -(-n // (4 * segment))
@@ -67,7 +67,7 @@ def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
     groups = scales.shape[1]
     full = segment // BLOCK_BYTES
     rest = segment - BLOCK_BYTES * full
-    per_segment = 128 * (full + (rest > 0))
+    per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
     tail = np.zeros(BLOCK_BYTES, np.uint8)  # the last, partial block: zeros meet x's zeros
     ahead = rows_ahead(w)
     for o in range(t0, t1):
@@ -82,7 +82,7 @@ def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
                 if rest:
                     for i in range(rest):
                         tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                    part += dot_2bit(tail, 0, xl, xo + 128 * full, 1)
+                    part += dot_2bit(tail, 0, xl, xo + 4 * BLOCK_BYTES * full, 1)
                 acc += np.float64(scales[o, g]) * (part - xsum[r, g])
             y[r, o] = acc * xscale[r]
     return 0
@@ -117,7 +117,7 @@ def _decode_2bit_rows(w, segment, out, t0, t1):
     units = w.shape[1]
     full = segment // BLOCK_BYTES
     rest = segment - BLOCK_BYTES * full
-    per_segment = 128 * (full + (rest > 0))
+    per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
     tail = np.zeros(BLOCK_BYTES, np.uint8)  # code 0 (-1) where the layout has x = 0
     for o in range(t0, t1):
         for g in range(out.shape[1] // per_segment):
@@ -127,7 +127,7 @@ def _decode_2bit_rows(w, segment, out, t0, t1):
             if rest:
                 for i in range(rest):
                     tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                decode_2bit(tail, 0, out, oo + 128 * full, 1)
+                decode_2bit(tail, 0, out, oo + 4 * BLOCK_BYTES * full, 1)
     return 0
 
 

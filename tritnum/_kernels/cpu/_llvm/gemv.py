@@ -1,138 +1,165 @@
 """The 2bit GEMV's SIMD dot product and decoder: numba intrinsics emitting LLVM vector IR.
 
 ``dot_2bit(w, woff, x, xoff, nblocks)`` is the dot product of ``nblocks``
-32-byte blocks of 2bit codes (from flat element ``woff`` of ``w``) with the
-activations laid out for them (from flat element ``xoff`` of ``x``): block k,
-code n (bits 2n..2n+1) of byte m pairs with ``x[xoff + 128k + 32n + m]``.
-So one block is one 32-byte load whose four shifted-and-masked copies meet
-four contiguous 32-element runs of ``x``. Codes are ``trit + 1`` (0, 1, 2).
-``decode_2bit(w, woff, out, ooff, nblocks)`` writes the float32 trits of the
-blocks in that layout (the GEMM's tiles).
+blocks of ``B = BLOCK_BYTES`` bytes of 2bit codes (from flat element ``woff``
+of ``w``) with the activations laid out for them (from flat element ``xoff`` of
+``x``): block k, code n (bits 2n..2n+1) of byte m pairs with
+``x[xoff + 4Bk + Bn + m]``. So one block is one B-byte load whose four
+shifted-and-masked copies meet four contiguous B-element runs of ``x``. Codes
+are ``trit + 1`` (0, 1, 2). ``decode_2bit(w, woff, out, ooff, nblocks)`` writes
+the float32 trits of the blocks in that layout (the GEMM's tiles).
+
+The target (:mod:`.._isa`) sets B and the instructions:
 
 - float32 ``x``: the sum of ``trit * x`` in float32 (see :func:`_dot_float`):
-  on AVX2, ``vpermilps`` turns each 2-bit code into its float trit in one
-  instruction; elsewhere a mask, a subtraction and a conversion do.
-- int8 ``x``: on AVX2, ``vpmaddubsw`` (unsigned codes times signed int8, pairs
-  added into int16: at most 4 * 2 * 2 * 128 = 2048 per block, no saturation)
-  and ``vpmaddwd`` into int32 lanes, as bitnet.cpp's I2_S kernel does; on other
-  targets the same sums with plain widening multiplies. Returns the sum of
-  ``code * x`` (the caller subtracts the sum of ``x``) as int32 (exact
-  while ``128 * 2 * elements < 2**31``, which the caller keeps to).
+  from AVX2 on, ``vpermilps`` turns each 2-bit code into its float trit in one
+  instruction (8 lanes; 16 on AVX-512, B = 64); portably a mask, a subtraction
+  and a conversion do.
+- int8 ``x``: with VNNI, ``vpdpbusd`` multiplies 4 unsigned codes by 4 signed
+  int8 and adds them into each int32 lane (256-bit on AVX-VNNI, 512-bit on
+  AVX-512 VNNI with B = 64); on AVX2, ``vpmaddubsw`` (pairs into int16: at most
+  4 * 2 * 2 * 128 = 2048 per block, no saturation) and ``vpmaddwd`` into int32,
+  as bitnet.cpp's I2_S kernel does; portably the same sums with plain widening
+  multiplies. Returns the sum of ``code * x`` (the caller subtracts the sum of
+  ``x``) as int32 (exact while ``2 * 128 * elements < 2**31``, which the caller
+  keeps to).
 
 Plain numba loops do not get there: the shifts and the int64 literals of
 numba's typing leave the inner loop scalar or half-vectorized (measured on
 these machines: float 3.6 ms and int8 1.8 ms for a 4096 x 4096 GEMV, against
-0.85 ms and 0.29 ms here). The caller keeps every block in bounds: nothing
-here is bounds-checked.
+0.85 ms and 0.29 ms with AVX2 here). The caller keeps every block in bounds:
+nothing here is bounds-checked.
 """
 
 from __future__ import annotations
 
-import llvmlite.binding as llvm
+from dataclasses import dataclass
+
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils, config
+from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .._isa import ISA
 from . import F32, I8, I16, I32, horizontal_sum, load, pointer, splat, vector
 
 
-def _target_has_avx2() -> bool:
-    """Whether numba compiles for a CPU with AVX2 (the host, unless NUMBA_CPU_NAME says)."""
-    if config.CPU_NAME in (None, "host"):
-        return bool(llvm.get_host_cpu_features().get("avx2", False))
-    return "+avx2" in (config.CPU_FEATURES or "")
+@dataclass(frozen=True)
+class Target:
+    """What the intrinsics emit for one level of :mod:`.._isa`."""
+
+    block: int  # weight bytes per SIMD block (4 * block trits)
+    lanes: int  # float32 lanes of the float dot and the decoder
+    permil: bool  # vpermilps picks the float trits
+    int8: str  # "portable", "maddubs" (AVX2) or "vnni"
 
 
-HAS_AVX2 = _target_has_avx2()
+TARGETS = {
+    "portable": Target(32, 8, False, "portable"),
+    "avx2": Target(32, 8, True, "maddubs"),
+    "avxvnni": Target(32, 8, True, "vnni"),
+    "avx512vnni": Target(64, 16, True, "vnni"),
+}
+TARGET = TARGETS[ISA]
+BLOCK_BYTES = TARGET.block
 
 
 def _codes(builder, block, n):
-    """Code n of each of the 32 bytes: ``(block >> 2n) & 3``."""
-    return builder.and_(builder.lshr(block, splat(I8, 32, 2 * n)), splat(I8, 32, 3))
+    """Code n of each byte of a block: ``(block >> 2n) & 3``."""
+    size = block.type.count
+    return builder.and_(builder.lshr(block, splat(I8, size, 2 * n)), splat(I8, size, 3))
 
 
-def _blocks(builder, count, w, x, body):
-    """Loop over blocks: ``body(codes_of(n), x_run(n, type))`` for each of the 4 codes."""
+def _blocks(builder, count, w, x, size, body):
+    """Loop over blocks of ``size`` bytes: ``body(codes, run)``, ``codes[n]`` the block's code n
+    and ``run(n, type)`` the activations that meet it."""
     with cgutils.for_range(builder, count) as loop:
         k = loop.index
-        block = load(builder, w, builder.mul(k, ir.Constant(k.type, 32)), vector(I8, 32), 1)
-        xk = builder.mul(k, ir.Constant(k.type, 128))
+        block = load(builder, w, builder.mul(k, ir.Constant(k.type, size)), vector(I8, size), 1)
+        xk = builder.mul(k, ir.Constant(k.type, 4 * size))
 
         def run(n, ty):
-            return load(builder, x, builder.add(xk, ir.Constant(k.type, 32 * n)), ty, 1)
+            return load(builder, x, builder.add(xk, ir.Constant(k.type, size * n)), ty, 1)
 
         body([_codes(builder, block, n) for n in range(4)], run)
 
 
-def _trits_permil(builder, bytes8, n):
+def _trits_permil(builder, lanes_i32, n):
     """AVX: ``vpermilps`` picks -1, 0 or +1 by the low two bits of each lane (code n)."""
-    vf, v8 = vector(F32, 8), vector(I32, 8)
+    lanes = lanes_i32.type.count
+    vf, vi = vector(F32, lanes), vector(I32, lanes)
     permute = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(vf, [vf, v8]), "llvm.x86.avx.vpermilvar.ps.256")
-    table = ir.Constant(vf, [ir.Constant(F32, v) for v in (-1.0, 0.0, 1.0, 0.0) * 2])
-    index = bytes8 if n == 0 else builder.lshr(bytes8, splat(I32, 8, 2 * n))
+        builder.module, ir.FunctionType(vf, [vf, vi]),
+        "llvm.x86.avx.vpermilvar.ps.256" if lanes == 8 else "llvm.x86.avx512.vpermilvar.ps.512")
+    table = ir.Constant(vf, [ir.Constant(F32, v) for v in (-1.0, 0.0, 1.0, 0.0) * (lanes // 4)])
+    index = lanes_i32 if n == 0 else builder.lshr(lanes_i32, splat(I32, lanes, 2 * n))
     return builder.call(permute, [table, index]), 1.0
 
 
-def _trits_masked(builder, bytes8, n, exact=False):
+def _trits_masked(builder, lanes_i32, n, exact=False):
     """Portable: ``b & (3 << 2n)`` is ``code * 4**n``; minus ``4**n``, ``trit * 4**n``.
 
     Returns the float trit times ``4**n`` and ``4**-n`` to scale it back, or with
     ``exact`` the trit itself (one shift more).
     """
-    field = builder.and_(bytes8, splat(I32, 8, 3 << (2 * n)))
-    trit = builder.sub(field, splat(I32, 8, 1 << (2 * n)))
+    lanes = lanes_i32.type.count
+    field = builder.and_(lanes_i32, splat(I32, lanes, 3 << (2 * n)))
+    trit = builder.sub(field, splat(I32, lanes, 1 << (2 * n)))
     if exact and n:
-        trit = builder.ashr(trit, splat(I32, 8, 2 * n))
-    return builder.sitofp(trit, vector(F32, 8)), 1.0 if exact else 4.0 ** -n
+        trit = builder.ashr(trit, splat(I32, lanes, 2 * n))
+    return builder.sitofp(trit, vector(F32, lanes)), 1.0 if exact else 4.0 ** -n
 
 
-def _trit_vectors(builder, w, count, avx2, exact, body):
-    """``body(t, scale, n, offset)`` for every 8 float trits of ``count`` 32-byte blocks.
+def _trit_vectors(builder, w, count, target, exact, body):
+    """``body(t, scale, n, part, offset)`` for every ``lanes`` float trits of ``count`` blocks.
 
-    Each 8 bytes are zero-extended once into int32 lanes and code n of every lane
-    becomes a float trit (times ``1 / scale``: a power of 4 on the portable path
-    unless ``exact``); ``offset`` is its place in the block layout,
-    ``128 k + 32 n + 8 quarter``.
+    Each ``lanes`` bytes (part ``part`` of the block) are zero-extended once into
+    int32 lanes and code n of every lane becomes a float trit (times ``1 / scale``:
+    a power of 4 on the portable path unless ``exact``); ``offset`` is its place
+    in the block layout, ``4Bk + Bn + lanes * part``.
     """
-    trits = _trits_permil if avx2 else (lambda b, v, n: _trits_masked(b, v, n, exact))
-    v8 = vector(I32, 8)
+    size, lanes = target.block, target.lanes
+    if target.permil:
+        trits = _trits_permil
+    else:
+        def trits(b, v, n):
+            return _trits_masked(b, v, n, exact)
+    vi = vector(I32, lanes)
     with cgutils.for_range(builder, count) as loop:
         k = loop.index
-        for quarter in range(4):
-            off = builder.add(builder.mul(k, ir.Constant(k.type, 32)),
-                              ir.Constant(k.type, 8 * quarter))
-            bytes8 = builder.zext(load(builder, w, off, vector(I8, 8), 1), v8)
+        for part in range(size // lanes):
+            off = builder.add(builder.mul(k, ir.Constant(k.type, size)),
+                              ir.Constant(k.type, lanes * part))
+            lanes_i32 = builder.zext(load(builder, w, off, vector(I8, lanes), 1), vi)
             for n in range(4):
-                t, scale = trits(builder, bytes8, n)
-                offset = builder.add(builder.mul(k, ir.Constant(k.type, 128)),
-                                     ir.Constant(k.type, 32 * n + 8 * quarter))
-                body(t, scale, n, quarter, offset)
+                t, scale = trits(builder, lanes_i32, n)
+                offset = builder.add(builder.mul(k, ir.Constant(k.type, 4 * size)),
+                                     ir.Constant(k.type, size * n + lanes * part))
+                body(t, scale, n, part, offset)
 
 
-def _dot_float(builder, w, x, count, avx2):
+def _dot_float(builder, w, x, count, target):
     """Sum of ``trit * x``: multiply-adds into two accumulators per code n."""
-    vf = vector(F32, 8)
+    vf = vector(F32, target.lanes)
     accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(8)]
     scales = [1.0] * 4
 
-    def body(t, scale, n, quarter, offset):
+    def body(t, scale, n, part, offset):
         scales[n] = scale
-        acc = accs[2 * n + (quarter & 1)]  # two chains per n hide the latency
+        acc = accs[2 * n + (part & 1)]  # two chains per n hide the latency
         prod = builder.fmul(t, load(builder, x, offset, vf, 1), flags=("contract",))
         builder.store(builder.fadd(builder.load(acc), prod, flags=("contract",)), acc)
 
-    _trit_vectors(builder, w, count, avx2, False, body)
+    _trit_vectors(builder, w, count, target, False, body)
     total = None
     for n in range(4):
         part = builder.fadd(builder.load(accs[2 * n]), builder.load(accs[2 * n + 1]))
-        part = builder.fmul(part, ir.Constant(vf, [ir.Constant(F32, scales[n])] * 8))
+        part = builder.fmul(part, ir.Constant(vf, [ir.Constant(F32, scales[n])] * target.lanes))
         total = part if total is None else builder.fadd(total, part)
     return horizontal_sum(builder, total, builder.fadd)
 
 
-def _dot_int8_avx2(builder, w, x, count):
+def _dot_int8_maddubs(builder, w, x, count, size):
     module = builder.module
     v32i8, v16i16, v8i32 = vector(I8, 32), vector(I16, 16), vector(I32, 8)
     maddubs = cgutils.get_or_insert_function(
@@ -147,26 +174,52 @@ def _dot_int8_avx2(builder, w, x, count):
         widened = builder.call(maddwd, [s, splat(I16, 16, 1)])
         builder.store(builder.add(builder.load(acc), widened), acc)
 
-    _blocks(builder, count, w, x, body)
+    _blocks(builder, count, w, x, size, body)
     return horizontal_sum(builder, builder.load(acc), builder.add)
 
 
-def _dot_int8_portable(builder, w, x, count):
-    v32i16, v32i32 = vector(I16, 32), vector(I32, 32)
-    acc = cgutils.alloca_once_value(builder, ir.Constant(v32i32, None))
+def _dot_int8_vnni(builder, w, x, count, size):
+    """``vpdpbusd`` per code n into its own accumulator (four independent chains)."""
+    vi = vector(I32, size // 4)
+    dpbusd = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vi, [vi, vi, vi]),
+        f"llvm.x86.avx512.vpdpbusd.{8 * size}")
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(vi, None)) for _ in range(4)]
+
+    def body(codes, run):
+        for n, c in enumerate(codes):
+            acc = accs[n]
+            xs = builder.bitcast(run(n, vector(I8, size)), vi)
+            builder.store(builder.call(dpbusd, [builder.load(acc), builder.bitcast(c, vi), xs]),
+                          acc)
+
+    _blocks(builder, count, w, x, size, body)
+    loads = [builder.load(acc) for acc in accs]
+    total = builder.add(builder.add(loads[0], loads[1]), builder.add(loads[2], loads[3]))
+    return horizontal_sum(builder, total, builder.add)
+
+
+def _dot_int8_portable(builder, w, x, count, size):
+    vi16, vi32 = vector(I16, size), vector(I32, size)
+    acc = cgutils.alloca_once_value(builder, ir.Constant(vi32, None))
 
     def body(codes, run):
         s = None
         for n, c in enumerate(codes):
-            p = builder.mul(builder.zext(c, v32i16), builder.sext(run(n, vector(I8, 32)), v32i16))
+            p = builder.mul(builder.zext(c, vi16), builder.sext(run(n, vector(I8, size)), vi16))
             s = p if s is None else builder.add(s, p)
-        builder.store(builder.add(builder.load(acc), builder.sext(s, v32i32)), acc)
+        builder.store(builder.add(builder.load(acc), builder.sext(s, vi32)), acc)
 
-    _blocks(builder, count, w, x, body)
+    _blocks(builder, count, w, x, size, body)
     return horizontal_sum(builder, builder.load(acc), builder.add)
 
 
-def _make_dot(avx2: bool):
+_DOT_INT8 = {"portable": _dot_int8_portable, "maddubs": _dot_int8_maddubs,
+             "vnni": _dot_int8_vnni}
+
+
+def make_dot(target: Target):
+    """The dot product intrinsic of ``target``."""
     @intrinsic
     def dot(typingctx, w, woff, x, xoff, nblocks):
         if not (isinstance(w, types.Array) and w.dtype == types.uint8
@@ -179,17 +232,17 @@ def _make_dot(avx2: bool):
             wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
             if sig.args[2].dtype == types.float32:
                 xp = pointer(context, builder, sig.args[2], args[2], args[3], F32)
-                return _dot_float(builder, wp, xp, args[4], avx2)
+                return _dot_float(builder, wp, xp, args[4], target)
             xp = pointer(context, builder, sig.args[2], args[2], args[3], I8)
-            impl = _dot_int8_avx2 if avx2 else _dot_int8_portable
-            return impl(builder, wp, xp, args[4])
+            return _DOT_INT8[target.int8](builder, wp, xp, args[4], target.block)
 
         return sig, codegen
 
     return dot
 
 
-def _make_decode(avx2: bool):
+def make_decode(target: Target):
+    """The decoder intrinsic of ``target``: float32 trits in its dot's layout."""
     @intrinsic
     def decode(typingctx, w, woff, out, ooff, nblocks):
         if not (isinstance(w, types.Array) and w.dtype == types.uint8
@@ -200,12 +253,13 @@ def _make_decode(avx2: bool):
         def codegen(context, builder, sig, args):
             wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
             op = pointer(context, builder, sig.args[2], args[2], args[3], F32)
+            vf = vector(F32, target.lanes)
 
-            def body(t, scale, n, quarter, offset):
-                ptr = builder.bitcast(builder.gep(op, [offset]), vector(F32, 8).as_pointer())
+            def body(t, scale, n, part, offset):
+                ptr = builder.bitcast(builder.gep(op, [offset]), vf.as_pointer())
                 builder.store(t, ptr, align=1)
 
-            _trit_vectors(builder, wp, args[4], avx2, True, body)
+            _trit_vectors(builder, wp, args[4], target, True, body)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -213,7 +267,5 @@ def _make_decode(avx2: bool):
     return decode
 
 
-dot_2bit = _make_dot(HAS_AVX2)
-decode_2bit = _make_decode(HAS_AVX2)  # float32 trits in the dot's layout
-decode_2bit_portable = _make_decode(False)
-dot_2bit_portable = _make_dot(False)  # what non-x86 targets get; tested everywhere
+dot_2bit = make_dot(TARGET)
+decode_2bit = make_decode(TARGET)
