@@ -20,7 +20,13 @@ SIDES = st.sampled_from([1, 2, 3, 4, 5, 7, 13, 31, 64, 127, 128, 129, 131, 255, 
                          511, 513, 521])
 
 # each level's intrinsics, made once (every level is tested where the CPU has it)
-DOTS = {level: (gemv.make_dot(t), gemv.make_decode(t)) for level, t in gemv.TARGETS.items()}
+DOTS = {level: (gemv.make_dot(t), gemv.make_decode(t), gemv.make_scaled_dot(t))
+        for level, t in gemv.TARGETS.items()}
+
+
+def needs(level):
+    if level not in isa.available():
+        pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
 
 
 LEADS = hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=20)
@@ -181,10 +187,9 @@ def test_nan_on_the_int8_path_names_the_position():
 @given(blocks=st.integers(0, 6), seed=st.integers(0, 2**32 - 1))
 def test_simd_dot_and_decode_match_numpy(level, blocks, seed):
     """The SIMD dot and decoder of every level the CPU has against the documented layout."""
-    if level not in isa.available():
-        pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
+    needs(level)
     target = gemv.TARGETS[level]
-    dot, decode = DOTS[level]
+    dot, decode, _ = DOTS[level]
     size = target.block
     rng = np.random.default_rng(seed)
     codes = rng.integers(0, 3, (blocks, 4, size)).astype(np.uint8)  # block, code n, byte m
@@ -207,6 +212,37 @@ def test_simd_dot_and_decode_match_numpy(level, blocks, seed):
     assert isum == flat @ q[5:].astype(np.int64)
     np.testing.assert_allclose(fsum, (flat - 1) @ x[5:].astype(np.float64), rtol=1e-5,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("level", isa.LEVELS)
+@given(blocks=st.integers(0, 3), segments=st.integers(0, 5), seed=st.integers(0, 2**32 - 1))
+def test_scaled_dot_matches_numpy(level, blocks, segments, seed):
+    """sum_g scale_g * (dot_g - xsum_g) over runs of whole blocks, in float64."""
+    needs(level)
+    size = gemv.TARGETS[level].block
+    _, _, scaled_dot = DOTS[level]
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 3, (segments, blocks, 4, size)).astype(np.uint8)
+    w = np.zeros(size * blocks * segments + 1, np.uint8)
+    w[1:] = np.bitwise_or.reduce(codes << (2 * np.arange(4, dtype=np.uint8))[:, None],
+                                 axis=2).reshape(-1)
+    flat = codes.reshape(segments, 4 * size * blocks).astype(np.int64)
+    x = rng.standard_normal(flat.size + 2).astype(np.float32)
+    q = rng.integers(-128, 128, flat.size + 2).astype(np.int8)
+    scales = rng.uniform(0.1, 2, segments + 3).astype(np.float32)
+    xsum = rng.uniform(-500, 500, segments + 1)
+
+    @njit
+    def run(w, x, q, scales, xsum):
+        return (scaled_dot(w, 1, x, 2, blocks, segments, scales, 3, xsum, 1),
+                scaled_dot(w, 1, q, 2, blocks, segments, scales, 3, xsum, 1))
+
+    fsum, isum = run(w, x, q, scales, xsum)
+    s64 = scales[3:].astype(np.float64)
+    exact = (flat * q[2:].reshape(flat.shape)).sum(axis=1) - xsum[1:]  # integer sums
+    np.testing.assert_allclose(isum, s64 @ exact, rtol=1e-12, atol=1e-9)
+    fdot = ((flat - 1) * x[2:].reshape(flat.shape).astype(np.float64)).sum(axis=1)
+    np.testing.assert_allclose(fsum, s64 @ fdot, rtol=1e-5, atol=1e-3)
 
 
 def test_the_kernels_use_the_best_level_the_cpu_has():

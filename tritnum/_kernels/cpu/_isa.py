@@ -23,7 +23,7 @@ from numba.core import config
 
 from ... import _config
 
-LEVELS = ("portable", "avx2", "avxvnni", "avx512vnni")
+LEVELS = _config.ISA_LEVELS
 
 REQUIRES = {
     "portable": frozenset(),
@@ -52,8 +52,6 @@ def select(requested: str | None, features: frozenset[str] | None = None) -> str
     levels = available(features)
     if requested is None:
         return levels[-1]
-    if requested not in LEVELS:
-        raise ValueError(f"TRITNUM_ISA={requested!r} is not a level; use one of {', '.join(LEVELS)}")
     if requested not in levels:
         missing = ", ".join(sorted(REQUIRES[requested] - (target_features() if features is None
                                                           else features)))

@@ -9,6 +9,8 @@ from ._isa import CACHEABLE
 
 
 def jit(**options):
-    """``numba.njit`` with tritnum's cache setting (``TRITNUM_CACHE``, off under a forced
-    ``TRITNUM_ISA``); lazy, no signature."""
+    """``numba.njit`` with tritnum's cache setting; lazy, no signature.
+
+    The disk cache is on unless ``TRITNUM_CACHE=0`` or a forced ``TRITNUM_ISA``.
+    """
     return numba.njit(cache=CACHE and CACHEABLE, nogil=True, **options)

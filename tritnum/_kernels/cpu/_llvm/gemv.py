@@ -11,7 +11,7 @@ the float32 trits of the blocks in that layout (the GEMM's tiles).
 
 The target (:mod:`.._isa`) sets B and the instructions:
 
-- float32 ``x``: the sum of ``trit * x`` in float32 (see :func:`_dot_float`):
+- float32 ``x``: the sum of ``trit * x`` in float32 (see :func:`_sum_float`):
   from AVX2 on, ``vpermilps`` turns each 2-bit code into its float trit in one
   instruction (8 lanes; 16 on AVX-512, B = 64); portably a mask, a subtraction
   and a conversion do.
@@ -71,8 +71,10 @@ def _codes(builder, block, n):
 
 
 def _blocks(builder, count, w, x, size, body):
-    """Loop over blocks of ``size`` bytes: ``body(codes, run)``, ``codes[n]`` the block's code n
-    and ``run(n, type)`` the activations that meet it."""
+    """Loop over blocks of ``size`` bytes calling ``body(codes, run)``.
+
+    ``codes[n]`` is the block's code n, ``run(n, type)`` the activations that meet it.
+    """
     with cgutils.for_range(builder, count) as loop:
         k = loop.index
         block = load(builder, w, builder.mul(k, ir.Constant(k.type, size)), vector(I8, size), 1)
@@ -138,8 +140,8 @@ def _trit_vectors(builder, w, count, target, exact, body):
                 body(t, scale, n, part, offset)
 
 
-def _dot_float(builder, w, x, count, target):
-    """Sum of ``trit * x``: multiply-adds into two accumulators per code n."""
+def _sum_float(builder, w, x, count, target):
+    """Lanes whose sum is that of ``trit * x``: multiply-adds into two accumulators per code n."""
     vf = vector(F32, target.lanes)
     accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(8)]
     scales = [1.0] * 4
@@ -156,10 +158,10 @@ def _dot_float(builder, w, x, count, target):
         part = builder.fadd(builder.load(accs[2 * n]), builder.load(accs[2 * n + 1]))
         part = builder.fmul(part, ir.Constant(vf, [ir.Constant(F32, scales[n])] * target.lanes))
         total = part if total is None else builder.fadd(total, part)
-    return horizontal_sum(builder, total, builder.fadd)
+    return total
 
 
-def _dot_int8_maddubs(builder, w, x, count, size):
+def _sum_int8_maddubs(builder, w, x, count, size):
     module = builder.module
     v32i8, v16i16, v8i32 = vector(I8, 32), vector(I16, 16), vector(I32, 8)
     maddubs = cgutils.get_or_insert_function(
@@ -175,10 +177,10 @@ def _dot_int8_maddubs(builder, w, x, count, size):
         builder.store(builder.add(builder.load(acc), widened), acc)
 
     _blocks(builder, count, w, x, size, body)
-    return horizontal_sum(builder, builder.load(acc), builder.add)
+    return builder.load(acc)
 
 
-def _dot_int8_vnni(builder, w, x, count, size):
+def _sum_int8_vnni(builder, w, x, count, size):
     """``vpdpbusd`` per code n into its own accumulator (four independent chains)."""
     vi = vector(I32, size // 4)
     dpbusd = cgutils.get_or_insert_function(
@@ -195,11 +197,10 @@ def _dot_int8_vnni(builder, w, x, count, size):
 
     _blocks(builder, count, w, x, size, body)
     loads = [builder.load(acc) for acc in accs]
-    total = builder.add(builder.add(loads[0], loads[1]), builder.add(loads[2], loads[3]))
-    return horizontal_sum(builder, total, builder.add)
+    return builder.add(builder.add(loads[0], loads[1]), builder.add(loads[2], loads[3]))
 
 
-def _dot_int8_portable(builder, w, x, count, size):
+def _sum_int8_portable(builder, w, x, count, size):
     vi16, vi32 = vector(I16, size), vector(I32, size)
     acc = cgutils.alloca_once_value(builder, ir.Constant(vi32, None))
 
@@ -211,34 +212,115 @@ def _dot_int8_portable(builder, w, x, count, size):
         builder.store(builder.add(builder.load(acc), builder.sext(s, vi32)), acc)
 
     _blocks(builder, count, w, x, size, body)
-    return horizontal_sum(builder, builder.load(acc), builder.add)
+    return builder.load(acc)
 
 
-_DOT_INT8 = {"portable": _dot_int8_portable, "maddubs": _dot_int8_maddubs,
-             "vnni": _dot_int8_vnni}
+_SUM_INT8 = {"portable": _sum_int8_portable, "maddubs": _sum_int8_maddubs,
+             "vnni": _sum_int8_vnni}
+
+
+def _lane_sums(context, builder, sig, args, target):
+    """``(lanes, is_int8, x pointer)``: the lanes summing to the dot of ``args``' blocks."""
+    wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
+    if sig.args[2].dtype == types.float32:
+        xp = pointer(context, builder, sig.args[2], args[2], args[3], F32)
+        return _sum_float(builder, wp, xp, args[4], target)
+    xp = pointer(context, builder, sig.args[2], args[2], args[3], I8)
+    return _SUM_INT8[target.int8](builder, wp, xp, args[4], target.block)
+
+
+def _operands_ok(w, x) -> bool:
+    return (isinstance(w, types.Array) and w.dtype == types.uint8
+            and isinstance(x, types.Array) and x.dtype in (types.float32, types.int8))
 
 
 def make_dot(target: Target):
     """The dot product intrinsic of ``target``."""
     @intrinsic
     def dot(typingctx, w, woff, x, xoff, nblocks):
-        if not (isinstance(w, types.Array) and w.dtype == types.uint8
-                and isinstance(x, types.Array) and x.dtype in (types.float32, types.int8)):
+        if not _operands_ok(w, x):
             return None
         result = types.float32 if x.dtype == types.float32 else types.int32
         sig = result(w, types.intp, x, types.intp, types.intp)
 
         def codegen(context, builder, sig, args):
-            wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
-            if sig.args[2].dtype == types.float32:
-                xp = pointer(context, builder, sig.args[2], args[2], args[3], F32)
-                return _dot_float(builder, wp, xp, args[4], target)
-            xp = pointer(context, builder, sig.args[2], args[2], args[3], I8)
-            return _DOT_INT8[target.int8](builder, wp, xp, args[4], target.block)
+            lanes = _lane_sums(context, builder, sig, args, target)
+            add = builder.fadd if sig.return_type == types.float32 else builder.add
+            return horizontal_sum(builder, lanes, add)
 
         return sig, codegen
 
     return dot
+
+
+F64 = ir.DoubleType()
+
+
+def _broadcast(builder, value, n):
+    """A vector of ``n`` copies of the scalar ``value``."""
+    vec = builder.insert_element(ir.Constant(vector(value.type, n), None), value,
+                                 ir.Constant(I32, 0))
+    return builder.shuffle_vector(vec, vec, ir.Constant(vector(I32, n), [0] * n))
+
+
+def _sum_lanes(target: Target, is_float: bool) -> int:
+    if is_float:
+        return target.lanes
+    return {"portable": target.block, "maddubs": 8, "vnni": target.block // 4}[target.int8]
+
+
+def make_scaled_dot(target: Target):
+    """The scaled dot intrinsic of ``target``, for weights with one scale per segment.
+
+    ``scaled_dot(w, woff, x, xoff, nblocks, segments, scales, soff, xsum, xsoff)``
+    is ``sum_g scales[soff + g] * (dot_g - xsum[xsoff + g])`` in float64 over
+    ``segments`` consecutive runs of ``nblocks`` blocks, ``dot_g`` the dot of run
+    g (int8 ``x``: the sum of ``code * q``, exact in int32 per run). Each run's
+    lanes are scaled and added as a vector: no horizontal sum per scale group.
+    """
+    @intrinsic
+    def scaled_dot(typingctx, w, woff, x, xoff, nblocks, segments, scales, soff, xsum, xsoff):
+        if not (_operands_ok(w, x) and isinstance(scales, types.Array)
+                and scales.dtype == types.float32 and isinstance(xsum, types.Array)
+                and xsum.dtype == types.float64):
+            return None
+        sig = types.float64(w, types.intp, x, types.intp, types.intp, types.intp,
+                            scales, types.intp, xsum, types.intp)
+
+        def codegen(context, builder, sig, args):
+            is_float = sig.args[2].dtype == types.float32
+            wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
+            xp = pointer(context, builder, sig.args[2], args[2], args[3], F32 if is_float else I8)
+            sp = pointer(context, builder, sig.args[6], args[6], args[7], F32)
+            xs = pointer(context, builder, sig.args[8], args[8], args[9], F64)
+            nblocks, size = args[4], target.block
+            lanes = _sum_lanes(target, is_float)
+            vd = vector(F64, lanes)
+            total = cgutils.alloca_once_value(builder, ir.Constant(vd, None))
+            correction = cgutils.alloca_once_value(builder, ir.Constant(F64, 0.0))
+            with cgutils.for_range(builder, args[5]) as loop:
+                g = loop.index
+                step = builder.mul(g, nblocks)
+                wg = builder.gep(wp, [builder.mul(step, ir.Constant(g.type, size))])
+                xg = builder.gep(xp, [builder.mul(step, ir.Constant(g.type, 4 * size))])
+                if is_float:
+                    part = builder.fpext(_sum_float(builder, wg, xg, nblocks, target), vd)
+                else:
+                    part = builder.sitofp(
+                        _SUM_INT8[target.int8](builder, wg, xg, nblocks, size), vd)
+                scale = builder.fpext(builder.load(builder.gep(sp, [g])), F64)
+                scaled = builder.fmul(part, _broadcast(builder, scale, lanes), flags=("contract",))
+                builder.store(builder.fadd(builder.load(total), scaled, flags=("contract",)),
+                              total)
+                if not is_float:
+                    shift = builder.fmul(scale, builder.load(builder.gep(xs, [g])))
+                    builder.store(builder.fadd(builder.load(correction), shift), correction)
+            dot = horizontal_sum(builder, builder.load(total), builder.fadd)
+            return builder.fsub(dot, builder.load(correction))
+
+        return sig, codegen
+
+    return scaled_dot
 
 
 def make_decode(target: Target):
@@ -268,4 +350,5 @@ def make_decode(target: Target):
 
 
 dot_2bit = make_dot(TARGET)
+scaled_dot_2bit = make_scaled_dot(TARGET)
 decode_2bit = make_decode(TARGET)
