@@ -75,12 +75,14 @@ def tn_header(header: object) -> np.ndarray:
 
 
 def tn_valid() -> dict[str, np.ndarray]:
-    return {META: tn_header({"version": 1, "single": False, "items": {
+    return {META: tn_header({"version": 2, "single": False, "items": {
                 "w": {"shape": [2, 4], "format": "2bit", "group_size": None},
-                "m": {"shape": [3], "format": "2bit"}}}),
+                "m": {"shape": [3], "format": "2bit"},
+                "b": {"dtype": "<f4", "shape": [3]}}}),
             "w/data": tn.pack(np.zeros((2, 4), np.int8), "2bit").data,
             "w/scales": np.float32(2.0),
-            "m/data": tn.pack([1, 0, -1], "2bit").data}
+            "m/data": tn.pack([1, 0, -1], "2bit").data,
+            "b/array": np.arange(3, dtype="<f4")}
 
 
 def tn_edit(edit: Callable[[dict], object]) -> dict[str, np.ndarray]:
@@ -118,7 +120,8 @@ TN_FILES: dict[str, Callable[[Path], None]] = {
     **{f"missing {'/'.join(key)}": (lambda p, key=key: write_zip(
         p, tn_edit(lambda h: drop(h, *key))))
        for key in [("version",), ("single",), ("items",), ("items", "w", "shape"),
-                   ("items", "w", "format"), ("items", "w", "group_size")]},
+                   ("items", "w", "format"), ("items", "w", "group_size"),
+                   ("items", "b", "shape")]},
     **{f"{'/'.join(key)} = {value!r}": (lambda p, key=key, value=value: write_zip(
         p, tn_edit(lambda h: put(h, value, *key))))
        for key, value in [(("version",), "1"), (("version",), True), (("single",), "yes"),
@@ -126,7 +129,12 @@ TN_FILES: dict[str, Callable[[Path], None]] = {
                           (("items", "w", "shape"), [2, 4.0]), (("items", "w", "shape"), [-2, -4]),
                           (("items", "w", "shape"), [True, 4]), (("items", "w", "format"), 3),
                           (("items", "w", "format"), "9bit"), (("items", "w", "group_size"), "x"),
-                          (("items", "w", "group_size"), 3), (("single",), True)]},
+                          (("items", "w", "group_size"), 3), (("single",), True),
+                          (("items", "b", "dtype"), "|O"), (("items", "b", "dtype"), "<c8"),
+                          (("items", "b", "dtype"), "i4,O"), (("items", "b", "dtype"), 5),
+                          (("items", "b", "dtype"), "<f8"), (("items", "b", "dtype"), ">f4"),
+                          (("items", "b", "shape"), [4]), (("items", "b", "shape"), [3, 1]),
+                          (("items", "b", "shape"), "3")]},
     "header a list": lambda p: write_zip(p, tn_edit(lambda h: [h])),
     "header not JSON": lambda p: write_zip(p, tn_edit(lambda h: "{'version': 1")),
     "header an int array": lambda p: write_zip(p, {**tn_valid(), META: np.arange(3)}),
@@ -139,6 +147,10 @@ TN_FILES: dict[str, Callable[[Path], None]] = {
     "an array the header does not name": lambda p: write_zip(
         p, {**tn_valid(), "v/scales": np.float32(2.0)}),
     "object data": lambda p: write_zip(p, {**tn_valid(), "m/data": np.array([{}], object)}),
+    "object array": lambda p: write_zip(p, {**tn_valid(), "b/array": np.array([{}], object)}),
+    "no array": lambda p: write_zip(p, without("b/array")),
+    "an array stored as data": lambda p: write_zip(
+        p, {**without("b/array"), "b/data": np.arange(3, dtype="<f4")}),
     "npy header says 1 TiB": lambda p: write_zip(
         p, {**tn_valid(), "m/data": npy_header((TIB,)) + b"\x55"}),
     "directory says 1 TiB, stored": lambda p: write_zip(
@@ -256,6 +268,8 @@ def outcome(kind, path, max_bytes=None):
 def same(kind, a, b):
     if kind == "tn":
         return a.keys() == b.keys() and all(
+            np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype
+            if isinstance(a[k], np.ndarray) else
             getattr(a[k], "packed", a[k]) == getattr(b[k], "packed", b[k])
             and np.array_equal(getattr(a[k], "scales", 0), getattr(b[k], "scales", 0))
             for k in a)
@@ -304,7 +318,8 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict:
         build(root / f"limit{i}.npz")
         spec["limits"][name] = (kind, str(root / f"limit{i}.npz"), limit)
     tn.save(root / "valid_tn.npz", {"w": tn.quantize(np.arange(-4.0, 4.0).reshape(2, 4)),
-                                    "m": tn.pack([1, 0, -1], "bitplane")})
+                                    "m": tn.pack([1, 0, -1], "bitplane"),
+                                    "b": np.arange(3, dtype=np.float32)})
     mem = vsa.ItemMemory(70, format="bitplane")
     mem.add("a"), mem.add(7)
     mem.save(root / "valid_mem.npz")
