@@ -103,8 +103,8 @@ def _load_array(files: Archive, name: str, entry: Any, where: str) -> np.ndarray
     shape = _item_shape(files, entry, where)
     a = files.array(f"{name}/array")
     if a.dtype.str != dtype or a.shape != shape:
-        files.fail(f"array {name + '/array'!r} is {a.dtype.str} of shape {a.shape}, its header "
-                   f"says {dtype} of shape {shape}")
+        files.fail(f"array {name + '/array'!r} is {a.dtype.str} of shape {a.shape}; {where} "
+                   f"has dtype {dtype!r} and shape {list(shape)}")
     return a
 
 
