@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -246,7 +243,7 @@ def flips(path: Path) -> list[tuple[int, int]]:
 
 
 CHILD = r"""
-import json, resource, sys, traceback
+import json, sys, traceback
 import numpy as np, tritnum as tn
 from tritnum import vsa
 
@@ -277,9 +274,7 @@ def same(kind, a, b):
 
 for kind, path in spec["valid"].items():  # warm up (kernels, imports) before the limit
     load(kind, path)
-with open("/proc/self/status") as f:
-    vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize"))
-resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.RLIM_INFINITY))
+limit_memory()
 
 result = {"cases": {name: outcome(kind, path) for name, (kind, path) in spec["cases"].items()},
           "limits": {name: outcome(kind, path, limit)
@@ -306,7 +301,7 @@ print(json.dumps(result))
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def outcomes(tmp_path_factory: pytest.TempPathFactory, memory_limited_child) -> dict:
     """Build every file, load them all in one memory-limited child, return what each did."""
     root = tmp_path_factory.mktemp("hostile")
     spec: dict = {"cases": {}, "limits": {}, "valid": {}, "flips": {},
@@ -326,12 +321,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for kind in ("tn", "mem"):
         spec["valid"][kind] = str(root / f"valid_{kind}.npz")
         spec["flips"][kind] = flips(root / f"valid_{kind}.npz")
-    (root / "spec.json").write_text(json.dumps(spec))
-    env = {**os.environ, "PYTHONPATH": str(Path(tn.__file__).parents[1])}
-    child = subprocess.run([sys.executable, "-c", CHILD, str(root / "spec.json")], env=env,
-                           capture_output=True, text=True, timeout=300)
-    assert child.returncode == 0, child.stderr[-3000:]
-    return json.loads(child.stdout.splitlines()[-1])
+    return memory_limited_child(CHILD, spec, root)
 
 
 @pytest.mark.parametrize("name", CASES)

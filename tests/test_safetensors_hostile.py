@@ -10,10 +10,7 @@ together with every single-bit flip of the valid file.
 from __future__ import annotations
 
 import json
-import os
 import struct
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -184,7 +181,7 @@ CASES: dict[str, tuple[Callable[[Path, Path], bytes], str]] = {
 }
 
 CHILD = r"""
-import json, resource, sys, traceback
+import json, sys, traceback
 import numpy as np, tritnum as tn
 
 spec = json.load(open(sys.argv[1]))
@@ -199,9 +196,7 @@ def outcome(path, **kw):
         return "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 tn.io.read_safetensors(spec["valid"])  # warm up (kernels, imports) before the limit
-with open("/proc/self/status") as f:
-    vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize"))
-resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.RLIM_INFINITY))
+limit_memory()
 
 result = {"cases": {name: outcome(path) for name, path in spec["cases"].items()},
           "valid": outcome(spec["valid"]),
@@ -222,7 +217,7 @@ print(json.dumps(result))
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def outcomes(tmp_path_factory: pytest.TempPathFactory, memory_limited_child) -> dict:
     """Build every file, read them all in one memory-limited child, return what each did."""
     root = tmp_path_factory.mktemp("hostile_st")
     valid = root / "valid.safetensors"
@@ -233,12 +228,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict:
         path = root / f"case{i}.safetensors"
         path.write_bytes(build(valid, root / f"scratch{i}"))
         spec["cases"][name] = str(path)
-    (root / "spec.json").write_text(json.dumps(spec))
-    env = {**os.environ, "PYTHONPATH": str(Path(tn.__file__).parents[1])}
-    child = subprocess.run([sys.executable, "-c", CHILD, str(root / "spec.json")], env=env,
-                           capture_output=True, text=True, timeout=300)
-    assert child.returncode == 0, child.stderr[-3000:]
-    return json.loads(child.stdout.splitlines()[-1])
+    return memory_limited_child(CHILD, spec, root)
 
 
 def test_the_valid_file_loads(outcomes):
