@@ -55,7 +55,7 @@ _FLOATS = ("F64", "F32", "F16", "BF16")
 _CODES = {dtype: code for code, dtype in DTYPES.items() if code != "BF16"}
 
 
-class SafetensorsFile(dict):  # type: ignore[type-arg]
+class SafetensorsFile(dict[str, Any]):
     """What :func:`read_safetensors` returns: a dict of the tensors, in the file's order.
 
     Values are NumPy arrays, :class:`~tritnum.TernaryTensor` and
@@ -254,7 +254,7 @@ def _entries(header: Header) -> dict[str, dict[str, Any]]:
         FILE.fail(f"metadata key {VERSION_KEY!r} is {version!r:.60}, not a version number")
     if int(version) > FORMAT_VERSION:
         FILE.fail(f"it is tritnum format version {version}; this tritnum reads up to version "
-                   f"{FORMAT_VERSION}")
+                  f"{FORMAT_VERSION}")
     for name in parts:
         base = name.rsplit(".tritnum.", 1)[0]
         if base not in bases:
@@ -390,7 +390,7 @@ def read_safetensors(path: str | os.PathLike[str], *,
         data_bytes = len(buf) - header.data_start
         if limit is not None and data_bytes > limit:
             FILE.fail(f"its tensors hold {data_bytes} bytes, more than max_bytes={limit} "
-                       "(pass a larger max_bytes to read it)")
+                      "(pass a larger max_bytes to read it)")
         return _tensors(buf, header)
     except FormatError as exc:
         problem = str(exc)

@@ -116,16 +116,16 @@ def _tensor(name: str, entry: Any, data_size: int) -> TensorInfo:
     offsets = field(FILE, entry, "data_offsets", list, where)
     if len(offsets) != 2 or not sizes(offsets) or offsets[0] > offsets[1]:
         FILE.fail(f"{where}: key 'data_offsets' is {offsets!r:.60}, not [begin, end] with "
-                   "0 <= begin <= end")
+                  "0 <= begin <= end")
     begin, end = offsets
     if end > data_size:
         FILE.fail(f"{where}: data_offsets [{begin}, {end}] run past the end of the "
-                   f"{data_size}-byte data buffer")
+                  f"{data_size}-byte data buffer")
     nbytes = _nbytes(shape, DTYPES[dtype].itemsize, data_size)
     if nbytes != end - begin:
         size = f"{nbytes} bytes" if nbytes <= data_size else "more bytes than the file has"
         FILE.fail(f"{where}: shape {shape!s:.60} of {dtype} is {size}, its data_offsets "
-                   f"[{begin}, {end}] hold {end - begin}")
+                  f"[{begin}, {end}] hold {end - begin}")
     return TensorInfo(name, dtype, tuple(shape), begin, end)
 
 
@@ -139,7 +139,7 @@ def _tile(tensors: list[TensorInfo], data_size: int) -> None:
         at = t.end
     if at != data_size:
         FILE.fail(f"the tensors hold {at} bytes of the {data_size}-byte data buffer: "
-                   "its end is unused")
+                  "its end is unused")
 
 
 def _metadata(value: Any) -> dict[str, str]:
@@ -177,15 +177,14 @@ def check_buffer(buf: Any) -> Header:
     tritnum.errors.FormatError: tensor 'b': data_offsets [0, 8] run past the end of the 7-byte ...
     """
     size = len(buf)
-    if bytes(buf[:4]) == _ZIP:
-        FILE.fail("it is a zip archive (an .npz file?), not safetensors")
     if size < 8:
         FILE.fail(f"it has {size} bytes, fewer than the 8 of the header length")
     (n,) = struct.unpack_from("<Q", buf, 0)
-    if n > MAX_HEADER:
-        FILE.fail(f"its header length {n} is more than {MAX_HEADER} bytes")
-    if n > size - 8:
-        FILE.fail(f"its header length {n} is more than the {size - 8} bytes after it")
+    if n > min(MAX_HEADER, size - 8):
+        if bytes(buf[:4]) == _ZIP:  # its length would be "PK\3\4" and a zip version
+            FILE.fail("it is a zip archive (an .npz file?), not safetensors")
+        FILE.fail(f"its header length {n} is more than "
+                  + (f"{MAX_HEADER} bytes" if n > MAX_HEADER else f"the {size - 8} bytes after it"))
     try:
         text = bytes(buf[8:8 + n]).decode("utf-8")
     except UnicodeDecodeError as exc:
