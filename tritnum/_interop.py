@@ -37,6 +37,7 @@ __all__ = [
     "origin",
     "to_gpu",
     "to_host",
+    "to_host_exact",
 ]
 
 
@@ -99,6 +100,20 @@ def to_host(a: Any) -> np.ndarray:
     if is_cuda_array(a):
         return a.copy_to_host()
     return np.asarray(a)
+
+
+def to_host_exact(a: Any) -> tuple[np.ndarray, bool]:
+    """``a`` as :func:`to_host` gives it, and whether it holds bfloat16 bits.
+
+    A bfloat16 tensor is not widened to float32 here: its bits come back as uint16
+    (and ``True``), for files that store bfloat16 as it is.
+    """
+    if is_torch(a):
+        import torch
+
+        if a.dtype == torch.bfloat16:
+            return to_host(a.detach().view(torch.int16)).view(np.uint16), True
+    return to_host(a), False
 
 
 def to_gpu(a: Any) -> Any:

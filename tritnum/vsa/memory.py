@@ -16,6 +16,7 @@ from .._interop import to_host
 from .._npz import MAX_BYTES, Archive, check_max_bytes, field, reading, unreadable
 from .._validate import owned, raise_invalid_trits
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
+from ..io.suffixes import check_writer_suffix
 from ..packing import PackedTrits, ensure_valid, pack, unpack
 from ._hv import Hypervectors, count, hypervectors, resolve
 from .generation import Seed, _format, _threshold, draw_seed, random_rows, seed_key
@@ -194,6 +195,9 @@ class ItemMemory:
     def save(self, path: str | os.PathLike) -> None:
         """Write the memory to an ``.npz`` file (no pickle); symbols must be str or int.
 
+        ``path`` is written as it is, but a ``.safetensors`` or ``.gguf`` extension is a
+        FormatError (the file would not be what its name says).
+
         Examples
         --------
         >>> import os, tempfile, tritnum as tn
@@ -205,6 +209,7 @@ class ItemMemory:
         >>> back.symbols, back[7] == mem[7]
         (['x', 7], True)
         """
+        check_writer_suffix(path, "ItemMemory.save", "npz")
         for s in self._symbols:
             if isinstance(s, bool) or not isinstance(s, (str, numbers.Integral)):
                 raise TypeError(f"ItemMemory.save: symbols must be str or int, got {s!r}")
