@@ -25,7 +25,7 @@ from ..vsa.algebra import permute as permute_rows
 from ..vsa.generation import random_rows
 from ..vsa.similarity_search import similarity as similarity_rows
 from .arrays import pack
-from .chunks import as_dask, block_of, lazy_packed, lead, meta, whole
+from .chunks import as_dask, block_of, lazy_packed, lead, meta, shared, whole
 
 BITPLANE = FORMATS["bitplane"]
 
@@ -223,5 +223,27 @@ def _sign(sums: np.ndarray) -> np.ndarray:
     return np.sign(sums).astype(np.int8)
 
 
-def memory_vectors(*args: Any) -> Any:
-    raise NotImplementedError
+def memory_vectors(mem: Any) -> Any:
+    """The vectors of a sharded ItemMemory: its generator's rows, given rows patched in."""
+    packed = mem.format == "bitplane"
+    rows = random(mem._count, mem.d, mem.density, mem._key(), packed, mem.chunks,
+                  resolve(mem.device))
+    if not mem._given:
+        return rows
+    array = rows.data if packed else rows
+    given = shared(mem._given)
+    array = array.map_blocks(_patched, given, dtype=array.dtype, meta=array._meta)
+    return lazy_packed(array, (mem._count, mem.d), BITPLANE) if packed else array
+
+
+def _patched(rows: np.ndarray, given: dict[int, np.ndarray],
+             block_info: Any = None) -> np.ndarray:
+    """A chunk of generated rows with the rows given to ``add`` in their places."""
+    r0, r1 = block_info[0]["array-location"][0]
+    mine = [i for i in given if r0 <= i < r1]
+    if not mine:
+        return rows
+    rows = rows.copy()
+    for i in mine:
+        rows[i - r0] = given[i]
+    return rows
