@@ -80,8 +80,11 @@ def _candidates(found: np.ndarray, axis: Any, keepdims: bool) -> np.ndarray:
 
 
 def _merge(found: np.ndarray, axis: Any, keepdims: bool, k: int) -> np.ndarray:
-    """The ``k`` best candidates of each row: higher score first, then lower memory index."""
-    order = np.argsort(found["index"], axis=1, kind="stable")
-    found = np.take_along_axis(found, order, axis=1)  # index order: topk's ties go to the lower
+    """The ``k`` best candidates of each row: higher score first, then lower memory index.
+
+    The reduction concatenates the chunks' candidates in chunk order, each chunk's
+    equal scores in index order: equal scores stand in index order, and ``topk``
+    gives a tie to the earlier column.
+    """
     best, _ = topk(np.ascontiguousarray(found["score"]), min(k, found.shape[1]))
     return np.take_along_axis(found, best, axis=1)
