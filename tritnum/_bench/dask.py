@@ -18,6 +18,7 @@ from .harness import Case
 def dask_cases(quick: bool, stack: contextlib.ExitStack) -> list[Case]:
     """The sharded search case, its LocalCluster closed by ``stack``."""
     try:
+        import dask
         from distributed import Client, LocalCluster
     except ImportError:
         print("dask: skipped (pip install tritnum[dask])", file=sys.stderr)
@@ -26,6 +27,8 @@ def dask_cases(quick: bool, stack: contextlib.ExitStack) -> list[Case]:
     from ..vsa import random, search
 
     queries, n, d, rows = (10, 20_000, 1000, 2500) if quick else (100, 200_000, 10_000, 12_500)
+    # the workers' sampling profiler slows the search kernels 2-3x here (measured): off
+    stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False}))
     cluster = stack.enter_context(LocalCluster(
         processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
         env={"NUMBA_NUM_THREADS": "1"}))  # one thread a worker: the two cores, not four threads
