@@ -13,12 +13,17 @@ Two conversions are not free, by necessity: bfloat16 tensors are read as
 float32 (NumPy has no bfloat16), and ``requires_grad`` tensors are read
 detached (tritnum's kernels do not record autograd graphs).
 
-Nothing here imports torch, CuPy or numba-cuda: an object is recognised as a
-tensor only when its framework is already imported.
+Dask arrays are lazy: public ops hand them, unread, to tritnum's Dask layer
+(:func:`dask_layer`, the package ``tritnum._dask``), which builds lazy results
+whose tasks run the in-memory ops on each chunk.
+
+Nothing here imports torch, CuPy, numba-cuda or dask: an object is recognised as
+a tensor or a Dask array only when its framework is already imported.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 from dataclasses import dataclass
@@ -30,8 +35,10 @@ __all__ = [
     "HOST",
     "Origin",
     "as_rows",
+    "dask_layer",
     "for_device",
     "is_cuda_array",
+    "is_dask",
     "is_torch",
     "native",
     "origin",
@@ -45,6 +52,17 @@ def is_torch(obj: Any) -> bool:
     """Whether ``obj`` is a PyTorch tensor (False without importing torch)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def is_dask(obj: Any) -> bool:
+    """Whether ``obj`` is a Dask array (False without importing dask)."""
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(obj, da.Array)
+
+
+def dask_layer() -> Any:
+    """The Dask layer of tritnum (``tritnum._dask``), imported on first use: by a Dask input."""
+    return importlib.import_module("tritnum._dask")
 
 
 def is_cuda_array(obj: Any) -> bool:

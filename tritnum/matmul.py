@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ._dispatch import call, implements, place, resolve_device
-from ._interop import as_rows, is_cuda_array, native, origin, to_gpu, to_host
+from ._interop import as_rows, dask_layer, is_cuda_array, is_dask, native, origin, to_gpu, to_host
 from ._validate import choice
 from .errors import ShapeMismatchError
 from .packing import ensure_valid
@@ -41,7 +41,7 @@ def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, b
     """``x`` checked, and whether it takes the int8 path."""
     choice(activations, "activations", ACTIVATIONS)
     a = native(x)
-    if not is_cuda_array(a):
+    if not (is_cuda_array(a) or is_dask(a)):
         a = np.asarray(a)
     kind = a.dtype.kind
     if a.dtype == np.int8 and x_scale is not None:
@@ -135,7 +135,9 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
 
     Returns
     -------
-    numpy.ndarray or GPU array of float32, shape (out,) or (..., out)
+    numpy.ndarray, GPU array or Dask array of float32, shape (out,) or (..., out)
+        A lazy Dask array for Dask activations, chunked as ``x`` along the
+        leading axes; the weights go to the workers once (see ``tritnum._dask``).
 
     Raises
     ------
@@ -171,6 +173,8 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     out, n = w.shape
     a, int8 = _activations(x, x_scale, activations, n)
     b = _bias(bias, out)
+    if is_dask(a) or is_dask(w.packed.data):  # lazy in, lazy out: weights shared by all tasks
+        return dask_layer().linear(a, w, b, int8, x_scale, device)
     lead = tuple(a.shape)[:-1]
     dev = resolve_device(device, a, w.packed.data)
     ensure_valid(w.packed, dev)
