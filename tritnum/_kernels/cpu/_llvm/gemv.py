@@ -213,7 +213,104 @@ def _make_decode(avx2: bool):
     return decode
 
 
+# Q8_K (llama.cpp): within each 32-byte block, position 16a + 2i + j takes byte 16a + i + 8j,
+# so that the two bytes each maddubs pair adds, and the two 16-byte halves added after it,
+# share ``byte % 8``: ggml's lane of the block's values 4 * byte .. 4 * byte + 3.
+Q8K_BYTE_ORDER = tuple(16 * a + i + 8 * j for a in range(2) for i in range(8) for j in range(2))
+
+
+def _q8k_pairs(builder, codes, run, avx2):
+    """``<16 x i16>``: lane l sums code * x over positions 2l, 2l + 1 of the four code runs."""
+    v32i8, v16i16 = vector(I8, 32), vector(I16, 16)
+    if avx2:
+        maddubs = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(v16i16, [v32i8, v32i8]), "llvm.x86.avx2.pmadd.ub.sw")
+        pairs = [builder.call(maddubs, [c, run(n)]) for n, c in enumerate(codes)]
+        return builder.add(builder.add(pairs[0], pairs[1]), builder.add(pairs[2], pairs[3]))
+    v32i16 = vector(I16, 32)
+    s = None
+    for n, c in enumerate(codes):
+        p = builder.mul(builder.zext(c, v32i16), builder.sext(run(n), v32i16))
+        s = p if s is None else builder.add(s, p)
+    even = ir.Constant(vector(I32, 16), list(range(0, 32, 2)))
+    odd = ir.Constant(vector(I32, 16), list(range(1, 32, 2)))
+    return builder.add(builder.shuffle_vector(s, s, even), builder.shuffle_vector(s, s, odd))
+
+
+def _dot_q8k(builder, w, x, csum, xd, scales, per_scale, nblocks, avx2):
+    """The AVX2 ``ggml_vec_dot_tq2_0_q8_K`` of ggml over ``nblocks`` blocks of 256 values.
+
+    Per block: the int32 lanes (exact; at most 2 * 4 * 4 * 2 * 128 = 8192 per
+    int16 lane before the chunk sums ``csum`` come off), converted to float32,
+    times ``xd[b] * scales[b // per_scale]`` (float32), added to the lane's
+    float32 sum; then the lanes are summed in ``hsum_float_8``'s order. Plain
+    ``fmul``/``fadd`` without fast-math flags: never fused into an FMA.
+    """
+    v32i8, v8i32, v8f = vector(I8, 32), vector(I32, 8), vector(F32, 8)
+    order = ir.Constant(vector(I32, 32), list(Q8K_BYTE_ORDER))
+    low = ir.Constant(vector(I32, 8), list(range(8)))
+    high = ir.Constant(vector(I32, 8), list(range(8, 16)))
+    acc = cgutils.alloca_once_value(builder, ir.Constant(v8f, None))
+    with cgutils.for_range(builder, nblocks) as loop:
+        b = loop.index
+        pairs = None
+        for h in range(2):
+            woff = builder.add(builder.mul(b, ir.Constant(b.type, 64)), ir.Constant(b.type, 32 * h))
+            block = load(builder, w, woff, v32i8, 1)
+            block = builder.shuffle_vector(block, block, order)
+            xoff = builder.add(builder.mul(b, ir.Constant(b.type, 256)),
+                               ir.Constant(b.type, 128 * h))
+
+            def run(n, xoff=xoff):
+                return load(builder, x, builder.add(xoff, ir.Constant(b.type, 32 * n)), v32i8, 1)
+
+            part = _q8k_pairs(builder, [_codes(builder, block, n) for n in range(4)], run, avx2)
+            pairs = part if pairs is None else builder.add(pairs, part)
+        lanes = builder.add(builder.shuffle_vector(pairs, pairs, low),
+                            builder.shuffle_vector(pairs, pairs, high))
+        lanes = builder.sub(builder.sext(lanes, v8i32),
+                            load(builder, csum, builder.mul(b, ir.Constant(b.type, 8)), v8i32, 4))
+        scale = builder.fmul(builder.load(builder.gep(xd, [b])),
+                             builder.load(builder.gep(scales, [builder.udiv(b, per_scale)])))
+        splat_scale = builder.insert_element(ir.Constant(v8f, None), scale,
+                                             ir.Constant(I32, 0))
+        splat_scale = builder.shuffle_vector(splat_scale, splat_scale,
+                                             ir.Constant(vector(I32, 8), [0] * 8))
+        product = builder.fmul(builder.sitofp(lanes, v8f), splat_scale)
+        builder.store(builder.fadd(builder.load(acc), product), acc)
+    return horizontal_sum(builder, builder.load(acc), builder.fadd)
+
+
+def _make_dot_q8k(avx2: bool):
+    @intrinsic
+    def dot_q8k(typingctx, w, woff, x, xoff, csum, coff, xd, doff, scales, soff, per_scale,
+                nblocks):
+        """float32 dot of one "2bit" weight row with one laid-out Q8_K row (see :func:`_dot_q8k`).
+
+        Offsets are flat elements of each array: the row's first byte of ``w`` and
+        value of ``x`` (laid out as ``Q8K_BYTE_ORDER`` says), its first block's 8
+        chunk sums in ``csum`` (int32) and scale in ``xd``, its first weight scale.
+        """
+        arrays = ((w, types.uint8), (x, types.int8), (csum, types.int32), (xd, types.float32),
+                  (scales, types.float32))
+        if not all(isinstance(a, types.Array) and a.dtype == dt for a, dt in arrays):
+            return None
+        ip = types.intp
+        sig = types.float32(w, ip, x, ip, csum, ip, xd, ip, scales, ip, ip, ip)
+
+        def codegen(context, builder, sig, args):
+            ptrs = [pointer(context, builder, sig.args[i], args[i], args[i + 1], elt)
+                    for i, elt in ((0, I8), (2, I8), (4, I32), (6, F32), (8, F32))]
+            return _dot_q8k(builder, *ptrs, args[10], args[11], avx2)
+
+        return sig, codegen
+
+    return dot_q8k
+
+
 dot_2bit = _make_dot(HAS_AVX2)
 decode_2bit = _make_decode(HAS_AVX2)  # float32 trits in the dot's layout
 decode_2bit_portable = _make_decode(False)
 dot_2bit_portable = _make_dot(False)  # what non-x86 targets get; tested everywhere
+dot_q8k = _make_dot_q8k(HAS_AVX2)
+dot_q8k_portable = _make_dot_q8k(False)
