@@ -47,7 +47,7 @@ def _q8k_rows(xl, csum, xd, w, scales, y, t0, t1):
     units = w.shape[1]
     blocks = xd.shape[1]
     groups = scales.shape[1]
-    per_scale = blocks // groups
+    per_scale = max(1, blocks // groups)  # blocks per weight scale (a divisor of the dot)
     ahead = rows_ahead(w)
     for r0 in range(0, m, TILE_ROWS):
         r1 = min(m, r0 + TILE_ROWS)

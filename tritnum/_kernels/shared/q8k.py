@@ -62,7 +62,7 @@ def quantize_q8k_block(x, base, q, bsums, bbase):
     for k in range(QK_K // BSUM):
         s = 0
         for j in range(BSUM * k, BSUM * k + BSUM):
-            s += qb[j]
+            s += int(qb[j])
         bsums[bbase + k] = s
     return np.float32(1) / iscale
 

@@ -251,33 +251,38 @@ def _dot_q8k(builder, w, x, csum, xd, scales, per_scale, nblocks, avx2):
     low = ir.Constant(vector(I32, 8), list(range(8)))
     high = ir.Constant(vector(I32, 8), list(range(8, 16)))
     acc = cgutils.alloca_once_value(builder, ir.Constant(v8f, None))
-    with cgutils.for_range(builder, nblocks) as loop:
-        b = loop.index
-        pairs = None
-        for h in range(2):
-            woff = builder.add(builder.mul(b, ir.Constant(b.type, 64)), ir.Constant(b.type, 32 * h))
-            block = load(builder, w, woff, v32i8, 1)
-            block = builder.shuffle_vector(block, block, order)
-            xoff = builder.add(builder.mul(b, ir.Constant(b.type, 256)),
-                               ir.Constant(b.type, 128 * h))
+    groups = builder.udiv(nblocks, per_scale)  # the caller passes per_scale >= 1
+    with cgutils.for_range(builder, groups) as outer:
+        weight_scale = builder.load(builder.gep(scales, [outer.index]))
+        with cgutils.for_range(builder, per_scale) as inner:
+            b = builder.add(builder.mul(outer.index, per_scale), inner.index)
+            pairs = None
+            for h in range(2):
+                woff = builder.add(builder.mul(b, ir.Constant(b.type, 64)),
+                                   ir.Constant(b.type, 32 * h))
+                block = load(builder, w, woff, v32i8, 1)
+                block = builder.shuffle_vector(block, block, order)
+                xoff = builder.add(builder.mul(b, ir.Constant(b.type, 256)),
+                                   ir.Constant(b.type, 128 * h))
 
-            def run(n, xoff=xoff):
-                return load(builder, x, builder.add(xoff, ir.Constant(b.type, 32 * n)), v32i8, 1)
+                def run(n, xoff=xoff):
+                    return load(builder, x, builder.add(xoff, ir.Constant(b.type, 32 * n)),
+                                v32i8, 1)
 
-            part = _q8k_pairs(builder, [_codes(builder, block, n) for n in range(4)], run, avx2)
-            pairs = part if pairs is None else builder.add(pairs, part)
-        lanes = builder.add(builder.shuffle_vector(pairs, pairs, low),
-                            builder.shuffle_vector(pairs, pairs, high))
-        lanes = builder.sub(builder.sext(lanes, v8i32),
-                            load(builder, csum, builder.mul(b, ir.Constant(b.type, 8)), v8i32, 4))
-        scale = builder.fmul(builder.load(builder.gep(xd, [b])),
-                             builder.load(builder.gep(scales, [builder.udiv(b, per_scale)])))
-        splat_scale = builder.insert_element(ir.Constant(v8f, None), scale,
-                                             ir.Constant(I32, 0))
-        splat_scale = builder.shuffle_vector(splat_scale, splat_scale,
-                                             ir.Constant(vector(I32, 8), [0] * 8))
-        product = builder.fmul(builder.sitofp(lanes, v8f), splat_scale)
-        builder.store(builder.fadd(builder.load(acc), product), acc)
+                codes = [_codes(builder, block, n) for n in range(4)]
+                part = _q8k_pairs(builder, codes, run, avx2)
+                pairs = part if pairs is None else builder.add(pairs, part)
+            lanes = builder.add(builder.shuffle_vector(pairs, pairs, low),
+                                builder.shuffle_vector(pairs, pairs, high))
+            chunk_sums = load(builder, csum, builder.mul(b, ir.Constant(b.type, 8)), v8i32, 4)
+            lanes = builder.sub(builder.sext(lanes, v8i32), chunk_sums)
+            scale = builder.fmul(builder.load(builder.gep(xd, [b])), weight_scale)
+            splat_scale = builder.insert_element(ir.Constant(v8f, None), scale,
+                                                 ir.Constant(I32, 0))
+            splat_scale = builder.shuffle_vector(splat_scale, splat_scale,
+                                                 ir.Constant(vector(I32, 8), [0] * 8))
+            product = builder.fmul(builder.sitofp(lanes, v8f), splat_scale)
+            builder.store(builder.fadd(builder.load(acc), product), acc)
     return horizontal_sum(builder, builder.load(acc), builder.fadd)
 
 
