@@ -226,16 +226,20 @@ def hostile_rows(m, n, rng):
     """Rows with ties, equal |max| of both signs, zero and tiny blocks, huge values."""
     x = (rng.standard_normal((m, n)) * rng.choice([1e-3, 1.0, 1e3], (m, 1))).astype(F32)
     blocks = x.reshape(m, -1, QK_K)
-    flat = blocks[0]
-    flat[0, :] = np.arange(-128, 128, dtype=F32) / F32(2)  # many products near a half
-    if flat.shape[0] > 1:
-        flat[1, :] = 0
-        flat[1, 5], flat[1, 9] = 3.0, -3.0  # equal |max|: the first one is max
+    row = blocks[0]
+    row[0] = np.arange(QK_K) % 254 - F32(126.5)  # iscale = -1: every product a tie
+    row[0, 0] = 127.0
+    if row.shape[0] > 1:
+        row[1, 5], row[1, 9] = 9.0, -9.0  # equal |max|: the first one is max
+    if row.shape[0] > 2:
+        row[2] = np.arange(-128, 128, dtype=F32) / F32(2)  # products near a half
     if m > 1:
-        blocks[1, 0, :] = 0
+        blocks[1, 0] = 0
         blocks[1, 0, 7] = 1e-39  # subnormal max: -127 / max overflows, every quant 0
         blocks[1, -1, 3] = F32(3e38)
         blocks[1, -1, 4] = -0.0
+    if m > 2:
+        blocks[2, -1] = 0
     return x
 
 

@@ -30,10 +30,11 @@ def small_launch(monkeypatch, request):
 
 
 def activations(m, n, seed):
-    """Rows with products near a half, equal |max| of both signs, a subnormal max, zeros."""
+    """Rows with products at a half, equal |max| of both signs, a subnormal max, zeros."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((m, n)).astype(np.float32)
-    x[0, :256] = np.arange(-128, 128, dtype=np.float32) / 2
+    x[0, :256] = np.arange(256) % 254 - np.float32(126.5)  # iscale = -1: all ties
+    x[0, 0] = 127.0
     if m > 1:
         x[1, :256] = 0
         x[1, 3], x[1, 9] = -2.0, 2.0
