@@ -263,7 +263,7 @@ def test_quantized_activations_are_ggml_bit_for_bit(m, n, device):
             np.testing.assert_array_equal(bsums[r, 16 * i:16 * (i + 1)], bsums_ref)
 
 
-@pytest.mark.parametrize("m", [1, 3, cpu_q8k.TILE_ROWS + 2])  # one tile, several tiles
+@pytest.mark.parametrize("m", [1, 3, cpu_q8k.TILE_ROWS + 3])  # tiles, row pairs, odd rows
 @pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0"])
 def test_llama_cpp_float_result_bit_for_bit(m, qtype, device):
     rng = np.random.default_rng(m)
@@ -396,24 +396,27 @@ class TestArguments:
 
 
 @pytest.mark.parametrize("avx2", [True, False])
-@given(blocks=st.integers(0, 4), seed=st.integers(0, 2**32 - 1))
-def test_simd_q8k_dot_matches_the_reference(avx2, blocks, seed):
-    """The LLVM dot (and its portable lowering) row by row against the reference kernel."""
+@given(blocks=st.integers(0, 4), groups=st.sampled_from([1, 2]), seed=st.integers(0, 2**32 - 1))
+def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, seed):
+    """The LLVM dots (one row, and Q8K_ROWS rows at once; the portable lowering of the
+    one-row dot) against the reference kernel, bit for bit."""
     if avx2 and not gemv.HAS_AVX2:
         pytest.skip("this CPU has no AVX2; the portable lowering is what runs here")
-    dot = gemv.dot_q8k if avx2 else gemv.dot_q8k_portable
+    one = gemv.dot_q8k if avx2 else gemv.dot_q8k_portable
+    rows = gemv.Q8K_ROWS + 1
     rng = np.random.default_rng(seed)
-    n = QK_K * blocks
-    trits = rng.integers(-1, 2, (1, n), dtype=np.int8)
-    w = tn.pack(trits).data
-    q, d, bsums = call("quantize_q8k", "numpy", rng.standard_normal((1, n)).astype(F32))
-    scales = rng.uniform(0.5, 2, (1, max(blocks, 1))).astype(F32)
-    csum = bsums.reshape(1, -1, 2).sum(-1, dtype=np.int32)
+    n = QK_K * blocks * groups
+    w = tn.pack(rng.integers(-1, 2, (3, n), dtype=np.int8)).data
+    q, d, bsums = call("quantize_q8k", "numpy",
+                       rng.standard_normal((rows, n)).astype(F32) * F32(100))
+    scales = rng.uniform(0.5, 2, (3, groups)).astype(F32)
+    csum = bsums.reshape(rows, -1, 2).sum(-1, dtype=np.int32)
 
     @njit
     def run(w, xl, csum, d, scales):
-        return dot(w, 0, xl, 0, csum, 0, d, 0, scales, 0, 1, blocks)
+        return one(w, 2, xl, 0, csum, d, scales), gemv.dot_q8k_rows(w, 2, xl, 1, csum, d, scales)
 
-    got = run(w, cpu_q8k.laid_out(q), csum, d, scales)
-    ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)
-    assert F32(got).tobytes() == ref[0, 0].tobytes()
+    single, several = run(w, cpu_q8k.laid_out(q), csum, d, scales)
+    ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)[:, 2]
+    assert F32(single).tobytes() == ref[0].tobytes()
+    assert np.array(several, F32).tobytes() == ref[1:].tobytes()
