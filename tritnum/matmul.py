@@ -194,27 +194,29 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
 
     The three modes and the peers. bitnet.cpp runs BitNet models with int8
     activations quantized per token by absmax (``quantize_row_i8_s``) against
-    I2_S weights (one scale per tensor): that is ``"int8"``, whose integer sums
-    are exact, so it reproduces bitnet.cpp's integer results and differs from its
-    float output only by the order of the final rescaling. llama.cpp's CPU
-    backend runs TQ1_0/TQ2_0 weights (one fp16 scale per 256 weights) against
-    Q8_K activations: that is ``"q8_k"``. For a ``w`` as read from a TQ1_0 or
-    TQ2_0 file (``tn.io.from_gguf_blocks(..., ternary=True)``: ``group_size=256``,
-    fp16 scales) it returns llama.cpp's float32 result bit for bit: the quants are
+    I2_S weights (one scale per tensor) and sums ``trit * q`` exactly in
+    integers: that is ``"int8"``. llama.cpp's CPU backend runs TQ1_0/TQ2_0
+    weights (one fp16 scale per 256 weights) against Q8_K activations: that is
+    ``"q8_k"``. For a ``w`` as read from a TQ1_0 or TQ2_0 file
+    (``tn.io.from_gguf_blocks(..., ternary=True)``: ``group_size=256``, fp16
+    scales) it returns llama.cpp's float32 result bit for bit: the quants are
     those of ``quantize_row_q8_K_ref`` (which x86 builds run; ``nearest_int``
     rounds the float32 product half to even), each block's sum ``trit * q`` is
     exact, split over the eight int32 lanes of ggml's AVX2 kernel
     (``ggml_vec_dot_tq2_0_q8_K``; the TQ1_0 kernel has the same lanes), and every
     lane is rescaled by ``float32(d_q8 * d_w)`` and accumulated in float32 block by
     block, then the lanes are added as ``hsum_float_8`` adds them; a ``bias`` is
-    added in float32 after, as a separate ``ggml_add``. Two llama.cpp builds
-    round differently: GCC may fuse the lane update into an FMA (one rounding per
-    block instead of two), and ggml's generic C kernel (non-AVX2 builds) sums whole
-    blocks in sequence; against either, the difference is within
-    ``(blocks + 4) * 2**-23 * sum_b |d_q8 d_w| * 3 * sum_(e in b) |q_e|``
-    (float32 summation of the same exact integers in another order). Other weights
-    take the same arithmetic with their own scale standing for each block's
-    ``d_w`` (per tensor, per row, or per group of a multiple of 256 inputs).
+    added in float32 after, as a separate ``ggml_add``. Two kinds of llama.cpp
+    build round differently: a compiler that fuses the lane update into an FMA
+    (GCC's default contraction; one rounding per block instead of two), and
+    ggml's generic C kernel (builds without AVX2), which sums whole blocks in
+    sequence. Both sum the same exact integers in float32 in another order, so
+    the difference stays within
+    ``(blocks + 5) * 2**-23 * sum_b |d_q8 d_w| * 3 * sum_(e in b) |q_e|`` (the
+    recursive-summation bound of each, on lane terms at most three times the
+    block's ``sum |q|``). Other weights take the same arithmetic with their own
+    scale standing for each block's ``d_w`` (per tensor, per row, or per group of
+    a multiple of 256 inputs).
     ``"float"`` is neither peer: it multiplies the unquantized activations.
 
     Examples
