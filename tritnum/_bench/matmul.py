@@ -101,7 +101,7 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
     return cases + q8k_cases(quick, device, rng)
 
 
-Q8K_BAR = 1 / 1.15  # q8_k within 15 % of the int8 path's time
+Q8K_BAR = 0.87  # q8_k within 15 % of the int8 path: at least 1 / 1.15 of its speed
 
 
 def q8k_cases(quick: bool, device: str, rng: np.random.Generator) -> list[Case]:
