@@ -68,11 +68,11 @@ def in_device(device):
 
 
 A = np.ones((2, 8), np.int8)
-W = tn.quantize(np.ones((2, 8)))
+W = tn.quantize(np.ones((2, 256)))  # q8_k takes rows of whole 256-value blocks
 LITERALS = {  # each literal and the call that takes one of its values
     tt.Format: lambda v: tn.pack([1], v),
     tt.Device: lambda v: in_device(v),
-    tt.Activations: lambda v: tn.linear(np.ones(8), W, activations=v),
+    tt.Activations: lambda v: tn.linear(np.ones(256), W, activations=v),
     tt.Metric: lambda v: tn.vsa.similarity(A, A, v),
     tt.HVFormat: lambda v: tn.vsa.random(1, 8, format=v),
     tt.BindRule: lambda v: tn.vsa.bind(A, A, rule=v),

@@ -23,7 +23,7 @@ from ..quantize import TernaryTensor
 from .chunks import as_dask, lead, meta, shared, whole
 
 
-def linear(x: Any, w: TernaryTensor, bias: Any, int8: bool, x_scale: Any, device: str) -> Any:
+def linear(x: Any, w: TernaryTensor, bias: Any, mode: str, x_scale: Any, device: str) -> Any:
     """Lazy ``linear(x, w, bias)`` for Dask (or in-memory) ``x`` and lazy or in-memory ``w``."""
     dev = resolve_device(device)
     x = whole(as_dask(x), 1, "x")
@@ -38,7 +38,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any, int8: bool, x_scale: Any, device
         ensure_valid(w.packed, dev)  # once, here: the workers get checked weights
         weights = shared(w)
     return da.blockwise(_linear_block, (*ix, "o"), x, (*ix, "i"), scales, scale_ix, weights,
-                        None, shared(bias), None, int8, None, dev, None,
+                        None, shared(bias), None, mode, None, dev, None,
                         new_axes={"o": w.shape[0]}, concatenate=True,
                         meta=meta(np.float32, x.ndim))
 
@@ -70,6 +70,5 @@ def _concrete(data: np.ndarray, scales: np.ndarray, shape: tuple[int, ...], form
 
 
 def _linear_block(x: np.ndarray, x_scale: np.ndarray | None, w: TernaryTensor, bias: Any,
-                  int8: bool, dev: str) -> np.ndarray:
-    return linear_rows(x, w, bias, activations="int8" if int8 else "float", x_scale=x_scale,
-                       device=dev)
+                  mode: str, dev: str) -> np.ndarray:
+    return linear_rows(x, w, bias, activations=mode, x_scale=x_scale, device=dev)

@@ -349,6 +349,130 @@ def make_decode(target: Target):
     return decode
 
 
+# Q8_K (llama.cpp): within each 32-byte block, position 16a + 2i + j takes byte 16a + i + 8j,
+# so that the two bytes each maddubs pair adds, and the two 16-byte halves added after it,
+# share ``byte % 8``: ggml's lane of the block's values 4 * byte .. 4 * byte + 3.
+Q8K_ROWS = 2  # rows of x per weight decode in dot_q8k_rows
+Q8K_BYTE_ORDER = tuple(16 * a + i + 8 * j for a in range(2) for i in range(8) for j in range(2))
+
+
+def _q8k_pairs(builder, codes, run, avx2):
+    """``<16 x i16>``: lane l sums code * x over positions 2l, 2l + 1 of the four code runs."""
+    v32i8, v16i16 = vector(I8, 32), vector(I16, 16)
+    if avx2:
+        maddubs = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(v16i16, [v32i8, v32i8]), "llvm.x86.avx2.pmadd.ub.sw")
+        pairs = [builder.call(maddubs, [c, run(n)]) for n, c in enumerate(codes)]
+        return builder.add(builder.add(pairs[0], pairs[1]), builder.add(pairs[2], pairs[3]))
+    v32i16 = vector(I16, 32)
+    s = None
+    for n, c in enumerate(codes):
+        p = builder.mul(builder.zext(c, v32i16), builder.sext(run(n), v32i16))
+        s = p if s is None else builder.add(s, p)
+    even = ir.Constant(vector(I32, 16), list(range(0, 32, 2)))
+    odd = ir.Constant(vector(I32, 16), list(range(1, 32, 2)))
+    return builder.add(builder.shuffle_vector(s, s, even), builder.shuffle_vector(s, s, odd))
+
+
+def _dot_q8k(builder, w, xs, csums, xds, scales, groups, per_scale, avx2):
+    """The AVX2 ``ggml_vec_dot_tq2_0_q8_K`` of ggml: one weight row against ``len(xs)`` rows.
+
+    Per block of 256 values: the weight bytes are shuffled and split into codes
+    once, then for each row the int32 lanes (exact; at most 2 * 4 * 4 * 2 * 128 =
+    8192 per int16 lane before the chunk sums ``csums`` come off), converted to
+    float32, times ``xd[b] * scales[b // per_scale]`` (float32), added to the
+    row's float32 lane sums; then each row's lanes are summed in
+    ``hsum_float_8``'s order. Plain ``fmul``/``fadd`` without fast-math flags:
+    never fused into an FMA. Returns one float32 value per row.
+    """
+    v32i8, v8i32, v8f = vector(I8, 32), vector(I32, 8), vector(F32, 8)
+    order = ir.Constant(vector(I32, 32), list(Q8K_BYTE_ORDER))
+    low = ir.Constant(vector(I32, 8), list(range(8)))
+    high = ir.Constant(vector(I32, 8), list(range(8, 16)))
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(v8f, None)) for _ in xs]
+    with cgutils.for_range(builder, groups) as outer:
+        weight_scale = builder.load(builder.gep(scales, [outer.index]))
+        with cgutils.for_range(builder, per_scale) as inner:
+            b = builder.add(builder.mul(outer.index, per_scale), inner.index)
+            pairs = [None] * len(xs)
+            for h in range(2):
+                woff = builder.add(builder.mul(b, ir.Constant(b.type, 64)),
+                                   ir.Constant(b.type, 32 * h))
+                block = load(builder, w, woff, v32i8, 1)
+                block = builder.shuffle_vector(block, block, order)
+                codes = [_codes(builder, block, n) for n in range(4)]
+                xoff = builder.add(builder.mul(b, ir.Constant(b.type, 256)),
+                                   ir.Constant(b.type, 128 * h))
+                for i, x in enumerate(xs):
+
+                    def run(n, x=x, xoff=xoff):
+                        return load(builder, x, builder.add(xoff, ir.Constant(b.type, 32 * n)),
+                                    v32i8, 1)
+
+                    part = _q8k_pairs(builder, codes, run, avx2)
+                    pairs[i] = part if pairs[i] is None else builder.add(pairs[i], part)
+            for acc, part, csum, xd in zip(accs, pairs, csums, xds, strict=True):
+                lanes = builder.add(builder.shuffle_vector(part, part, low),
+                                    builder.shuffle_vector(part, part, high))
+                chunk_sums = load(builder, csum, builder.mul(b, ir.Constant(b.type, 8)), v8i32, 4)
+                lanes = builder.sub(builder.sext(lanes, v8i32), chunk_sums)
+                scale = builder.fmul(builder.load(builder.gep(xd, [b])), weight_scale)
+                splat = builder.insert_element(ir.Constant(v8f, None), scale, ir.Constant(I32, 0))
+                splat = builder.shuffle_vector(splat, splat, ir.Constant(vector(I32, 8), [0] * 8))
+                product = builder.fmul(builder.sitofp(lanes, v8f), splat)
+                builder.store(builder.fadd(builder.load(acc), product), acc)
+    return [horizontal_sum(builder, builder.load(acc), builder.fadd) for acc in accs]
+
+
+def _make_dot_q8k(avx2: bool, rows: int):
+    @intrinsic
+    def dot_q8k(typingctx, w, o, x, r, csum, xd, scales):
+        """Weight row ``o`` against Q8_K rows ``r .. r + rows - 1`` (see :func:`_dot_q8k`).
+
+        2-D arrays with unit-stride rows: ``w`` "2bit" ``(out, n / 4)`` uint8, ``x``
+        ``(m, n)`` int8 laid out as ``Q8K_BYTE_ORDER`` says, ``csum`` ``(m, n / 32)``
+        int32 chunk sums, ``xd`` ``(m, n / 256)`` float32, ``scales`` ``(out, groups)``
+        float32 with ``groups >= 1`` dividing ``n / 256``. Returns a float32, or a
+        tuple of ``rows`` of them.
+        """
+        arrays = ((w, types.uint8), (x, types.int8), (csum, types.int32), (xd, types.float32),
+                  (scales, types.float32))
+        if not all(isinstance(a, types.Array) and a.ndim == 2 and a.dtype == dt
+                   for a, dt in arrays):
+            return None
+        result = types.float32 if rows == 1 else types.UniTuple(types.float32, rows)
+        sig = result(w, types.intp, x, types.intp, csum, xd, scales)
+
+        def codegen(context, builder, sig, args):
+            def row(k, index, elt):
+                """Pointer to row ``index`` of array argument ``k``, and its shape."""
+                arr = context.make_array(sig.args[k])(context, builder, args[k])
+                stride = cgutils.unpack_tuple(builder, arr.strides, 2)[0]
+                start = builder.gep(builder.bitcast(arr.data, I8.as_pointer()),
+                                    [builder.mul(index, stride)])
+                return builder.bitcast(start, elt.as_pointer()), cgutils.unpack_tuple(
+                    builder, arr.shape, 2)
+
+            w_row, _ = row(0, args[1], I8)
+            scale_row, (_, groups) = row(6, args[1], F32)
+            rs = [builder.add(args[3], ir.Constant(args[3].type, i)) for i in range(rows)]
+            xs = [row(2, r, I8)[0] for r in rs]
+            csums = [row(4, r, I32)[0] for r in rs]
+            xds = [row(5, r, F32) for r in rs]
+            per_scale = builder.udiv(xds[0][1][1], groups)
+            sums = _dot_q8k(builder, w_row, xs, csums, [p for p, _ in xds], scale_row, groups,
+                            per_scale, avx2)
+            return sums[0] if rows == 1 else context.make_tuple(builder, sig.return_type, sums)
+
+        return sig, codegen
+
+    return dot_q8k
+
+
+_MADDUBS = TARGET.int8 != "portable"  # every x86 level has AVX2's vpmaddubsw
+dot_q8k = _make_dot_q8k(_MADDUBS, 1)
+dot_q8k_rows = _make_dot_q8k(_MADDUBS, Q8K_ROWS)  # the GEMM: one decode of w for Q8K_ROWS rows
+dot_q8k_portable = _make_dot_q8k(False, 1)
 dot_2bit = make_dot(TARGET)
 scaled_dot_2bit = make_scaled_dot(TARGET)
 decode_2bit = make_decode(TARGET)
