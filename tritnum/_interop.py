@@ -67,6 +67,8 @@ def dask_layer() -> Any:
 
 def is_cuda_array(obj: Any) -> bool:
     """Whether ``obj`` lives on a GPU (a CUDA tensor, or ``__cuda_array_interface__``)."""
+    if type(obj) is np.ndarray:  # the common case, first: this runs several times per call
+        return False
     if is_torch(obj):
         return obj.device.type == "cuda"
     return bool(getattr(obj, "__cuda_ndarray__", False)) or hasattr(
@@ -101,6 +103,8 @@ def native(x: Any) -> Any:
     PyTorch tensors and ``__cuda_array_interface__`` arrays are converted;
     anything else is returned as it is, for the validators to read.
     """
+    if type(x) is np.ndarray:
+        return x
     if is_torch(x):
         return _from_torch(x)
     if getattr(x, "__cuda_ndarray__", False):  # a numba device array (or the simulator's)
@@ -114,6 +118,8 @@ def native(x: Any) -> Any:
 
 def to_host(a: Any) -> np.ndarray:
     """A NumPy array of ``a`` (copied back from the GPU when it lives there)."""
+    if type(a) is np.ndarray:
+        return a
     a = native(a)
     if is_cuda_array(a):
         return a.copy_to_host()

@@ -24,7 +24,7 @@ from .quantize import (
     TransposedTernaryTensor,
     _raise_not_finite,
     quantize,
-    quantize_activations,
+    quantize_rows,
 )
 from .typing import Activations
 
@@ -262,8 +262,8 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
             _raise_not_finite(a, "x", in_float32=True)
         y = call("linear_q8k", dev, q, d, bsums, *weights)
     elif mode == "int8":
-        q, xs = (rows, given_scale) if x_scale is not None else quantize_activations(
-            rows, device=dev)
+        q, xs = (rows, given_scale) if x_scale is not None else quantize_rows(
+            rows, False, dev, a)
         y = call("linear_int8", dev, q, xs, *weights)
     else:
         y = call("linear_float", dev, _float32_rows(rows), *weights)

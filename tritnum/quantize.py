@@ -355,6 +355,19 @@ def dequantize(t: TernaryTensor, *, device: str = "auto") -> Any:
     return t.dequantize(device=device)
 
 
+def quantize_rows(rows: Any, per_tensor: bool, device: str, x: Any) -> tuple[Any, np.ndarray]:
+    """int8 rows and their float32 scales, where the kernel of ``device`` leaves them.
+
+    ``rows`` are checked float activations ``(m, n)`` (of the caller's ``x``, which
+    a NaN or infinity is reported against).
+    """
+    q, amax = call("quantize_activations", device, rows, per_tensor)
+    amax = to_host(amax)
+    if not np.isfinite(amax).all():
+        _raise_not_finite(x, "x", in_float32=True)
+    return q, (amax / np.float32(127)).astype(np.float32)
+
+
 def quantize_activations(x: Any, *, axis: int | None = -1,
                          device: str = "auto") -> tuple[Any, Any]:
     """Quantize activations to int8 with absmax scales (bitnet.cpp ``quantize_row_i8_s``).
@@ -392,11 +405,7 @@ def quantize_activations(x: Any, *, axis: int | None = -1,
     if is_dask(x):
         return dask_layer().quantize_activations(x, axis, device)
     dev = resolve_device(device, x)
-    q, amax = call("quantize_activations", dev, as_rows(x), axis is None)
-    amax = to_host(amax)
-    if not np.isfinite(amax).all():
-        _raise_not_finite(x, "x", in_float32=True)
-    scale = (amax / np.float32(127)).astype(np.float32)
+    q, scale = quantize_rows(as_rows(x), axis is None, dev, x)
     shape = tuple(x.shape)
     return (place(q, like, shape),
             place(scale, like, () if axis is None else shape[:-1]))
