@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tritnum as tn
+from tritnum._kernels.cpu.matmul import INT32_EXACT, K_EXACT
 from tritnum._kernels.cpu.packing import CHUNK
 
 TRITS_PER_UNIT = {"2bit": 4, "base3": 5, "bitplane": 8}
@@ -80,3 +81,26 @@ def test_vsa_bitplanes(n):
     for metric in ("dot", "cosine", "hamming"):
         np.testing.assert_array_equal(tn.vsa.similarity(a, b, metric, device="cpu"),
                                       tn.vsa.similarity(a, b, metric, device="numpy"))
+
+
+def _extreme_trits(n: int) -> np.ndarray:
+    """Two rows whose sums against +-127 activations are as large as a row of n allows."""
+    t = np.ones((2, n), np.int8)
+    t[1, ::7] = -1
+    t[1, 1::11] = 0
+    return t
+
+
+@pytest.mark.parametrize("rows", [1, 2])  # one row takes the GEMV, two the tiled GEMM
+@pytest.mark.parametrize("n", sorted({e + d for e in (K_EXACT, 2 * K_EXACT, INT32_EXACT)
+                                      for d in (-1, 0, 1)}))
+def test_int8_sums_stay_exact_past_the_accumulator_limits(n, rows):
+    # K_EXACT bounds one float32 sum of trit * q (exact below 2**24), INT32_EXACT one
+    # int32 sum of code * q (below 2**31); past them the kernels must split or widen
+    t = _extreme_trits(n)
+    w = tn.TernaryTensor(tn.pack(t, "2bit"), np.float32(1.0))
+    q = np.full((rows, n), 127, np.int8)
+    q[-1, 3::5] = -127
+    y = tn.linear(q, w, x_scale=np.ones(rows, np.float32), device="cpu")
+    exact = q.astype(np.int64) @ t.astype(np.int64).T  # up to 127 * 2**23 in magnitude
+    np.testing.assert_allclose(y, exact, rtol=2 * np.finfo(np.float32).eps, atol=0)

@@ -24,7 +24,7 @@ import pytest
 CC = (8, 0)
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
 KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
-                                                                   "matmul"))
+                                                                   "matmul", "q8k"))
 KERNEL_MODULES += ("tritnum._kernels.cuda.vsa",)
 
 
@@ -133,6 +133,10 @@ def _signatures():
         **_vsa_signatures(),
         "gemv_rows": _matmul_signatures(),
         "gemm_tiles": _matmul_signatures(),
+        "quantize_q8k_blocks": [((f32_rows, trits_out, f32_rows, nt.Array(nt.int16, 2, "C")),
+                                 "float32")],
+        "q8k_lanes": [((trits_out, f32_rows, nt.Array(nt.int16, 2, "C"), rows_u8, i64, i64,
+                        f32_rows, i64, f32, f32_rows), "int8")],
         "gemv_2bit_words": [
             ((nt.Array(x, 2, "C"), f32, nt.Array(nt.uint32, 2, "C"), f32_rows, f32, f32_rows),
              str(x))

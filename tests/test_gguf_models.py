@@ -343,3 +343,13 @@ def test_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(ValueError, match=r"tensor 'n': x\[1, 3\] = nan"):
         tn.io.write_gguf(path, {"n": nan}, qtype={"n": "TQ2_0"})  # found while writing
     assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["keep.gguf"]
+
+
+def test_another_formats_extension_is_refused(tmp_path):
+    for name in ("w.npz", "w.SAFETENSORS"):
+        with pytest.raises(tn.FormatError, match="writes GGUF files, not"):
+            tn.io.write_gguf(tmp_path / name, {"w": np.ones(3, np.float32)})
+        with pytest.raises(tn.FormatError, match="writes GGUF files, not"):
+            tn.io.quantize_gguf(tmp_path / "missing.gguf", tmp_path / name)
+    tn.io.write_gguf(tmp_path / "w.bin", {"w": np.ones(3, np.float32)})  # no format's: fine
+    assert sorted(os.listdir(tmp_path)) == ["w.bin"]

@@ -1,10 +1,14 @@
 """The public namespace: what ``__all__`` promises exists, is documented and is complete;
-the ``tritnum.typing`` literals match the checks; the package's imports form no cycle."""
+the ``tritnum.typing`` literals match the checks; the package's imports form no cycle;
+optional frameworks (dask) are imported only by their own layer, and only when used."""
 
 import ast
 import importlib
 import inspect
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import get_args
 
@@ -24,12 +28,14 @@ PUBLIC = {
     },
     "tritnum.vsa": {
         "Centroid", "ItemMemory", "bind", "bundle", "bundle_sequence", "circular",
-        "encode_features", "hash_table", "identity", "level", "negate", "ngrams", "permute",
+        "encode_features", "hash_table", "identity", "level", "level_indices", "negate",
+        "ngrams", "permute",
         "random", "search", "similarity", "unbind",
     },
     "tritnum.io": {"I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",
-                   "TensorReport", "from_gguf_blocks", "quantize_gguf", "read_gguf",
-                   "to_gguf_blocks", "write_gguf"},
+                   "SafetensorsFile", "TensorReport", "from_gguf_blocks", "quantize_gguf",
+                   "read_gguf", "read_safetensors", "to_gguf_blocks", "write_gguf",
+                   "write_safetensors"},
     "tritnum.testing": {"packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"},
     "tritnum.typing": {"Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat",
                        "I2SLayout", "Metric"},
@@ -64,11 +70,11 @@ def in_device(device):
 
 
 A = np.ones((2, 8), np.int8)
-W = tn.quantize(np.ones((2, 8)))
+W = tn.quantize(np.ones((2, 256)))  # q8_k takes rows of whole 256-value blocks
 LITERALS = {  # each literal and the call that takes one of its values
     tt.Format: lambda v: tn.pack([1], v),
     tt.Device: lambda v: in_device(v),
-    tt.Activations: lambda v: tn.linear(np.ones(8), W, activations=v),
+    tt.Activations: lambda v: tn.linear(np.ones(256), W, activations=v),
     tt.Metric: lambda v: tn.vsa.similarity(A, A, v),
     tt.HVFormat: lambda v: tn.vsa.random(1, 8, format=v),
     tt.BindRule: lambda v: tn.vsa.bind(A, A, rule=v),
@@ -127,3 +133,33 @@ def test_no_import_cycles():
 
     cycles = {name for name in graph if reaches(name, name, set())}
     assert not cycles, sorted(cycles)
+
+
+def test_dask_is_imported_only_for_dask_input():
+    # in-memory work never imports dask nor tritnum's Dask layer
+    code = textwrap.dedent("""
+        import sys, numpy as np, tritnum as tn
+        t = tn.vsa.random(20, 64, seed=1)
+        tn.vsa.search(t[:2], t, 3)
+        tn.linear(np.ones((2, 64), np.float32), tn.quantize(np.ones((4, 64))))
+        tn.unpack(tn.pack(t, "bitplane"))
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")
+                     or m.startswith("tritnum._dask")))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_only_the_dask_layer_imports_dask():
+    root = Path(tn.__file__).parent
+    importers = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            if any(n.split(".")[0] in ("dask", "distributed") for n in names):
+                importers.add(path.relative_to(root).parts[0])
+    assert importers <= {"_dask", "_bench"}, importers

@@ -22,7 +22,7 @@ from .errors import (
     ShapeMismatchError,
     TritnumError,
 )
-from .io.npz import load, save
+from .io.files import load, save
 from .matmul import BitLinear, linear
 from .packing import FORMATS, PackedTrits, nbytes, pack, unpack
 from .quantize import TernaryTensor, dequantize, quantize, quantize_activations

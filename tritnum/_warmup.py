@@ -61,7 +61,7 @@ def warmup(device: Device = "auto") -> float:
         for name in FORMATS:  # one activation row (GEMV) and many (GEMM), both paths
             w = quantize(weights, format=name, device=dev)
             for rows in (1, 64):
-                for activations in ("float", "int8"):
+                for activations in ("float", "int8", "q8_k"):
                     linear(np.ones((rows, 256), np.float32), w, activations=activations,
                            device=dev)
         _warm_vsa(dev)

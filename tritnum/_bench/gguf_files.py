@@ -8,13 +8,13 @@ memory of a fresh child process that runs ``quantize_gguf`` once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -118,8 +118,11 @@ def child_peak_rss(src: str, dst: str) -> dict[str, int]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def gguf_file_cases(quick: bool, device: str) -> list[Case]:
-    """``quantize_gguf`` TQ2_0 of a generated F16 file (16 MiB quick, about 1 GiB in full)."""
+def gguf_file_cases(quick: bool, device: str, stack: contextlib.ExitStack) -> list[Case]:
+    """``quantize_gguf`` TQ2_0 of a generated F16 file (21 MiB quick, 936 MiB in full).
+
+    The file lives in a temporary folder that ``stack`` removes when the run ends.
+    """
     if device not in ("auto", "cpu"):  # a file pipeline: it runs its kernels on the CPU
         return []
     try:
@@ -128,10 +131,10 @@ def gguf_file_cases(quick: bool, device: str) -> list[Case]:
         return []
     from ..io import quantize_gguf
 
-    folder = tempfile.TemporaryDirectory(prefix="tritnum-bench-")
-    src = os.path.join(folder.name, "f16.gguf")
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="tritnum-bench-"))
+    src = os.path.join(folder, "f16.gguf")
     size = write_f16_model(src, **(_QUICK if quick else _FULL))
-    ours, theirs = (os.path.join(folder.name, f"{n}.gguf") for n in ("tritnum", "gguf"))
+    ours, theirs = (os.path.join(folder, f"{n}.gguf") for n in ("tritnum", "gguf"))
 
     def note(seconds: float) -> str:
         rss = child_peak_rss(src, ours)
@@ -139,10 +142,7 @@ def gguf_file_cases(quick: bool, device: str) -> list[Case]:
                 f"= {rss['peak'] / size:.0%} of the {size >> 20} MiB file (after imports: "
                 f"{rss['before'] >> 20} MiB)")
 
-    def run() -> Any:
-        folder.name  # noqa: B018 - keeps the folder (and the file) alive with the case
-        return quantize_gguf(src, ours, "TQ2_0", progress=False)
-
-    return [Case("gguf", f"quantize_gguf TQ2_0, {size >> 20} MiB F16 file", run,
+    return [Case("gguf", f"quantize_gguf TQ2_0, {size >> 20} MiB F16 file",
+                 lambda: quantize_gguf(src, ours, "TQ2_0", progress=False),
                  "gguf package (reader, quants, writer)",
                  lambda: gguf_package_quantize(src, theirs), 5.0, 3, note)]

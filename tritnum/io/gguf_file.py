@@ -35,6 +35,7 @@ from .gguf_encode import FLOATS, WRITABLE, check_value, default_qtype, plan, sou
 from .gguf_header import I2_S_TYPE
 from .gguf_model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport, alignment_of
 from .gguf_values import GGUFValue, as_value
+from .suffixes import check_writer_suffix
 
 __all__ = ["I2_S_TYPE", "progress_bar", "read_gguf", "write_gguf"]
 
@@ -261,7 +262,8 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
     TypeError
         A tensor or metadata value GGUF cannot hold; a name that is not a str.
     FormatError
-        A qtype a tensor cannot take; scales that cannot be held exactly (the
+        A path ending in another format's extension (``.npz``, ``.safetensors``); a
+        qtype a tensor cannot take; scales that cannot be held exactly (the
         message says how much re-quantizing would change); a conversion that would
         make finite values infinite (float16 overflow, a TQ block maximum of 65520
         or more, float64 beyond float32).
@@ -286,6 +288,7 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
     >>> round(report.requantized["w"], 3)
     0.113
     """
+    check_writer_suffix(path, "write_gguf", "GGUF")
     if not isinstance(tensors, Mapping):
         raise TypeError("write_gguf takes a mapping of tensor names to TernaryTensors or "
                         f"arrays, got {type(tensors).__name__}")

@@ -57,6 +57,7 @@ from .gguf_encode import float_blocks, float_bytes
 from .gguf_file import progress_bar
 from .gguf_model import GGUFReport, TensorReport, alignment_of
 from .gguf_values import GGUFValue
+from .suffixes import check_writer_suffix
 
 __all__ = ["FILE_TYPES", "quantize_gguf"]
 
@@ -236,7 +237,8 @@ def quantize_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str],
     Raises
     ------
     FormatError
-        A source that is not a readable GGUF file, a shard of a split model, or a
+        A ``dst`` ending in another format's extension; a source that is not a
+        readable GGUF file, a shard of a split model, or a
         block whose float16 scale would be infinite.
     ValueError
         NaN or infinity in a tensor to be quantized (naming it and its rows).
@@ -261,6 +263,7 @@ def quantize_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str],
     """
     qtype = choice(qtype, "qtype", QTYPES, FormatError)
     layout = i2s.layout(layout)
+    check_writer_suffix(dst, "quantize_gguf", "GGUF")
     wanted, unwanted = _matcher(include, "include"), _matcher(exclude, "exclude")
     raw, header = map_file(src)
     metadata = _metadata(header.metadata, qtype, f"cannot quantize {os.fspath(src)!r}")

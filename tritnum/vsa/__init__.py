@@ -6,6 +6,14 @@ and on bitplanes works on 64 trits per machine word (AND/OR/XOR, popcount,
 bit-sliced counting). Random hypervectors come from a counter-based generator:
 the same vectors for the same ``(seed, row, column)`` on every device.
 
+Axes: trits always lie along the last axis. :func:`bundle` reduces the axis
+it is given, the leading one by default, as NumPy's reductions name theirs:
+``bundle(vs)`` of ``(n, d)`` vectors is one ``(d,)`` vector; for a batch of
+sets ``(batch, n, d)`` (torchhd's ``multiset``) pass ``axis=-2``. The
+sequence encoders (:func:`bundle_sequence`, :func:`ngrams`,
+:func:`hash_table`) read ``(..., n, d)``: the sequence runs along axis -2 and
+any axes before it are a batch. Both agree on two-dimensional input.
+
 >>> import tritnum as tn
 >>> apple, red = tn.vsa.random(2, 10_000, seed=7)
 >>> record = tn.vsa.bind(apple, red)
@@ -15,7 +23,7 @@ True
 
 from .algebra import bind, bundle, negate, permute, unbind
 from .classify import Centroid
-from .encoders import encode_features
+from .encoders import encode_features, level_indices
 from .generation import circular, identity, level, random
 from .memory import ItemMemory
 from .sequences import bundle_sequence, hash_table, ngrams
@@ -32,6 +40,7 @@ __all__ = [
     "hash_table",
     "identity",
     "level",
+    "level_indices",
     "negate",
     "ngrams",
     "permute",

@@ -62,8 +62,10 @@ def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
     busy elsewhere, or a virtual machine's core is stolen by its host, the other
     threads take over its share instead of waiting for it.
     """
+    if nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
+        return kernel(*args, 0, tasks)  # before get_num_threads: it costs 4 us a call
     parts = min(numba.get_num_threads(), tasks)
-    if parts <= 1 or nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
+    if parts <= 1:
         return kernel(*args, 0, tasks)
     chunks = min(tasks, parts * CHUNKS_PER_THREAD)
     bounds = [tasks * i // chunks for i in range(chunks + 1)]

@@ -23,12 +23,11 @@ from ..._dispatch import register
 from ..._formats import Format
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
-from ._llvm.gemv import decode_2bit, dot_2bit
+from ._llvm.gemv import BLOCK_BYTES, decode_2bit, dot_2bit, scaled_dot_2bit
 from ._parallel import run
 from .packing import unpack
 
 GEMV_MAX_ROWS = 16
-BLOCK_BYTES = 32  # weight bytes per SIMD block: 128 trits
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
 INT32_EXACT = 1 << 23  # 256 * 2**23 = 2**31: int32 sums of code * int8 products fit
 TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
@@ -39,10 +38,11 @@ def layout(n: int, segment: int) -> np.ndarray:
     """Where each laid-out activation comes from: indices into ``x`` padded by one zero.
 
     The row is cut into segments of ``segment`` weight bytes (a whole row, or
-    one scale group), each into 32-byte blocks, the last one zero-padded: in
-    block k of a segment, position ``128k + 32c + m`` holds element
-    ``4 * (32k + m) + c`` of the segment (code c of byte m). Index ``n`` (the
-    padding zero) fills positions past the segment or the row.
+    one scale group), each into blocks of ``B = BLOCK_BYTES`` bytes (32 or 64, by
+    the CPU's SIMD level), the last one zero-padded: in block k of a segment,
+    position ``4Bk + Bc + m`` holds element ``4 * (Bk + m) + c`` of the segment
+    (code c of byte m). Index ``n`` (the padding zero) fills positions past the
+    segment or the row.
     """
     blocks = -(-segment // BLOCK_BYTES)
     segments = -(-n // (4 * segment))
@@ -59,6 +59,9 @@ def layout(n: int, segment: int) -> np.ndarray:
 def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
     """Rows t0..t1 of y: per segment, the SIMD dot of its codes with the laid-out x.
 
+    Segments of whole blocks take one scaled dot per row; others a dot per
+    segment plus one for its last, partial block (copied to ``tail``).
+
     With ``prefetch`` each weight row is prefetched ``rows_ahead`` rows early:
     on the memory-bound int8 path that is 15-20% faster beyond the cache
     (16384 x 8192); the float path is compute-bound and loses 2-4% to it.
@@ -67,13 +70,17 @@ def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
     groups = scales.shape[1]
     full = segment // BLOCK_BYTES
     rest = segment - BLOCK_BYTES * full
-    per_segment = 128 * (full + (rest > 0))
+    per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
     tail = np.zeros(BLOCK_BYTES, np.uint8)  # the last, partial block: zeros meet x's zeros
     ahead = rows_ahead(w)
     for o in range(t0, t1):
         if prefetch and o + ahead < t1:
             prefetch_row(w, o + ahead)
         for r in range(xl.shape[0]):
+            if rest == 0:  # whole blocks: the groups' lanes scaled and added as vectors
+                y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, xl, r * xl.shape[1], full,
+                                                      groups, scales, o * groups, xsum, r * groups)
+                continue
             acc = 0.0
             for g in range(groups):
                 start = g * segment
@@ -82,7 +89,7 @@ def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
                 if rest:
                     for i in range(rest):
                         tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                    part += dot_2bit(tail, 0, xl, xo + 128 * full, 1)
+                    part += dot_2bit(tail, 0, xl, xo + 4 * BLOCK_BYTES * full, 1)
                 acc += np.float64(scales[o, g]) * (part - xsum[r, g])
             y[r, o] = acc * xscale[r]
     return 0
@@ -117,7 +124,7 @@ def _decode_2bit_rows(w, segment, out, t0, t1):
     units = w.shape[1]
     full = segment // BLOCK_BYTES
     rest = segment - BLOCK_BYTES * full
-    per_segment = 128 * (full + (rest > 0))
+    per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
     tail = np.zeros(BLOCK_BYTES, np.uint8)  # code 0 (-1) where the layout has x = 0
     for o in range(t0, t1):
         for g in range(out.shape[1] // per_segment):
@@ -127,7 +134,7 @@ def _decode_2bit_rows(w, segment, out, t0, t1):
             if rest:
                 for i in range(rest):
                     tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                decode_2bit(tail, 0, out, oo + 128 * full, 1)
+                decode_2bit(tail, 0, out, oo + 4 * BLOCK_BYTES * full, 1)
     return 0
 
 
