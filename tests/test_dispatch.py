@@ -112,7 +112,7 @@ def test_bad_env_device_is_reported():
 def test_isa_can_be_forced_lower_and_is_reported():
     out = run_python("""
         from tritnum._environment import environment
-        from tritnum._kernels.cpu import _isa
+        from tritnum import _isa
         from tritnum._kernels.cpu._llvm import gemv
         from tritnum._kernels.cpu.packing import _pack2
         env = environment()
@@ -130,7 +130,7 @@ def test_bad_isa_is_reported_at_import(value):
 
 
 def test_isa_levels_follow_the_features():
-    from tritnum._kernels.cpu import _isa
+    from tritnum import _isa
 
     assert _isa.available(frozenset()) == ("portable",)
     assert _isa.available(frozenset({"avx2", "avxvnni"})) == ("portable", "avx2", "avxvnni")

@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 from numba import njit
 
 import tritnum as tn
-from tritnum._kernels.cpu import _isa as isa
+from tritnum import _isa as isa
 from tritnum._kernels.cpu import matmul as cpu_matmul
 from tritnum._kernels.cpu._llvm import gemv
 from tritnum.testing import ternary_tensors

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from numba import njit
 
 import tritnum as tn
+from tritnum import _isa as isa
 from tritnum._dispatch import call
 from tritnum._formats import FORMATS
 from tritnum._interop import to_host
-from tritnum._kernels.cpu import _isa as isa
 from tritnum._kernels.cpu import q8k as cpu_q8k
 from tritnum._kernels.cpu._llvm import gemv
 from tritnum._kernels.reference.q8k import linear_q8k as reference_linear_q8k

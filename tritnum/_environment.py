@@ -35,9 +35,8 @@ def environment() -> dict[str, Any]:
 
     import tritnum
 
-    from . import _config
+    from . import _config, _isa
     from ._dispatch import cuda_available, get_device
-    from ._kernels.cpu import _isa
 
     return {
         "tritnum": tritnum.__version__,

@@ -53,8 +53,8 @@ def warmup(device: Device = "auto") -> float:
             quantize(weights, format=name, device=dev)
         for x in (weights, weights.astype(np.float64)):  # float32 and float64 absmax kernels
             quantize_activations(x, device=dev)
-        to_gguf_blocks(weights.astype(np.float16), "TQ2_0", device=dev)  # float16 widening
         for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
+            to_gguf_blocks(weights.astype(np.float16), qtype, device=dev)  # float16 widening
             blocks = to_gguf_blocks(weights, qtype, device=dev)
             for ternary in (False, True):
                 from_gguf_blocks(blocks, qtype, weights.shape, ternary=ternary, device=dev)

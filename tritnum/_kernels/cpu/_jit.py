@@ -5,7 +5,7 @@ from __future__ import annotations
 import numba
 
 from ..._config import CACHE
-from ._isa import CACHEABLE
+from ..._isa import CACHEABLE
 
 
 def jit(**options):

@@ -9,7 +9,7 @@ shifted-and-masked copies meet four contiguous B-element runs of ``x``. Codes
 are ``trit + 1`` (0, 1, 2). ``decode_2bit(w, woff, out, ooff, nblocks)`` writes
 the float32 trits of the blocks in that layout (the GEMM's tiles).
 
-The target (:mod:`.._isa`) sets B and the instructions:
+The target (:mod:`tritnum._isa`) sets B and the instructions:
 
 - float32 ``x``: the sum of ``trit * x`` in float32 (see :func:`_sum_float`):
   from AVX2 on, ``vpermilps`` turns each 2-bit code into its float trit in one
@@ -40,13 +40,13 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .._isa import ISA
+from ...._isa import ISA
 from . import F32, I8, I16, I32, horizontal_sum, load, pointer, splat, vector
 
 
 @dataclass(frozen=True)
 class Target:
-    """What the intrinsics emit for one level of :mod:`.._isa`."""
+    """What the intrinsics emit for one level of :mod:`tritnum._isa`."""
 
     block: int  # weight bytes per SIMD block (4 * block trits)
     lanes: int  # float32 lanes of the float dot and the decoder

@@ -21,7 +21,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 from numba.core import config
 
-from ... import _config
+from . import _config
 
 LEVELS = _config.ISA_LEVELS
 
