@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-__all__ = ["Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat", "Metric"]
+__all__ = ["Activations", "BindRule", "Device", "Estimate", "Format", "GGUFQType", "HVFormat",
+           "Metric"]
 
 Format: TypeAlias = Literal["2bit", "base3", "bitplane"]
 """A packed format of :func:`tritnum.pack` (docs/formats.md)."""
@@ -35,3 +36,7 @@ BindRule: TypeAlias = Literal["mul", "mod3"]
 
 GGUFQType: TypeAlias = Literal["TQ2_0", "TQ1_0", "I2_S"]
 """A ternary GGUF block type of :mod:`tritnum.io`."""
+
+Estimate: TypeAlias = Literal["unbiased", "projection"]
+"""How :func:`tritnum.decompress` reconstructs a gradient from its sketch: ``P^T s``, or the
+orthogonal projection ``P^T (P P^T)^-1 s`` (for error feedback)."""

@@ -69,9 +69,11 @@ def _stream(name: str) -> int:
                           "little")
 
 
-# each generator draws from its own stream of a seed, so that no two agree by accident;
-# random's is the seed's plain key (its vectors for an integer seed are those of earlier releases)
-_STREAMS = {"random": 0, **{name: _stream(name) for name in ("level", "circular", "ItemMemory")}}
+# each generator draws from its own stream of a seed, so that no two agree by accident
+# ("compress": the signs of tritnum.compress's projections); random's is the seed's plain
+# key (its vectors for an integer seed are those of earlier releases)
+_STREAMS = {"random": 0, **{name: _stream(name)
+                            for name in ("level", "circular", "ItemMemory", "compress")}}
 
 
 def _fmix(x: int) -> int:
