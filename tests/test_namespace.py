@@ -16,11 +16,11 @@ import tritnum.typing as tt
 
 PUBLIC = {
     "tritnum": {
-        "BitLinear", "DeviceUnavailableError", "FORMATS", "FormatError", "InvalidTritsError",
-        "PackedTrits", "ShapeMismatchError", "TernaryTensor", "TritnumError", "__version__",
-        "cuda_available", "dequantize", "errors", "get_device", "io", "linear", "load",
-        "nbytes", "pack", "quantize", "quantize_activations", "save", "set_device", "unpack",
-        "use_device", "vsa", "warmup",
+        "BitLinear", "DeviceUnavailableError", "ErrorFeedback", "FORMATS", "FormatError",
+        "InvalidTritsError", "PackedTrits", "ShapeMismatchError", "Sketch", "TernaryTensor",
+        "TritnumError", "__version__", "compress", "cuda_available", "decompress", "dequantize",
+        "errors", "get_device", "io", "linear", "load", "nbytes", "pack", "quantize",
+        "quantize_activations", "save", "set_device", "unpack", "use_device", "vsa", "warmup",
     },
     "tritnum.vsa": {
         "Centroid", "ItemMemory", "bind", "bundle", "bundle_sequence", "circular",
@@ -29,8 +29,8 @@ PUBLIC = {
     },
     "tritnum.io": {"QTYPES", "from_gguf_blocks", "read_gguf", "to_gguf_blocks", "write_gguf"},
     "tritnum.testing": {"packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"},
-    "tritnum.typing": {"Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat",
-                       "Metric"},
+    "tritnum.typing": {"Activations", "BindRule", "Device", "Estimate", "Format", "GGUFQType",
+                       "HVFormat", "Metric"},
 }
 
 
@@ -71,6 +71,7 @@ LITERALS = {  # each literal and the call that takes one of its values
     tt.HVFormat: lambda v: tn.vsa.random(1, 8, format=v),
     tt.BindRule: lambda v: tn.vsa.bind(A, A, rule=v),
     tt.GGUFQType: lambda v: tn.io.to_gguf_blocks(np.ones(256, np.float32), v),
+    tt.Estimate: lambda v: tn.decompress(tn.compress(np.ones(8), 2, 0), estimate=v),
 }
 
 

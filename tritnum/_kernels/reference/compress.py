@@ -23,7 +23,7 @@ def sketch(x: np.ndarray, residual: np.ndarray | None, m: int, key: int) -> np.n
     v = x if residual is None else x + residual
     terms = signs(n, key) * v.astype(np.float64)
     acc = np.zeros(m, np.float64)
-    for base in range(0, n, m):  # stripe after stripe: each bucket adds in column order
+    for base in range(0, n, max(m, 1)):  # stripe after stripe: each bucket adds in column order
         part = terms[base:base + m]
         acc[:part.shape[0]] += part
     return acc.astype(np.float32)
