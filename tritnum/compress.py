@@ -101,7 +101,7 @@ def _key(seed: int) -> int:
 
 
 def _child_seed(seed: int, index: int) -> int:
-    """A seed for member ``index`` (a step, a parameter) of a series keyed by ``seed``."""
+    """A seed for member ``index`` (a parameter, a bucket) of a run seeded ``seed``."""
     return _key(_key(seed) + index * int(GOLDEN))
 
 
@@ -334,8 +334,8 @@ def decompress(sketch: Sketch | Any, shape: int | tuple[int, ...] | None = None,
 class ErrorFeedback:
     """Compression with error feedback for one gradient tensor, step after step.
 
-    Each call compresses ``x = grad + residual`` with the seed of the step (a hash
-    of ``seed`` and the step number), and keeps ``residual = x - p``, where ``p`` is
+    Each call compresses ``x = grad + residual`` with the seed of the step
+    (``seed + step``, mod 2**64), and keeps ``residual = x - p``, where ``p`` is
     the projection estimate of ``x`` (see :func:`decompress`). Calling it returns ``p``,
     the update to apply; :meth:`compress` returns the sketch to send instead (the
     receiver decompresses the sum with ``estimate="projection"``).
@@ -384,6 +384,11 @@ class ErrorFeedback:
         return self._step
 
     @property
+    def size(self) -> int | None:
+        """Elements of the gradient it carries a residual for (None before the first step)."""
+        return None if self._residual is None else int(self._residual.size)
+
+    @property
     def residual(self) -> Any:
         """A copy of the residual, shaped as the gradient (None before the first step)."""
         if self._residual is None:
@@ -404,7 +409,7 @@ class ErrorFeedback:
                 expected=int(self._residual.size), actual=n)
         self._residual = for_device(self._residual, dev)  # moved only if the device changed
         self._like, self._shape = like, shape
-        seed = _child_seed(self._seed, self._step)
+        seed = (self._seed + self._step) % 2**64
         key = _key(seed)
         x = _flat(a)
         s = call("compress.sketch", dev, x, self._residual, _length(n, self._ratio), key)

@@ -8,13 +8,12 @@ task reads its slice of every stripe (``i0 + t m .. i1 + t m``). ``expand`` writ
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ..._dispatch import register
 from ..shared import compress as cs
 from ._jit import jit
-from ._parallel import run
+from ._parallel import CHUNKS_PER_THREAD, run, threads
 from .quantize import _widened
 from .vsa import _draw
 
@@ -100,8 +99,8 @@ def sketch(x: np.ndarray, residual: np.ndarray | None, m: int, key: int) -> np.n
     x = _widened(x)
     out = np.empty(m, np.float32)
     if m:
-        # at least 4 tasks a thread where the sketch is large enough (see _parallel.run)
-        width = min(CHUNK, max(64, -(-m // (4 * numba.get_num_threads()))))
+        # CHUNKS_PER_THREAD tasks a thread where the sketch is large enough (see run)
+        width = min(CHUNK, max(64, -(-m // (CHUNKS_PER_THREAD * threads()))))
         run(_sketch, -(-m // width), x.nbytes, x, _empty(residual), m, width, np.uint64(key),
             out)
     return out
@@ -113,7 +112,7 @@ def expand(s: np.ndarray, n: int, key: int, project: bool, x: np.ndarray | None 
     out = np.empty(n, np.float32) if out is None else out
     if n:
         if project:  # the float32 divisions of the reference, once per bucket
-            s = s / cs.member_counts(n, s.shape[0])
+            s = cs.projected(s, n)
         x = _empty(x if x is None else _widened(x))
         run(_expand, -(-n // SPAN), 4 * n, s, n, np.uint64(key), x,
             _empty(residual), out)

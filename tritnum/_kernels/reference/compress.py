@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._dispatch import register
-from ..shared.compress import member_counts, signs
+from ..shared.compress import projected, signs
 
 
 @register("compress.sketch", "numpy")
@@ -39,7 +39,7 @@ def expand(s: np.ndarray, n: int, key: int, project: bool, x: np.ndarray | None 
     m = s.shape[0]
     result = np.zeros(0, np.float32)
     if n:
-        values = s / member_counts(n, m) if project else s
+        values = projected(s, n) if project else s
         result = np.tile(values, -(-n // m))[:n] * signs(n, key)
     if x is not None:
         residual[:] = (x + residual) - result

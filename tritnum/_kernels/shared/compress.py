@@ -10,7 +10,7 @@ rounded to float32 once, so every backend gives the same bits. It holds ``r`` el
 
 :func:`signed`, :func:`sizes` and :func:`members` are compiled by ``numba.njit`` in
 :mod:`..cpu.compress` and by ``numba.cuda.jit(device=True)`` in :mod:`..cuda.compress`;
-:func:`signs` and :func:`member_counts` are their NumPy versions over whole vectors.
+:func:`signs` and :func:`projected` are NumPy code over whole vectors.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ def signs(n: int, key: int) -> np.ndarray:
     return np.where(bits == _ONE, np.float32(1), np.float32(-1))
 
 
-def member_counts(n: int, m: int) -> np.ndarray:
-    """float32 number of elements in each of the ``m`` buckets (``m`` >= 1)."""
-    return members(np.arange(m), *sizes(n, m)).astype(np.float32)
+def projected(s: np.ndarray, n: int) -> np.ndarray:
+    """Bucket values ``s`` (float32) each divided by its number of elements, in float32."""
+    r, full = sizes(n, s.shape[0])
+    out = s / np.float32(r)
+    out[full:] = s[full:] / np.float32(r - 1)  # empty when r == 1
+    return out
