@@ -165,7 +165,7 @@ def test_error_feedback_applies_what_it_does_not_keep():
     rng = np.random.default_rng(4)
     ef = tn.ErrorFeedback(16, seed=0)
     total, applied = np.zeros(300), np.zeros(300)
-    for t in range(50):
+    for _ in range(50):
         g = rng.standard_normal((10, 30)).astype(np.float32)
         total += g.ravel()
         applied += ef(g).ravel()

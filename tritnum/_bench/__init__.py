@@ -16,6 +16,7 @@ import numpy as np
 
 from .._environment import environment
 from . import header
+from .compress import compression_cases
 from .gpu import on_gpu
 from .harness import WARMUP_SECONDS, Result, measure, table
 from .matmul import matmul_cases
@@ -23,7 +24,7 @@ from .packing import packing_cases
 from .quantize import quantization_cases
 from .vsa import vsa_cases
 
-FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "compress")
 
 
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
@@ -37,6 +38,7 @@ def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
             max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device),
         "matmul": lambda: matmul_cases(quick, device),
         "vsa": lambda: vsa_cases(10_000, device),
+        "compress": lambda: compression_cases(quick, device),
     }
     wanted = set(families)
     if "gguf" in wanted:  # built with the quantization cases

@@ -52,15 +52,15 @@ def _get_pool() -> ThreadPoolExecutor:
 
 
 def threads() -> int:
-    """Threads the kernels share their work among: ``numba.get_num_threads()``, read
-    without starting numba's own thread pool.
+    """Threads the kernels share their work among (``numba.get_num_threads()``).
 
-    ``numba.get_num_threads()`` starts numba's threading layer on its first call. Its
-    OpenMP layer sets the OpenMP thread count of the process, which PyTorch shares (the
-    same libgomp): afterwards torch ran small ops on 2 threads, the forward and backward
-    of a 32-row batch of a small MLP 200x slower on these busy 2 cores (0.2 ms before,
-    40-70 ms after). Until numba's layer runs (numba ``prange`` code, or a user calling
-    ``numba.set_num_threads``), the count is ``NUMBA_NUM_THREADS``.
+    Read without starting numba's own thread pool, which ``numba.get_num_threads()`` does
+    on its first call. That pool's OpenMP layer sets the OpenMP thread count of the
+    process, which PyTorch shares (the same libgomp): afterwards torch ran small ops on 2
+    threads, the forward and backward of a 32-row batch of a small MLP 200x slower on
+    these busy 2 cores (0.2 ms before, 40-70 ms after). Until numba's layer runs (numba
+    ``prange`` code, or a user calling ``numba.set_num_threads``), the count is
+    ``NUMBA_NUM_THREADS``.
     """
     from numba.np.ufunc import parallel
 
