@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_vsa import fmix64 as fmix  # murmur3's finalizer on Python ints
 
 import tritnum as tn
 from tritnum._interop import to_host
@@ -25,14 +26,6 @@ from tritnum._interop import to_host
 MASK = 2**64 - 1
 STREAM = int.from_bytes(hashlib.blake2b(b"tritnum.vsa.compress", digest_size=8).digest(),
                         "little")
-
-
-def fmix(x):
-    x ^= x >> 33
-    x = (x * 0xFF51AFD7ED558CCD) & MASK
-    x ^= x >> 33
-    x = (x * 0xC4CEB9FE1A85EC53) & MASK
-    return x ^ (x >> 33)
 
 
 def dense_projection(n, m, seed):
