@@ -235,6 +235,9 @@ def test_torch_tensors_in_and_out():
     assert torch.equal(back.values, s.values)
 
 
+BUFFER = np.ones(4, np.float32)
+
+
 @pytest.mark.parametrize(("call", "error"), [
     (lambda: tn.compress(np.ones(4, np.int32), 2, 0), TypeError),
     (lambda: tn.compress(np.ones(4), "16", 0), TypeError),
@@ -260,6 +263,7 @@ def test_torch_tensors_in_and_out():
      TypeError),
     (lambda: tn.decompress(tn.compress(np.ones(4), 2, 0), out=np.ones(8, np.float32)[::2]),
      TypeError),
+    (lambda: tn.decompress(BUFFER[:2], 4, 0, out=BUFFER[:4]), ValueError),  # aliased
     (lambda: tn.ErrorFeedback(0, 1), ValueError),
     (lambda: tn.ErrorFeedback(2, 1, device="tpu"), ValueError),
 ])

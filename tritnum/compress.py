@@ -242,7 +242,7 @@ def compress(grad: Any, ratio: float, seed: Seed = None, *, device: Device = "au
     return Sketch(place(s, like), tuple(a.shape), seed)
 
 
-def _out_buffer(out: Any, shape: tuple[int, ...], dev: str) -> Any:
+def _out_buffer(out: Any, shape: tuple[int, ...], dev: str, values: Any) -> Any:
     """``out`` as the flat float32 buffer the kernel of ``dev`` writes into."""
     o = native(out)
     host = not is_cuda_array(o)
@@ -251,6 +251,8 @@ def _out_buffer(out: Any, shape: tuple[int, ...], dev: str) -> Any:
     if not ok or host != (dev != "cuda"):
         raise TypeError(f"out must be a writeable, C-contiguous float32 array of shape {shape} "
                         f"on the {'GPU' if dev == 'cuda' else 'host'}")
+    if host and np.may_share_memory(o, values):
+        raise ValueError("out shares memory with the sketch values it is computed from")
     return o.reshape(math.prod(shape))
 
 
@@ -290,7 +292,8 @@ def decompress(sketch: Sketch | Any, shape: int | tuple[int, ...] | None = None,
     TypeError
         Bare values without ``shape`` and ``seed``, a non-integer seed, or a bad ``out``.
     ValueError
-        A ``seed`` other than the sketch's, or an unknown ``estimate``.
+        A ``seed`` other than the sketch's, an unknown ``estimate``, or an ``out`` that
+        shares memory with the values.
 
     Examples
     --------
@@ -325,7 +328,7 @@ def decompress(sketch: Sketch | Any, shape: int | tuple[int, ...] | None = None,
     like = origin(sketch.values)
     values = native(sketch.values)
     dev = resolve_device(device, values)
-    buffer = None if out is None else _out_buffer(out, shape, dev)
+    buffer = None if out is None else _out_buffer(out, shape, dev, values)
     result = call("compress.expand", dev, values, sketch.size, _key(sketch.seed), project,
                   out=buffer)
     return out if out is not None else place(result, like, shape)
