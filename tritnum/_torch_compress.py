@@ -95,6 +95,12 @@ def register_compression(target: torch.optim.Optimizer | torch.nn.Module, ratio:
     GradientCompression
         The handle: ``.feedback`` (the residuals), ``.remove()``.
 
+    Notes
+    -----
+    With mixed precision, hook the optimizer: ``GradScaler.step`` unscales the gradients
+    and skips steps with infinities before the optimizer's pre-hook runs, while a module's
+    hooks see the scaled gradients.
+
     Examples
     --------
     >>> import torch

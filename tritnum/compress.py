@@ -343,6 +343,9 @@ class ErrorFeedback:
     the update to apply; :meth:`compress` returns the sketch to send instead (the
     receiver decompresses the sum with ``estimate="projection"``).
 
+    A NaN or infinity in a gradient stays in the residual for every later step: skip
+    such steps before compressing (as PyTorch's ``GradScaler`` does before the step).
+
     Parameters
     ----------
     ratio : float
