@@ -5,8 +5,8 @@ Both compress by random ternary projection with error feedback (:mod:`tritnum.co
 - :func:`register_compression` replaces each parameter's ``.grad``, before the optimizer
   steps, by the update :class:`tritnum.ErrorFeedback` applies for it: the projection of
   the gradient plus the residual the earlier steps left. One residual per parameter, and a
-  seed per parameter and step (hashes of the seed given, the parameter's index and the
-  step), so a run is reproducible.
+  seed per parameter and step (a hash of the seed given and the parameter's index, plus
+  the step), so a run is reproducible.
 - :func:`ddp_comm_hook` with a :class:`CompressionState` (``model.register_comm_hook``)
   compresses each DDP gradient bucket, all-reduces the sketch instead of the bucket
   (sketches are linear: the sum of the sketches is the sketch of the sum) and decompresses
