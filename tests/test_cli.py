@@ -11,7 +11,7 @@ import pytest
 import tritnum as tn
 
 ROOT = Path(__file__).resolve().parents[1]  # python -m imports this checkout's tritnum
-FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "dask")
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "dask", "compress")
 
 
 def tritnum_cli(*args):

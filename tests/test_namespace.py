@@ -20,11 +20,11 @@ import tritnum.typing as tt
 
 PUBLIC = {
     "tritnum": {
-        "BitLinear", "DeviceUnavailableError", "FORMATS", "FormatError", "InvalidTritsError",
-        "PackedTrits", "ShapeMismatchError", "TernaryTensor", "TritnumError", "__version__",
-        "cuda_available", "dequantize", "errors", "get_device", "io", "linear", "load",
-        "nbytes", "pack", "quantize", "quantize_activations", "save", "set_device", "unpack",
-        "use_device", "vsa", "warmup",
+        "BitLinear", "DeviceUnavailableError", "ErrorFeedback", "FORMATS", "FormatError",
+        "InvalidTritsError", "PackedTrits", "ShapeMismatchError", "Sketch", "TernaryTensor",
+        "TritnumError", "__version__", "compress", "cuda_available", "decompress", "dequantize",
+        "errors", "get_device", "io", "linear", "load", "nbytes", "pack", "quantize",
+        "quantize_activations", "save", "set_device", "unpack", "use_device", "vsa", "warmup",
     },
     "tritnum.vsa": {
         "Centroid", "ItemMemory", "bind", "bundle", "bundle_sequence", "circular",
@@ -37,8 +37,8 @@ PUBLIC = {
                    "read_gguf", "read_safetensors", "to_gguf_blocks", "write_gguf",
                    "write_safetensors"},
     "tritnum.testing": {"packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"},
-    "tritnum.typing": {"Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat",
-                       "I2SLayout", "Metric"},
+    "tritnum.typing": {"Activations", "BindRule", "Device", "Estimate", "Format", "GGUFQType",
+                       "HVFormat", "I2SLayout", "Metric"},
 }
 
 
@@ -81,6 +81,7 @@ LITERALS = {  # each literal and the call that takes one of its values
     tt.GGUFQType: lambda v: tn.io.to_gguf_blocks(np.ones(256, np.float32), v),
     tt.I2SLayout: lambda v: tn.io.to_gguf_blocks(np.ones((4, 128), np.float32), "I2_S",
                                                  layout=v),
+    tt.Estimate: lambda v: tn.decompress(tn.compress(np.ones(8), 2, 0), estimate=v),
 }
 
 

@@ -12,7 +12,7 @@ from .typing import Device
 
 
 def warmup(device: Device = "auto") -> float:
-    """Compile (or load from numba's cache) the packing, quantization, GGUF and matmul kernels.
+    """Compile (or load from numba's cache) the kernels of every family.
 
     Parameters
     ----------
@@ -65,6 +65,7 @@ def warmup(device: Device = "auto") -> float:
                     linear(np.ones((rows, 256), np.float32), w, activations=activations,
                            device=dev)
         _warm_vsa(dev)
+        _warm_compress(dev)
     return time.perf_counter() - start
 
 
@@ -83,3 +84,13 @@ def _warm_vsa(dev: str) -> None:
         vsa.similarity(v, v, device=dev)
         vsa.search(v, v, 1, device=dev)
     vsa.negate(np.zeros((2, 3), np.int64), device=dev)
+
+
+def _warm_compress(dev: str) -> None:
+    """The sketch kernels for float32 and float64 gradients, with and without error feedback."""
+    from .compress import ErrorFeedback, compress, decompress
+
+    for dtype in (np.float32, np.float64):
+        g = np.ones(70, dtype)
+        decompress(compress(g, 4, 0, device=dev), device=dev)
+        ErrorFeedback(4, 0, device=dev)(g)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-__all__ = ["Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat", "I2SLayout",
-           "Metric"]
+__all__ = ["Activations", "BindRule", "Device", "Estimate", "Format", "GGUFQType", "HVFormat",
+           "I2SLayout", "Metric"]
 
 Format: TypeAlias = Literal["2bit", "base3", "bitplane"]
 """A packed format of :func:`tritnum.pack` (docs/formats.md)."""
@@ -40,3 +40,7 @@ GGUFQType: TypeAlias = Literal["TQ2_0", "TQ1_0", "I2_S"]
 
 I2SLayout: TypeAlias = Literal["x86", "x86-interleaved", "arm"]
 """bitnet.cpp's I2_S byte layout of :mod:`tritnum.io` (which build wrote the file)."""
+
+Estimate: TypeAlias = Literal["unbiased", "projection"]
+"""How :func:`tritnum.decompress` reconstructs a gradient from its sketch: ``P^T s``, or the
+orthogonal projection ``P^T (P P^T)^-1 s`` (for error feedback)."""

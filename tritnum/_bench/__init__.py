@@ -17,6 +17,7 @@ import numpy as np
 
 from .._environment import environment
 from . import header
+from .compress import compression_cases
 from .dask import dask_cases
 from .gguf_files import gguf_file_cases
 from .gpu import on_gpu
@@ -26,7 +27,7 @@ from .packing import packing_cases
 from .quantize import quantization_cases
 from .vsa import vsa_cases
 
-FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "dask")
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "dask", "compress")
 
 
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
@@ -48,6 +49,7 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
         "matmul": lambda: matmul_cases(quick, device),
         "vsa": lambda: vsa_cases(10_000, device),
         "dask": lambda: dask_cases(quick, stack) if device != "cuda" else [],
+        "compress": lambda: compression_cases(quick, device),
     }
     wanted = set(families)
     if "gguf" in wanted:  # the block codecs' cases are built with the quantization ones

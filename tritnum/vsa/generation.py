@@ -70,13 +70,23 @@ def _stream(name: str) -> int:
                           "little")
 
 
-# each generator draws from its own stream of a seed, so that no two agree by accident;
-# random's is the seed's plain key (its vectors for an integer seed are those of earlier releases)
-_STREAMS = {"random": 0, **{name: _stream(name) for name in ("level", "circular", "ItemMemory")}}
+# each generator draws from its own stream of a seed, so that no two agree by accident
+# ("compress": the signs of tritnum.compress's projections); random's is the seed's plain
+# key (its vectors for an integer seed are those of earlier releases)
+_STREAMS = {"random": 0, **{name: _stream(name)
+                            for name in ("level", "circular", "ItemMemory", "compress")}}
+
+
+_MULTIPLIERS = (int(_hv_math._M1), int(_hv_math._M2))
 
 
 def _fmix(x: int) -> int:
-    return int(_hv_math.fmix64(np.array([x % 2**64], np.uint64))[0])
+    """The kernels' ``fmix64`` of ``x mod 2**64`` on Python ints (a NumPy call costs 7 µs)."""
+    x %= 2**64
+    for multiplier in _MULTIPLIERS:
+        x ^= x >> 33
+        x = x * multiplier % 2**64
+    return x ^ (x >> 33)
 
 
 def seed_key(seed: Any, stream: str = "random") -> int:
