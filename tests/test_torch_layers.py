@@ -262,7 +262,8 @@ def test_corrupt_packed_bytes_are_refused_on_first_use():
     fresh.load_state_dict(state)
     with pytest.raises(tn.InvalidTritsError):
         fresh(torch.randn(2, 40))
-    with torch.no_grad():  # a buffer written in place is checked again
+    layer(torch.randn(2, 40))
+    with torch.no_grad():  # a buffer written in place after use is checked again
         layer.weight_packed[0, 0] = 255
     with pytest.raises(tn.InvalidTritsError):
         layer(torch.randn(2, 40))
