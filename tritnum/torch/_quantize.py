@@ -65,15 +65,20 @@ def ternarize(w: torch.Tensor, scale: torch.Tensor, group_size: int | None = Non
     return t.reshape(w.shape)
 
 
-def activation_scale(x: torch.Tensor) -> torch.Tensor:
-    """float32 ``amax = max(max|x|, 1e-5)`` per row, ``x.shape[:-1]``."""
-    return x.detach().float().abs().amax(dim=-1).clamp_min(EPS)
+def activation_scale(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 ``amax = max(max|x|, 1e-5)`` per row (``x.shape[:-1]``) and ``127 / amax``.
+
+    The quotient is a division: ``127 / tensor`` in torch multiplies by a rounded
+    reciprocal, which differs from it in the last bit now and then.
+    """
+    amax = x.detach().float().abs().amax(dim=-1).clamp_min(EPS)
+    return amax, torch.full_like(amax, 127).div(amax)
 
 
 def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(q, scale)`` as :func:`tritnum.quantize_activations`: q int8, scale float32 per row."""
-    amax = activation_scale(x)
-    q = torch.round(x.detach().float() * (127 / amax)[..., None]).clamp(-128, 127)
+    amax, inverse = activation_scale(x)
+    q = torch.round(x.detach().float() * inverse[..., None]).clamp(-128, 127)
     return q.to(torch.int8), amax / 127
 
 
@@ -102,8 +107,8 @@ def ste_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ``q`` holds the integers of :func:`quantize_activations` in ``x``'s dtype;
     ``d q * scale / d x`` is the identity (up to rounding).
     """
-    amax = activation_scale(x)
-    inverse = (127 / amax)[..., None]
+    amax, inverse = activation_scale(x)
+    inverse = inverse[..., None]
     xf = x.float()
     q = torch.round(xf.detach() * inverse).clamp(-128, 127)
     return (q + (xf - xf.detach()) * inverse).to(x.dtype), amax / 127
