@@ -5,6 +5,8 @@ import ast
 import importlib
 import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import get_args
 
@@ -31,6 +33,7 @@ PUBLIC = {
     "tritnum.testing": {"packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"},
     "tritnum.typing": {"Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat",
                        "Metric"},
+    "tritnum.torch": {"BitLinear", "convert", "export"},
 }
 
 
@@ -39,9 +42,15 @@ def own_doc(obj):
     return vars(obj).get("__doc__") if inspect.isclass(obj) else obj.__doc__
 
 
+def public_module(name):
+    if name == "tritnum.torch":
+        pytest.importorskip("torch")
+    return importlib.import_module(name)
+
+
 @pytest.mark.parametrize("module", PUBLIC)
 def test_all_is_the_public_list(module):
-    mod = importlib.import_module(module)
+    mod = public_module(module)
     assert len(mod.__all__) == len(set(mod.__all__)), "a name listed twice"
     assert set(mod.__all__) == PUBLIC[module]
     assert (mod.__doc__ or "").strip()
@@ -49,7 +58,7 @@ def test_all_is_the_public_list(module):
 
 @pytest.mark.parametrize("module", PUBLIC)
 def test_every_public_name_exists_and_is_documented(module):
-    mod = importlib.import_module(module)
+    mod = public_module(module)
     for name in mod.__all__:
         obj = getattr(mod, name)  # AttributeError for a name that is not there
         if inspect.isroutine(obj) or inspect.isclass(obj) or inspect.ismodule(obj):
@@ -123,3 +132,19 @@ def test_no_import_cycles():
 
     cycles = {name for name in graph if reaches(name, name, set())}
     assert not cycles, sorted(cycles)
+
+
+def test_torch_is_imported_by_tritnum_torch_only():
+    pytest.importorskip("torch")
+    code = """
+import sys
+import tritnum
+print(sorted(m for m in sys.modules if m.split(".")[0] == "torch" or m == "tritnum.torch"))
+import tritnum.torch
+print("torch" in sys.modules, sorted(m for m in sys.modules if m.split(".")[0] == "numba"))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    # tritnum.torch brings torch, and still no numba (kernels compile on first use)
+    assert out.stdout.split("\n")[:2] == ["[]", "True []"]

@@ -128,7 +128,7 @@ def layer_with(n_in=40, n_out=12, *, bias=True, spec=None, activations="int8", s
 
 
 def oracle(layer, x):
-    """float64 NumPy: (x_deq, w_deq, the forward's terms |x_deq| @ |w_deq|.T) from tn's quantizers."""
+    """float64 (x_deq, w_deq, |x_deq| @ |w_deq|.T: the forward's terms) from tn's quantizers."""
     t = tn.quantize(host(layer.weight), group_size=layer.group_size)
     w_deq = t.dequantize().astype(np.float64)
     xs = host(x).reshape(-1, layer.in_features)

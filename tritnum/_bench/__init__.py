@@ -21,9 +21,10 @@ from .harness import WARMUP_SECONDS, Result, measure, table
 from .matmul import matmul_cases
 from .packing import packing_cases
 from .quantize import quantization_cases
+from .torch_layers import torch_cases
 from .vsa import vsa_cases
 
-FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "torch")
 
 
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
@@ -37,6 +38,7 @@ def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
             max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device),
         "matmul": lambda: matmul_cases(quick, device),
         "vsa": lambda: vsa_cases(10_000, device),
+        "torch": lambda: torch_cases(quick, device),
     }
     wanted = set(families)
     if "gguf" in wanted:  # built with the quantization cases

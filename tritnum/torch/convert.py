@@ -1,10 +1,9 @@
-"""Whole models: ``convert`` swaps ``nn.Linear`` layers for BitLinear, ``export`` takes weights out."""
+"""Whole models: ``convert`` swaps in BitLinear layers, ``export`` takes the weights out."""
 
 from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable
-from typing import Any, Union
 
 import numpy as np
 import torch
@@ -15,7 +14,7 @@ from .layers import BitLinear
 
 __all__ = ["Selector", "convert", "export"]
 
-Selector = Union[str, Iterable[str], Callable[[str, nn.Module], bool], None]
+Selector = str | Iterable[str] | Callable[[str, nn.Module], bool] | None
 """Which modules: a glob on qualified names (``"encoder.*"``), several, or ``f(name, module)``."""
 
 HEAD_NAMES = ("lm_head",)  # output projections BitNet keeps in full precision, by name
@@ -121,7 +120,7 @@ def export(model: nn.Module) -> dict[str, TernaryTensor | np.ndarray]:
     >>> from tritnum.torch import convert, export
     >>> model = convert(torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.LayerNorm(64),
     ...                                     torch.nn.Linear(64, 4)))
-    >>> {name: type(v).__name__ for name, v in export(model).items()}  # doctest: +NORMALIZE_WHITESPACE
+    >>> {name: type(v).__name__ for name, v in export(model).items()}
     {'0.weight': 'TernaryTensor', '0.bias': 'ndarray', '1.weight': 'ndarray',
      '1.bias': 'ndarray', '2.weight': 'ndarray', '2.bias': 'ndarray'}
     """

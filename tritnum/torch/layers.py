@@ -50,7 +50,7 @@ def _stamp(w: torch.Tensor) -> tuple[Any, ...]:
 
 
 class BitLinear(nn.Module):
-    """A linear layer with ternary weights: BitNet b1.58 training in torch, tritnum's kernels in eval.
+    """A linear layer with ternary weights: BitNet b1.58 training in torch, packed kernels in eval.
 
     ``y = x @ W.T + b`` where ``W`` is the absmean ternarization of the latent float
     ``weight`` (:func:`tritnum.quantize`: ``trits * scale``, one scale per tensor or per
@@ -253,6 +253,7 @@ class BitLinear(nn.Module):
         return TernaryTensor(packed, self.weight_scale.cpu().numpy(), self.group_size)
 
     def extra_repr(self) -> str:
+        """The sizes and options, as ``nn.Linear`` shows them."""
         released = ", latent weights released" if self.weight is None else ""
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}, group_size={self.group_size}, "
