@@ -1,7 +1,9 @@
-"""The README's quickstart runs as written."""
+"""The README's quickstart and torch example run as written."""
 
 import pathlib
 import re
+
+import pytest
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
@@ -14,3 +16,14 @@ def test_quickstart_runs(tmp_path, monkeypatch):
     exec(compile(block.group(1), "README quickstart", "exec"), namespace)
     assert (tmp_path / "layer.gguf").exists() and (tmp_path / "layer.npz").exists()
     assert namespace["idx"][0] == 0  # apple finds itself first in the memory
+
+
+def test_torch_example_runs():
+    pytest.importorskip("torch")
+    block = re.search(r"## Training ternary networks in PyTorch.*?```python\n(.*?)```",
+                      README.read_text(), re.S)
+    assert block is not None
+    namespace: dict = {}
+    exec(compile(block.group(1), "README torch example", "exec"), namespace)
+    assert set(namespace["tensors"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    assert type(namespace["model"][0]).__name__ == "BitLinear"
