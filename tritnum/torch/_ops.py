@@ -23,7 +23,7 @@ from ..matmul import linear
 from ..packing import PackedTrits
 from ..quantize import TernaryTensor
 
-__all__ = ["ternary_dequantize", "ternary_linear", "ternary_weight"]
+__all__ = ["frozen_linear", "ternary_dequantize", "ternary_linear", "ternary_weight", "version"]
 
 _WEIGHTS: Any = WeakIdKeyDictionary()  # packed buffer -> (stamp, scale ref, TernaryTensor)
 
@@ -50,14 +50,21 @@ def ternary_weight(packed: torch.Tensor, scale: torch.Tensor, in_features: int,
     return w
 
 
-@torch.library.custom_op("tritnum::ternary_linear", mutates_args=())
-def ternary_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
-                   bias: torch.Tensor | None, in_features: int, group_size: int | None,
-                   activations: str) -> torch.Tensor:
-    """:func:`tritnum.linear` of ``x`` with the packed weights, in ``x``'s dtype."""
+def frozen_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
+                  bias: torch.Tensor | None, in_features: int, group_size: int | None,
+                  activations: str) -> torch.Tensor:
+    """:func:`tritnum.linear` of ``x`` with the packed weights, in ``x``'s dtype.
+
+    The implementation of ``tritnum::ternary_linear``; called directly where no graph is
+    traced and no gradient is needed, it saves the dispatcher's 20-25 us per call.
+    """
     w = ternary_weight(packed, scale, in_features, group_size)
     y = linear(x, w, bias, activations=activations)
     return y.to(x.dtype)
+
+
+ternary_linear = torch.library.custom_op("tritnum::ternary_linear", frozen_linear,
+                                         mutates_args=())
 
 
 @ternary_linear.register_fake

@@ -177,13 +177,18 @@ class BitLinear(nn.Module):
         """Quantization-aware training forward in training mode, the packed kernels in eval."""
         if self.training:
             return self._train_forward(x)
-        if not torch.compiler.is_compiling():
+        compiling = torch.compiler.is_compiling()
+        if not compiling:
             self._refresh()
         elif self.weight_packed is None:
             raise RuntimeError("a BitLinear in eval mode compiles after eval() or freeze() "
                                "packed its weights")
-        return _ops.ternary_linear(x, self.weight_packed, self.weight_scale, self.bias,
-                                   self.in_features, self.group_size, self.activations)
+        args = (x, self.weight_packed, self.weight_scale, self.bias, self.in_features,
+                self.group_size, self.activations)
+        if compiling or (torch.is_grad_enabled() and (
+                x.requires_grad or (self.bias is not None and self.bias.requires_grad))):
+            return _ops.ternary_linear(*args)  # the operator, with its backward
+        return _ops.frozen_linear(*args)
 
     def _train_forward(self, x: torch.Tensor) -> torch.Tensor:
         w_q, w_scale = ste_weight(self._latent(), self.group_size)
