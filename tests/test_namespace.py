@@ -39,6 +39,7 @@ PUBLIC = {
     "tritnum.testing": {"packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"},
     "tritnum.typing": {"Activations", "BindRule", "Device", "Estimate", "Format", "GGUFQType",
                        "HVFormat", "I2SLayout", "Metric"},
+    "tritnum.torch": {"BitLinear", "convert", "export"},
 }
 
 
@@ -47,9 +48,15 @@ def own_doc(obj):
     return vars(obj).get("__doc__") if inspect.isclass(obj) else obj.__doc__
 
 
+def public_module(name):
+    if name == "tritnum.torch":
+        pytest.importorskip("torch")
+    return importlib.import_module(name)
+
+
 @pytest.mark.parametrize("module", PUBLIC)
 def test_all_is_the_public_list(module):
-    mod = importlib.import_module(module)
+    mod = public_module(module)
     assert len(mod.__all__) == len(set(mod.__all__)), "a name listed twice"
     assert set(mod.__all__) == PUBLIC[module]
     assert (mod.__doc__ or "").strip()
@@ -57,7 +64,7 @@ def test_all_is_the_public_list(module):
 
 @pytest.mark.parametrize("module", PUBLIC)
 def test_every_public_name_exists_and_is_documented(module):
-    mod = importlib.import_module(module)
+    mod = public_module(module)
     for name in mod.__all__:
         obj = getattr(mod, name)  # AttributeError for a name that is not there
         if inspect.isroutine(obj) or inspect.isclass(obj) or inspect.ismodule(obj):
@@ -164,3 +171,19 @@ def test_only_the_dask_layer_imports_dask():
             if any(n.split(".")[0] in ("dask", "distributed") for n in names):
                 importers.add(path.relative_to(root).parts[0])
     assert importers <= {"_dask", "_bench"}, importers
+
+
+def test_torch_is_imported_by_tritnum_torch_only():
+    pytest.importorskip("torch")
+    code = """
+import sys
+import tritnum
+print(sorted(m for m in sys.modules if m.split(".")[0] == "torch" or m == "tritnum.torch"))
+import tritnum.torch
+print("torch" in sys.modules, sorted(m for m in sys.modules if m.split(".")[0] == "numba"))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    # tritnum.torch brings torch, and still no numba (kernels compile on first use)
+    assert out.stdout.split("\n")[:2] == ["[]", "True []"]

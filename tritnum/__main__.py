@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "numpy"])
     bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     bench.add_argument("--family", action="append",
-                       choices=["packing", "quantize", "gguf", "matmul", "vsa", "dask", "compress"],
+                       choices=["packing", "quantize", "gguf", "matmul", "vsa", "dask",
+                                "compress", "torch"],
                        help="only this family (repeatable; default: all)")
     bench.add_argument("--rows", type=int, default=None, help="rows of trits (default 4096)")
     bench.add_argument("--cols", type=int, default=16000, help="trits per row")

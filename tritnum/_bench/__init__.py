@@ -25,9 +25,10 @@ from .harness import WARMUP_SECONDS, Result, measure, table
 from .matmul import matmul_cases
 from .packing import packing_cases
 from .quantize import quantization_cases
+from .torch_layers import torch_cases
 from .vsa import vsa_cases
 
-FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "dask", "compress")
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "dask", "compress", "torch")
 
 
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
@@ -50,6 +51,7 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
         "vsa": lambda: vsa_cases(10_000, device),
         "dask": lambda: dask_cases(quick, stack) if device != "cuda" else [],
         "compress": lambda: compression_cases(quick, device),
+        "torch": lambda: torch_cases(quick, device),
     }
     wanted = set(families)
     if "gguf" in wanted:  # the block codecs' cases are built with the quantization ones
