@@ -39,7 +39,8 @@ PUBLIC = {
     "tritnum.testing": {"packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"},
     "tritnum.typing": {"Activations", "BindRule", "Device", "Estimate", "Format", "GGUFQType",
                        "HVFormat", "I2SLayout", "Metric"},
-    "tritnum.torch": {"BitLinear", "convert", "export"},
+    "tritnum.torch": {"BitLinear", "CompressionState", "GradientCompression", "convert",
+                      "ddp_comm_hook", "export", "register_compression"},
 }
 
 

@@ -1,4 +1,4 @@
-"""Compressed gradients in PyTorch training (``tritnum/_torch_compress.py``, issue 17 item 2).
+"""Compressed gradients in PyTorch training (``tritnum/torch/compress.py``, issue 17 item 2).
 
 The hooks must apply exactly what a stand-alone :class:`tritnum.ErrorFeedback` with the
 documented seed gives for each parameter (or DDP bucket) and step; the DDP hook runs in a
@@ -16,7 +16,7 @@ import pytest
 import tritnum as tn
 
 torch = pytest.importorskip("torch")
-tc = pytest.importorskip("tritnum._torch_compress")
+tc = pytest.importorskip("tritnum.torch.compress")
 _child_seed = sys.modules["tritnum.compress"]._child_seed
 
 

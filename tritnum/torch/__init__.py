@@ -9,6 +9,9 @@ imports torch, this module does.
 - :func:`convert`: replaces the ``nn.Linear`` layers of a model by BitLinear ones.
 - :func:`export`: a model's weights as TernaryTensors and NumPy arrays, for
   :func:`tritnum.io.write_gguf`.
+- :mod:`tritnum.torch.compress`: gradient compression with random ternary sketches
+  (:func:`tritnum.compress`) in training: :func:`register_compression` on an optimizer
+  or a module, :func:`ddp_comm_hook` with a :class:`CompressionState` for DDP.
 
 >>> import torch
 >>> from tritnum.torch import convert
@@ -20,9 +23,14 @@ imports torch, this module does.
 
 from __future__ import annotations
 
+from .compress import (
+    CompressionState,
+    GradientCompression,
+    ddp_comm_hook,
+    register_compression,
+)
 from .convert import convert, export
 from .layers import BitLinear
 
-# gradient compression (tritnum.torch.compress) joins this namespace here
-
-__all__ = ["BitLinear", "convert", "export"]
+__all__ = ["BitLinear", "CompressionState", "GradientCompression", "convert", "ddp_comm_hook",
+           "export", "register_compression"]

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from .compress import ErrorFeedback, _child_seed, _ratio, decompress
-from .vsa.generation import Seed, draw_seed
+from ..compress import ErrorFeedback, _child_seed, _ratio, decompress
+from ..vsa.generation import Seed, draw_seed
 
 __all__ = ["CompressionState", "GradientCompression", "ddp_comm_hook", "register_compression"]
 
@@ -104,7 +104,7 @@ def register_compression(target: torch.optim.Optimizer | torch.nn.Module, ratio:
     Examples
     --------
     >>> import torch
-    >>> from tritnum._torch_compress import register_compression
+    >>> from tritnum.torch.compress import register_compression
     >>> model = torch.nn.Linear(64, 10)
     >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
     >>> handle = register_compression(opt, ratio=16, seed=0)
