@@ -8,12 +8,13 @@ Three paths, picked by the number of activation rows ``m`` and the CPU:
   per call to match the codes (:func:`layout`), which costs ``O(m * n)``.
 - **GEMM** (everything else): compute-bound, so tiles of weight rows are decoded
   once to float32 trits and multiplied by BLAS ``sgemm``; the scales come after.
-  On the int8 path ``q`` is converted to float32: every product and partial sum
-  is an integer below ``2**24``, so float32 BLAS returns the exact integer sums
+  On the int8 path (the portable level, or scale groups past ``INT32_EXACT``
+  inputs) ``q`` is converted to float32: every product and partial sum is an
+  integer below ``2**24``, so float32 BLAS returns the exact integer sums
   (``K_EXACT`` bounds the length of one sum).
-- **integer GEMM** (int8 activations past the GEMV on VNNI CPUs): the
-  register-blocked ``vpdpbusd`` kernel of :mod:`.int8_gemm`, 2-3x the rate of
-  the float32 FMAs BLAS has (it takes the place of the float32 GEMM there).
+- **integer GEMM** (int8 activations past the GEMV, from AVX2 on): the
+  register-blocked integer kernel of :mod:`.int8_gemm` (VNNI ``vpdpbusd``, AVX2
+  ``vpmaddubsw``) in place of the float32 GEMM: 2-6x BLAS per core, by level.
 """
 
 from __future__ import annotations
