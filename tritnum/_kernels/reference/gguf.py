@@ -84,7 +84,7 @@ def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
     The values go into ``out`` (flat) when it is given.
     """
     codes = _codes(qs, qtype)
-    with np.errstate(invalid="ignore"):  # an infinite or NaN scale: NaN values, as the kernels
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN or huge scales: as the kernels
         if qtype == "I2_S":
             values = scales[0] * (codes.astype(np.float32) - 1)
         else:
