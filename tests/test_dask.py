@@ -343,8 +343,10 @@ if __name__ == "__main__":
         ref = np.concatenate([tn.linear(x[i:i + 30], w, activations="int8")
                               for i in range(0, 90, 30)])
         assert (y == ref).all()
-        held = client.has_what()  # the weights were scattered to both workers, once
-        assert all(any(k.startswith("TernaryTensor") for k in keys) for keys in held.values()), held
+        held = client.has_what()  # the weights went out once, as one scattered key
+        # (broadcast to both workers; the scheduler may drop a replica later, so not asserted)
+        weights = {k for keys in held.values() for k in keys if k.startswith("TernaryTensor")}
+        assert len(weights) == 1, held
         print("OK", len(held))
 """
 
