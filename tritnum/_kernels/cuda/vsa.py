@@ -16,7 +16,7 @@ from numba import cuda, float64, int64, uint64
 
 from ..._dispatch import register
 from ..shared import vsa as hv
-from ..shared.select import topk
+from ..shared.select import topk_blocks
 from ._launch import THREADS, blocks, flag, is_set
 
 KMAX = 16  # the most matches per query a search block keeps
@@ -335,10 +335,13 @@ def similarity(a, b, ia, ib, metric: int, packed: bool, d: int) -> Any:
 def search(queries, memory, k: int, metric: int, packed: bool, d: int):
     q, m = queries.shape[0], memory.shape[0]
     if k > KMAX or q == 0:
-        ia = cuda.to_device(np.repeat(np.arange(q, dtype=np.int64), m))
-        ib = cuda.to_device(np.tile(np.arange(m, dtype=np.int64), q))
-        s = similarity(queries, memory, ia, ib, metric, packed, d).copy_to_host()
-        return topk(s.reshape(q, m), k)
+        def scores(q0: int, q1: int) -> np.ndarray:
+            ia = cuda.to_device(np.repeat(np.arange(q0, q1, dtype=np.int64), m))
+            ib = cuda.to_device(np.tile(np.arange(m, dtype=np.int64), q1 - q0))
+            s = similarity(queries, memory, ia, ib, metric, packed, d).copy_to_host()
+            return s.reshape(q1 - q0, m)
+
+        return topk_blocks(scores, q, m, k)
     idx = cuda.device_array((q, k), np.int64)
     scores = cuda.device_array((q, k), np.float64)
     kernel = search_planes if packed else search_dense

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..._dispatch import register
 from ..shared import vsa as hv
-from ..shared.select import topk
+from ..shared.select import topk_blocks
 from ..shared.vsa import hashes, random_trits, to_planes, to_trits
 
 
@@ -119,5 +119,6 @@ def search(queries, memory, k: int, metric: int, packed: bool, d: int):
     x = _dense(queries, packed, d)
     y = _dense(memory, packed, d)
     q, m = len(x), len(y)
-    s = scores(np.repeat(x, m, axis=0), np.tile(y, (q, 1)), metric, d).reshape(q, m)
-    return topk(s, k)
+    return topk_blocks(lambda q0, q1: scores(np.repeat(x[q0:q1], m, axis=0),
+                                             np.tile(y, (q1 - q0, 1)), metric, d
+                                             ).reshape(q1 - q0, m), q, m, k)
