@@ -122,26 +122,38 @@ def check(rows: np.ndarray) -> bool:
 # ---------------------------------------------------------------- bind and co.
 @jit(inline="always")
 def _op_row(x, y, o, op):
+    """``o = op(x, y)``; returns whether every ``x`` and ``y`` was a trit."""
+    ok = True
     for j in range(o.shape[0]):
-        o[j] = _op_trits(x[j], y[j], op)
+        u = x[j]
+        v = y[j]
+        ok &= (u >= -1) & (u <= 1) & (v >= -1) & (v <= 1)
+        o[j] = _op_trits(u, v, op)
+    return ok
 
 
 @jit()
 def _op_dense(a, b, ia, ib, op, out, t0, t1):
-    """Rows ``out[t] = op(a[ia[t]], b[ib[t]])``; ``op`` a constant in each loop (vectorized)."""
+    """Rows ``out[t] = op(a[ia[t]], b[ib[t]])`` and the count of rows meeting a non-trit.
+
+    ``op`` is a constant in each loop (it vectorizes) and the inputs are checked
+    as they are read (one pass over them instead of a check pass and this one).
+    """
+    bad = 0
     for t in range(t0, t1):
         x = a[ia[t]]
         y = b[ib[t]]
         o = out[t]
         if op == hv.MUL:
-            _op_row(x, y, o, hv.MUL)
+            ok = _op_row(x, y, o, hv.MUL)
         elif op == hv.NEG:
-            _op_row(x, y, o, hv.NEG)
+            ok = _op_row(x, y, o, hv.NEG)
         elif op == hv.SUB3:
-            _op_row(x, y, o, hv.SUB3)
+            ok = _op_row(x, y, o, hv.SUB3)
         else:
-            _op_row(x, y, o, hv.ADD3)
-    return 0
+            ok = _op_row(x, y, o, hv.ADD3)
+        bad += not ok
+    return bad
 
 
 @jit()
@@ -157,12 +169,12 @@ def _op_planes(a, b, ia, ib, op, out, t0, t1):
 
 
 @register("vsa.op", "cpu")
-def op(a, b, ia, ib, code: int, packed: bool, d: int) -> np.ndarray:
+def op(a, b, ia, ib, code: int, packed: bool, d: int) -> tuple[np.ndarray, bool]:
     out = np.empty((len(ia), *a.shape[1:]), a.dtype)
-    if out.size:
-        kernel = _op_planes if packed else _op_dense
-        run(kernel, len(ia), 3 * out.nbytes, a, b, ia, ib, code, out, light=True)
-    return out
+    if not out.size:
+        return out, packed or (check(a) and check(b))  # rows that nothing reads: checked here
+    kernel = _op_planes if packed else _op_dense
+    return out, run(kernel, len(ia), 3 * out.nbytes, a, b, ia, ib, code, out, light=True) == 0
 
 
 # ------------------------------------------------------------------------ bundle

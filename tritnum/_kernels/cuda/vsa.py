@@ -93,12 +93,16 @@ def check_rows(rows, bad):
 
 
 @cuda.jit
-def op_dense(a, b, ia, ib, op, out):
+def op_dense(a, b, ia, ib, op, out, bad):
     n, d = out.shape
     for i in range(cuda.grid(1), n * d, cuda.gridsize(1)):
         t = i // d
         j = i - t * d
-        out[t, j] = _op_trits(a[ia[t], j], b[ib[t], j], op)
+        x = a[ia[t], j]
+        y = b[ib[t], j]
+        if x < -1 or x > 1 or y < -1 or y > 1:
+            bad[0] = 1  # the inputs are checked as they are read
+        out[t, j] = _op_trits(x, y, op)
 
 
 @cuda.jit
@@ -289,12 +293,16 @@ def check(rows: Any) -> bool:
 
 
 @register("vsa.op", "cuda")
-def op(a, b, ia, ib, code: int, packed: bool, d: int) -> Any:
+def op(a, b, ia, ib, code: int, packed: bool, d: int) -> tuple[Any, bool]:
     out = cuda.device_array((ia.shape[0], *tuple(a.shape)[1:]), a.dtype)
-    if out.size:
-        kernel = op_planes if packed else op_dense
-        kernel[blocks(out.size // (2 if packed else 1)), THREADS](a, b, ia, ib, code, out)
-    return out
+    if not out.size:
+        return out, packed or (check(a) and check(b))  # rows that nothing reads: checked here
+    if packed:
+        op_planes[blocks(out.size // 2), THREADS](a, b, ia, ib, code, out)
+        return out, True
+    bad = flag()
+    op_dense[blocks(out.size), THREADS](a, b, ia, ib, code, out, bad)
+    return out, not is_set(bad)
 
 
 @register("vsa.bundle", "cuda")

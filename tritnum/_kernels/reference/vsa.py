@@ -66,10 +66,12 @@ def op_dense(x: np.ndarray, y: np.ndarray, op: int) -> np.ndarray:
 
 
 @register("vsa.op", "numpy")
-def op(a, b, ia, ib, code: int, packed: bool, d: int) -> np.ndarray:
+def op(a, b, ia, ib, code: int, packed: bool, d: int) -> tuple[np.ndarray, bool]:
+    """The elementwise ``code`` of row pairs, and whether every dense input was a trit."""
+    ok = packed or (check(a) and check(b))
     x = _dense(a, packed, d)[ia]
     y = _dense(b, packed, d)[ib]
-    return _out(op_dense(x, y, code), packed)
+    return _out(op_dense(x, y, code), packed), ok
 
 
 @register("vsa.bundle", "numpy")
