@@ -22,7 +22,7 @@ from .matmul import matmul_cases
 from .packing import packing_cases
 from .quantize import quantization_cases
 from .vsa import vsa_cases
-from .vsa_batch import batch_search_cases
+from .vsa_torch import batch_search_cases, fit_and_bind_cases
 
 FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
 
@@ -37,7 +37,8 @@ def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
         "quantize": lambda: quantization_cases(
             max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device),
         "matmul": lambda: matmul_cases(quick, device),
-        "vsa": lambda: vsa_cases(10_000, device) + batch_search_cases(quick, device),
+        "vsa": lambda: (vsa_cases(10_000, device) + fit_and_bind_cases(device)
+                        + batch_search_cases(quick, device)),
     }
     wanted = set(families)
     if "gguf" in wanted:  # built with the quantization cases

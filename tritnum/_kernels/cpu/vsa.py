@@ -19,6 +19,7 @@ from ._parallel import run
 
 CHUNK = 4096  # int8 columns per bundle task
 WORDS = 32  # words per bit-sliced bundle task
+SUM_COLUMNS = 1024  # int8 columns per class-sum task (classes x 4 KB of int32 sums)
 
 
 @jit(inline="always")
@@ -276,6 +277,31 @@ def bundle(vs, weights, packed: bool, d: int) -> np.ndarray:
             weights = np.broadcast_to(np.ones(1, hv.votes_dtype(n)), (n,))
         run(_bundle_weighted, rows * -(-d // CHUNK), vs.nbytes, vs, weights, out)
     return out
+
+
+# ------------------------------------------------------------------- class sums
+@jit()
+def _class_sums(rows, labels, out, t0, t1):
+    """Columns ``[SUM_COLUMNS t, ...)`` of the class sums, every row read once per task."""
+    n, d = rows.shape
+    for t in range(t0, t1):
+        lo = t * SUM_COLUMNS
+        width = min(SUM_COLUMNS, d - lo)
+        for i in range(n):
+            x = rows[i, lo:lo + width]
+            o = out[labels[i], lo:lo + width]
+            for j in range(width):
+                o[j] += x[j]
+    return 0
+
+
+@register("vsa.class_sums", "cpu")
+def class_sums(rows, labels, classes: int) -> np.ndarray:
+    n, d = rows.shape
+    out = np.zeros((classes, d), hv.votes_dtype(n))  # int32 lanes while they cannot wrap
+    if out.size and n:
+        run(_class_sums, -(-d // SUM_COLUMNS), rows.nbytes, rows, labels, out)
+    return out.astype(np.int64, copy=False)
 
 
 # ----------------------------------------------------------------------- permute

@@ -153,6 +153,14 @@ def bundle_planes(vs, top, out):
 
 
 @cuda.jit
+def class_sums_dense(rows, labels, out):
+    n, d = rows.shape
+    for j in range(cuda.grid(1), d, cuda.gridsize(1)):  # a thread owns a column: no atomics
+        for i in range(n):
+            out[labels[i], j] += rows[i, j]
+
+
+@cuda.jit
 def permute_dense(rows, shifts, out):
     n, d = out.shape
     for i in range(cuda.grid(1), n * d, cuda.gridsize(1)):
@@ -317,6 +325,14 @@ def bundle(vs, weights, packed: bool, d: int) -> Any:
             if w is None:
                 w = cuda.to_device(np.ones(max(n, 1), hv.votes_dtype(n)))
             bundle_dense[blocks(out.size), THREADS](vs, w, out)
+    return out
+
+
+@register("vsa.class_sums", "cuda")
+def class_sums(rows, labels, classes: int) -> Any:
+    out = cuda.to_device(np.zeros((classes, rows.shape[1]), np.int64))
+    if out.size and rows.shape[0]:
+        class_sums_dense[blocks(rows.shape[1]), THREADS](rows, labels, out)
     return out
 
 

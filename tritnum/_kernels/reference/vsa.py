@@ -88,6 +88,14 @@ def bundle(vs, weights, packed: bool, d: int) -> np.ndarray:
     return _out(np.sign(total), packed)
 
 
+@register("vsa.class_sums", "numpy")
+def class_sums(rows, labels, classes: int) -> np.ndarray:
+    """``out[c]``: the sum of the int8 rows labelled ``c`` (int64 ``(classes, d)``)."""
+    out = np.zeros((classes, rows.shape[1]), np.int64)
+    np.add.at(out, labels, rows)
+    return out
+
+
 @register("vsa.permute", "numpy")
 def permute(rows, shifts, packed: bool, d: int) -> np.ndarray:
     dense = _dense(rows, packed, d)

@@ -1,11 +1,14 @@
-"""Batched VSA search against torch's fastest matrix multiply on the same cores (issue 18, item 7).
+"""VSA at batch sizes against torch's own kernels and NumPy (issue 18, item 7; no torchhd needed).
 
-A search of ``q`` queries among ``m`` stored hypervectors is, in torch, one matrix
-product of the scores. Its fastest form is picked per row from float32, bfloat16
-(oneDNN) and int8 (``torch._int_mm``, oneDNN's VNNI kernel where the CPU has it),
-each timed on the first 10,000 stored vectors with the same thread count; the
-winner is then the baseline on the whole memory. tritnum's side is the whole
-search: scores and the top-1 selection.
+- Search: ``q`` queries among ``m`` stored hypervectors is, in torch, one matrix
+  product of the scores. Its fastest form is picked per row from float32,
+  bfloat16 (oneDNN) and int8 (``torch._int_mm``, oneDNN's VNNI kernel where the
+  CPU has it), each timed on the first 10,000 stored vectors with the same
+  thread count; the winner is then the baseline on the whole memory. tritnum's
+  side is the whole search: scores and the top-1 selection.
+- ``Centroid.fit`` against ``index_add_`` of the samples into 10 class sums
+  (what torchhd's Centroid does), on digits-sized data (1797 x 10,000).
+- Dense int8 ``bind`` against NumPy's ``a * b``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 from .harness import Case
 
 BATCH_BAR = 10.0  # bitplane search >= 10x torch's fastest matmul (issue 18)
+BIND_BAR = 1.0  # dense int8 bind no slower than NumPy's a * b
 TRIAL_ROWS = 10_000  # stored vectors the torch candidates are timed on
 
 
@@ -99,4 +103,30 @@ def batch_search_cases(quick: bool, device: str) -> list[Case]:
                                   f"{threads} thread{'s' * (threads > 1)}", ours, base_name, base,
                                   BATCH_BAR if kind == "bitplane" else None,
                                   3 if m > 10_000 else 7))
+    return cases
+
+
+def fit_and_bind_cases(device: str) -> list[Case]:
+    """``Centroid.fit`` against torch's ``index_add_``, dense ``bind`` against ``a * b``."""
+    if device == "cuda":
+        return []
+    from ..vsa import Centroid, bind, random
+
+    d = 10_000
+    a, b = random(1000, d, seed=13), random(1000, d, seed=14)
+    cases = [Case("vsa", "bind 1000 pairs dense", lambda: bind(a, b, device="cpu"),
+                  "numpy a * b", lambda: a * b, BIND_BAR, 15)]
+    X, y = random(1797, d, seed=15), np.arange(1797) % 10  # the digits' size
+    try:
+        import torch
+    except ImportError:
+        return [*cases, Case("vsa", "centroid fit 1797 x 10k", lambda: None, "torch",
+                             lambda: None, None, 1, lambda s: "torch not installed: skipped")]
+    tx, ty = torch.from_numpy(X.astype(np.float32)), torch.from_numpy(y)
+
+    def index_add() -> Any:
+        return torch.zeros(10, d).index_add_(0, ty, tx)
+
+    cases.append(Case("vsa", "centroid fit 1797 x 10k", lambda: Centroid(device="cpu").fit(X, y),
+                      "torch index_add_ f32", index_add, None, 7))
     return cases
