@@ -23,7 +23,7 @@ PATHS = [
         not vsa_search.WIDE, reason="this CPU lacks AVX-512 VPOPCNTDQ: the wide tile is not "
         "used here")),
 ]
-SHAPES = ((3, 2, True), (1, 1, True), (2, 3, False), (1, 4, False))
+SHAPES = ((3, 2, True, False), (1, 1, True, True), (2, 3, False, False), (1, 4, False, True))
 _counts = tile_counts(SHAPES)
 METRICS = {"dot": 0, "cosine": 1, "hamming": 2}
 
@@ -33,7 +33,7 @@ def _tile(shape, queries, q0, memory, r0, out):
     nwp = queries.shape[2]
     nw = memory.shape[2]
     _counts(shape, queries.reshape(-1), 2 * nwp * q0, 2 * nwp, nwp, memory.reshape(-1),
-            2 * nw * r0, 2 * nw, nw, nwp, out)
+            2 * nw * r0, 2 * nw, nw, nw, out)
 
 
 def _rows(rng, n, d, density):
@@ -43,21 +43,23 @@ def _rows(rng, n, d, density):
 
 # one word, whole vectors, 31-vector byte-counter chunks of the portable tile (7936 trits)
 @pytest.mark.parametrize("shape", range(len(SHAPES)),
-                         ids=[f"{q}x{m}-{'wide' if w else 'narrow'}" for q, m, w in SHAPES])
+                         ids=[f"{q}x{m}-{'wide' if w else 'narrow'}{'-nnz' * z}"
+                              for q, m, w, z in SHAPES])
 @given(d=st.sampled_from([1, 64, 255, 256, 511, 513, 4000, 7936, 7937, 8192, 20_000]),
        seed=st.integers(0, 2**32 - 1), density=st.floats(0.05, 1.0))
 def test_tile_counts_are_the_pairs_dot_and_nonzero_overlap(shape, d, seed, density):
-    tq, tm, wide = SHAPES[shape]
+    """Counts of whole vectors and of the last, partial one whose memory lanes are masked."""
+    tq, tm, wide, nonzeros = SHAPES[shape]
     rng = np.random.default_rng(seed)
     q, m = _rows(rng, tq + 1, d, density), _rows(rng, tm + 2, d, density)
     words = WIDE_WORDS if wide else NARROW_WORDS
     nw = -(-d // 64)
     planes = tn.pack(q, "bitplane").data
-    qa = np.zeros((len(q), 2, -(-nw // words) * words), np.uint64)
+    qa = np.full((len(q), 2, -(-nw // words) * words), ~np.uint64(0))  # padding: any bits
     qa[:, 0, :nw] = planes[:, 0] | planes[:, 1]
     qa[:, 1, :nw] = planes[:, 1]
     memory = np.concatenate([tn.pack(m, "bitplane").data, np.full((1, 2, nw), ~np.uint64(0))])
-    out = np.zeros(2 * tq * tm, np.int64)
+    out = np.zeros(2 * tq * tm + tm, np.int64)
     _tile(shape, qa, 1, memory, 1, out)  # the over-read past row ends meets the all-ones row
     for j in range(tq):
         for r in range(tm):
@@ -65,6 +67,8 @@ def test_tile_counts_are_the_pairs_dot_and_nonzero_overlap(shape, d, seed, densi
             both, differ = out[2 * (j * tm + r)], out[2 * (j * tm + r) + 1]
             assert both == np.count_nonzero(a * b)
             assert both - 2 * differ == a @ b
+    if nonzeros:
+        np.testing.assert_array_equal(out[2 * tq * tm:], np.count_nonzero(m[1:1 + tm], axis=1))
 
 
 @given(d=st.integers(0, 300), seed=st.integers(0, 2**32 - 1))

@@ -18,7 +18,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import I8, I16, I64, pointer, vector
+from . import I8, I16, I32, I64, pointer, vector
 
 WIDE_WORDS = 8  # uint64 words per vector of the wide tile (<8 x i64>: one AVX-512 register)
 NARROW_WORDS = 4  # per vector of the portable tile (<32 x i8>: one AVX2 register)
@@ -35,47 +35,69 @@ def popcount(typingctx, x):
     return types.uint64(types.uint64), codegen
 
 
-def _tile_code(builder, module, tq, tm, wide, qbase, qstride, qplane, mbase, mstride, mplane,
-               nwords, obase):
+def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, mbase, mstride,
+               mplane, nwords, obase):
     """IR of one tile shape (see :func:`tile_counts`), at the builder's position."""
     vt = vector(I64, WIDE_WORDS) if wide else vector(I8, 8 * NARROW_WORDS)
     words = WIDE_WORDS if wide else NARROW_WORDS
-    nv = builder.udiv(nwords, ir.Constant(nwords.type, words))
+    it = nwords.type
+    full = builder.udiv(nwords, ir.Constant(it, words))
+    rest = builder.urem(nwords, ir.Constant(it, words))
     ctpop = cgutils.get_or_insert_function(
         module, ir.FunctionType(vt, [vt]), f"llvm.ctpop.v{vt.count}i{vt.element.width}")
-    accs = [cgutils.alloca_once(builder, vt) for _ in range(2 * tq * tm)]
+    accs = [cgutils.alloca_once(builder, vt) for _ in range(2 * tq * tm + nonzeros * tm)]
+    # the word of each lane, against the words left in the last, partial vector
+    lane_words = ir.Constant(vt, [ir.Constant(vt.element, i * words // vt.count)
+                                  for i in range(vt.count)])
+    tail = builder.icmp_unsigned("<", lane_words, _splat(builder, vt, builder.trunc(
+        rest, vt.element) if vt.element.width < it.width else rest))
 
     def vec(base, offset):
         return builder.load(builder.bitcast(builder.gep(base, [offset]), vt.as_pointer()),
                             align=8)
 
-    def step(v):
-        """Add the counts of vector ``v`` of every pair to the accumulators."""
+    def add(acc, bits):
+        builder.store(builder.add(builder.load(acc), builder.call(ctpop, [bits])), acc)
+
+    def step(v, mask=None):
+        """Add the counts of vector ``v`` of every pair to the accumulators.
+
+        ``mask``: the lanes of the last vector that hold words of the rows (the
+        memory words past them are read, and zeroed).
+        """
         w = builder.mul(v, ir.Constant(v.type, words))
         rows = []
         for r in range(tm):
             at = builder.add(builder.mul(ir.Constant(I64, r), mstride), w)
-            minus = vec(mbase, builder.add(at, mplane))
-            rows.append((builder.or_(vec(mbase, at), minus), minus))
+            plus, minus = vec(mbase, at), vec(mbase, builder.add(at, mplane))
+            if mask is not None:
+                zero = ir.Constant(vt, None)
+                plus, minus = (builder.select(mask, x, zero) for x in (plus, minus))
+            rows.append((builder.or_(plus, minus), minus))
+            if nonzeros:
+                add(accs[2 * tq * tm + r], rows[r][0])
         for j in range(tq):
             at = builder.add(builder.mul(ir.Constant(I64, j), qstride), w)
             a, s = vec(qbase, at), vec(qbase, builder.add(at, qplane))
             for r, (nonzero, minus) in enumerate(rows):
                 both = builder.and_(a, nonzero)
-                differ = builder.and_(both, builder.xor(s, minus))
                 t = 2 * (j * tm + r)
-                for acc, bits in ((accs[t], both), (accs[t + 1], differ)):
-                    builder.store(builder.add(builder.load(acc), builder.call(ctpop, [bits])),
-                                  acc)
+                add(accs[t], both)
+                add(accs[t + 1], builder.and_(both, builder.xor(s, minus)))
 
     def clear():
         for acc in accs:
             builder.store(ir.Constant(vt, None), acc)
 
+    def last_step():
+        with builder.if_then(builder.icmp_unsigned("!=", rest, ir.Constant(it, 0))):
+            step(full, tail)
+
     if wide:
         clear()
-        with cgutils.for_range(builder, nv) as loop:
+        with cgutils.for_range(builder, full) as loop:
             step(loop.index)
+        last_step()
         reduce = cgutils.get_or_insert_function(
             module, ir.FunctionType(I64, [vt]), "llvm.vector.reduce.add.v8i64")
         for t, acc in enumerate(accs):
@@ -86,41 +108,58 @@ def _tile_code(builder, module, tq, tm, wide, qbase, qstride, qplane, mbase, mst
     reduce = cgutils.get_or_insert_function(
         module, ir.FunctionType(I16, [wide16]), "llvm.vector.reduce.add.v32i16")
     totals = [cgutils.alloca_once_value(builder, ir.Constant(I64, 0)) for _ in accs]
-    span = ir.Constant(nv.type, NARROW_STEPS)
-    chunks = builder.udiv(builder.add(nv, ir.Constant(nv.type, NARROW_STEPS - 1)), span)
+
+    def flush():
+        for acc, total in zip(accs, totals, strict=True):
+            part = builder.call(reduce, [builder.zext(builder.load(acc), wide16)])
+            builder.store(builder.add(builder.load(total), builder.zext(part, I64)), total)
+
+    span = ir.Constant(it, NARROW_STEPS)
+    chunks = builder.udiv(builder.add(full, ir.Constant(it, NARROW_STEPS - 1)), span)
     with cgutils.for_range(builder, chunks) as chunk:
         clear()
         first = builder.mul(chunk.index, span)
         last = builder.add(first, span)
-        last = builder.select(builder.icmp_unsigned("<", nv, last), nv, last)
-        with cgutils.for_range_slice(builder, first, last, ir.Constant(nv.type, 1)) as (v, _):
+        last = builder.select(builder.icmp_unsigned("<", full, last), full, last)
+        with cgutils.for_range_slice(builder, first, last, ir.Constant(it, 1)) as (v, _):
             step(v)
-        for acc, total in zip(accs, totals, strict=True):
-            part = builder.call(reduce, [builder.zext(builder.load(acc), wide16)])
-            builder.store(builder.add(builder.load(total), builder.zext(part, I64)), total)
+        flush()
+    clear()
+    last_step()
+    flush()
     for t, total in enumerate(totals):
         builder.store(builder.load(total), builder.gep(obase, [ir.Constant(I64, t)]))
 
 
-def tile_counts(shapes: tuple[tuple[int, int, bool], ...]):
+def _splat(builder, vt, scalar):
+    """``scalar`` in every lane of a vector of type ``vt``."""
+    one = builder.insert_element(ir.Constant(vt, None), scalar, ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vt, None),
+                                  ir.Constant(vector(I32, vt.count), [0] * vt.count))
+
+
+def tile_counts(shapes: tuple[tuple[int, int, bool, bool], ...]):
     """An intrinsic counting ``popc(AB)`` and ``popc(X)`` for tiles of queries x memory rows.
 
     ``counts(shape, q, qoff, qstride, qplane, m, moff, mstride, mplane, nwords, out)``
-    runs the tile ``shapes[shape] = (tq, tm, wide)``: query ``j < tq`` of the tile has
+    runs the tile ``shapes[shape] = (tq, tm, wide, nonzeros)``: query ``j < tq`` of the tile has
     its ``A`` plane at flat word ``qoff + j * qstride`` of the uint64 array ``q`` and
     its ``S`` plane ``qplane`` words further; memory row ``r < tm`` has ``P`` at
-    ``moff + r * mstride`` of ``m`` and ``M`` ``mplane`` words further. Each plane is
-    read as ``nwords`` words, in vectors of ``WIDE_WORDS`` (``wide``) or
-    ``NARROW_WORDS``. ``out[2 t]`` and ``out[2 t + 1]`` (int64) receive the two
-    counts of pair ``t = j * tm + r``. (One intrinsic for all shapes: a numba
+    ``moff + r * mstride`` of ``m`` and ``M`` ``mplane`` words further. Each plane has
+    ``nwords`` words, read in vectors of ``WIDE_WORDS`` (``wide``) or ``NARROW_WORDS``:
+    the last vector's loads reach past them (up to the vector's end; those lanes of
+    the memory rows are zeroed, and the query's must be readable). ``out[2 t]`` and
+    ``out[2 t + 1]`` (int64) receive the two
+    counts of pair ``t = j * tm + r``; with ``nonzeros``, ``out[2 tq tm + r]`` the
+    non-zeros of memory row ``r`` (two operations more per row and vector, on data
+    already in registers). (One intrinsic for all shapes: a numba
     function wrapping the call would reference-count its arrays on every tile.)
 
     Every vector of the ``tm`` memory rows is loaded once for the ``tq`` queries
     (register blocking). ``wide``: ``ctpop`` on ``<8 x i64>`` (``vpopcntq`` with
     AVX-512 VPOPCNTDQ) into 64-bit lanes. Portable: ``ctpop`` on ``<32 x i8>``
     (a ``vpshufb`` table lookup on AVX2, ``vpopcntb`` with AVX-512 BITALG) into
-    byte counters widened every ``NARROW_STEPS`` vectors. Not bounds-checked:
-    padding words of ``A`` must be 0 (then whatever ``m`` holds there counts 0).
+    byte counters widened every ``NARROW_STEPS`` vectors. Not bounds-checked.
     """
 
     @intrinsic
@@ -140,12 +179,12 @@ def tile_counts(shapes: tuple[tuple[int, int, bool], ...]):
             obase = pointer(context, builder, sig.args[10], oarr, ir.Constant(I64, 0), I64)
             done = builder.append_basic_block("tile.done")
             switch = builder.switch(shape, done)
-            for i, (tq, tm, wide) in enumerate(shapes):
-                block = builder.append_basic_block(f"tile.{tq}x{tm}.{'wide' if wide else 'narrow'}")
+            for i, (tq, tm, wide, nonzeros) in enumerate(shapes):
+                block = builder.append_basic_block(f"tile.{i}")
                 switch.add_case(ir.Constant(shape.type, i), block)
                 builder.position_at_end(block)
-                _tile_code(builder, builder.module, tq, tm, wide, qbase, qstride, qplane, mbase,
-                           mstride, mplane, nwords, obase)
+                _tile_code(builder, builder.module, tq, tm, wide, nonzeros, qbase, qstride,
+                           qplane, mbase, mstride, mplane, nwords, obase)
                 builder.branch(done)
             builder.position_at_end(done)
             return context.get_dummy_value()
