@@ -40,16 +40,23 @@ def _scores(torch: Any, q: np.ndarray, mem: np.ndarray, dtype: str) -> Callable[
 
 
 def _fastest(torch: Any, q: np.ndarray, mem: np.ndarray, threads: int
-             ) -> tuple[str, Callable[[], Any]]:
-    """The name and the call of torch's fastest score matrix at ``threads`` threads."""
+             ) -> tuple[str, Callable[[], Any], str]:
+    """Torch's fastest score matrix at ``threads`` threads: its name, its call, and a note.
+
+    Each candidate is timed (best of three) on the first ``TRIAL_ROWS`` rows; the
+    note gives those times.
+    """
     torch.set_num_threads(threads)
     trial = {}
     for dtype in DTYPES:
         fn = _scores(torch, q, mem[:TRIAL_ROWS], dtype)
         fn()
-        start = time.perf_counter()
-        fn()
-        trial[dtype] = time.perf_counter() - start
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        trial[dtype] = min(times)
     best = min(trial, key=trial.__getitem__)
     fn = _scores(torch, q, mem, best)
 
@@ -57,7 +64,10 @@ def _fastest(torch: Any, q: np.ndarray, mem: np.ndarray, threads: int
         torch.set_num_threads(threads)
         return fn()
 
-    return f"torch {best}, {threads} thread{'s' * (threads > 1)}", run
+    trials = ", ".join(f"{name.split()[0]} {seconds * 1e3:.1f} ms" for name, seconds in
+                       trial.items())
+    return (f"torch {best}, {threads} thread{'s' * (threads > 1)}", run,
+            f"torch on {min(len(mem), TRIAL_ROWS):,} rows: {trials}")
 
 
 def batch_search_cases(quick: bool, device: str) -> list[Case]:
@@ -90,7 +100,7 @@ def batch_search_cases(quick: bool, device: str) -> list[Case]:
                                   lambda s: "torch not installed (pip install tritnum[bench]): "
                                   "skipped"))
                 continue
-            base_name, base = _fastest(torch, q, mem, threads)
+            base_name, base, trials = _fastest(torch, q, mem, threads)
             for kind, (qs, ms) in (("bitplane", (pq, pmem)), ("dense", (q, mem))):
                 def ours(qs=qs, ms=ms, threads=threads) -> Any:
                     numba.set_num_threads(threads)
@@ -102,7 +112,7 @@ def batch_search_cases(quick: bool, device: str) -> list[Case]:
                 cases.append(Case("vsa", f"search {nq} x {m // 1000}k (dot) {kind}, "
                                   f"{threads} thread{'s' * (threads > 1)}", ours, base_name, base,
                                   BATCH_BAR if kind == "bitplane" else None,
-                                  3 if m > 10_000 else 7))
+                                  3 if m > 10_000 else 7, lambda s, trials=trials: trials))
     return cases
 
 
