@@ -59,7 +59,7 @@ def test_tile_counts_are_the_pairs_dot_and_nonzero_overlap(shape, d, seed, densi
     qa[:, 0, :nw] = planes[:, 0] | planes[:, 1]
     qa[:, 1, :nw] = planes[:, 1]
     memory = np.concatenate([tn.pack(m, "bitplane").data, np.full((1, 2, nw), ~np.uint64(0))])
-    out = np.zeros(2 * tq * tm + tm, np.int64)
+    out = np.full(-(-(2 * tq * tm + tm) // 8) * 8, -1, np.int64)  # whole groups of 8
     _tile(shape, qa, 1, memory, 1, out)  # the over-read past row ends meets the all-ones row
     for j in range(tq):
         for r in range(tm):
@@ -68,7 +68,8 @@ def test_tile_counts_are_the_pairs_dot_and_nonzero_overlap(shape, d, seed, densi
             assert both == np.count_nonzero(a * b)
             assert both - 2 * differ == a @ b
     if nonzeros:
-        np.testing.assert_array_equal(out[2 * tq * tm:], np.count_nonzero(m[1:1 + tm], axis=1))
+        np.testing.assert_array_equal(out[2 * tq * tm:2 * tq * tm + tm],
+                                      np.count_nonzero(m[1:1 + tm], axis=1))
 
 
 @given(d=st.integers(0, 300), seed=st.integers(0, 2**32 - 1))

@@ -152,7 +152,7 @@ def _search(queries, qnnz, memory, flat, k, metric, d, wide, parts, per_block, o
     chunk = np.zeros((CHUNK_ROWS + max(tm, tm1), 2, nwp), np.uint64)
     cflat = chunk.reshape(-1)
     nnz = np.zeros(CHUNK_ROWS + max(tm, tm1), np.int64)
-    counts = np.zeros(2 * max(tq * tm, tm1) + max(tm, tm1), np.int64)
+    counts = np.zeros(-(-(2 * max(tq * tm, tm1) + max(tm, tm1)) // 8) * 8, np.int64)
     qflat = queries.reshape(-1)
     for t in range(t0, t1):
         part = t % parts

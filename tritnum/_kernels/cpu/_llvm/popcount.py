@@ -98,11 +98,11 @@ def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, 
         with cgutils.for_range(builder, full) as loop:
             step(loop.index)
         last_step()
-        reduce = cgutils.get_or_insert_function(
-            module, ir.FunctionType(I64, [vt]), "llvm.vector.reduce.add.v8i64")
-        for t, acc in enumerate(accs):
-            builder.store(builder.call(reduce, [builder.load(acc)]),
-                          builder.gep(obase, [ir.Constant(I64, t)]))
+        sums = [builder.load(acc) for acc in accs]
+        sums += [ir.Constant(vt, None)] * (-len(sums) % WIDE_WORDS)
+        for g in range(0, len(sums), WIDE_WORDS):
+            builder.store(_sum_lanes(builder, sums[g:g + WIDE_WORDS]), builder.bitcast(
+                builder.gep(obase, [ir.Constant(I64, g)]), vt.as_pointer()), align=8)
         return
     wide16 = vector(I16, vt.count)
     reduce = cgutils.get_or_insert_function(
@@ -131,6 +131,27 @@ def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, 
         builder.store(builder.load(total), builder.gep(obase, [ir.Constant(I64, t)]))
 
 
+def _sum_lanes(builder, vs):
+    """Eight ``<8 x i64>`` vectors to one whose lane ``i`` is the sum of ``vs[i]``.
+
+    A transposing tree: at each level pairs of vectors trade halves of their
+    partial sums and add, 21 shuffles and adds instead of 8 reductions of 7.
+    """
+    width = 4
+    while len(vs) > 1:
+        lo, hi = [], []
+        for first in range(0, 8, 2 * width):  # lanes of a, then of b, that each level keeps
+            lo += [first + i for i in range(width)]
+            hi += [first + width + i for i in range(width)]
+        lo += [8 + i for i in lo]
+        hi += [8 + i for i in hi]
+        vs = [builder.add(builder.shuffle_vector(a, b, ir.Constant(vector(I32, 8), lo)),
+                          builder.shuffle_vector(a, b, ir.Constant(vector(I32, 8), hi)))
+              for a, b in zip(vs[::2], vs[1::2], strict=True)]
+        width //= 2
+    return vs[0]
+
+
 def _splat(builder, vt, scalar):
     """``scalar`` in every lane of a vector of type ``vt``."""
     one = builder.insert_element(ir.Constant(vt, None), scalar, ir.Constant(I32, 0))
@@ -142,18 +163,19 @@ def tile_counts(shapes: tuple[tuple[int, int, bool, bool], ...]):
     """An intrinsic counting ``popc(AB)`` and ``popc(X)`` for tiles of queries x memory rows.
 
     ``counts(shape, q, qoff, qstride, qplane, m, moff, mstride, mplane, nwords, out)``
-    runs the tile ``shapes[shape] = (tq, tm, wide, nonzeros)``: query ``j < tq`` of the tile has
+    runs the tile ``shapes[shape] = (tq, tm, wide, nonzeros)``. Query ``j < tq`` has
     its ``A`` plane at flat word ``qoff + j * qstride`` of the uint64 array ``q`` and
     its ``S`` plane ``qplane`` words further; memory row ``r < tm`` has ``P`` at
     ``moff + r * mstride`` of ``m`` and ``M`` ``mplane`` words further. Each plane has
     ``nwords`` words, read in vectors of ``WIDE_WORDS`` (``wide``) or ``NARROW_WORDS``:
-    the last vector's loads reach past them (up to the vector's end; those lanes of
-    the memory rows are zeroed, and the query's must be readable). ``out[2 t]`` and
-    ``out[2 t + 1]`` (int64) receive the two
-    counts of pair ``t = j * tm + r``; with ``nonzeros``, ``out[2 tq tm + r]`` the
-    non-zeros of memory row ``r`` (two operations more per row and vector, on data
-    already in registers). (One intrinsic for all shapes: a numba
-    function wrapping the call would reference-count its arrays on every tile.)
+    the last vector's loads reach past them (to the vector's end; those lanes of the
+    memory rows are zeroed, the query's must be readable). ``out[2 t]`` and
+    ``out[2 t + 1]`` (int64) receive the two counts of pair ``t = j * tm + r``; with
+    ``nonzeros``, ``out[2 tq tm + r]`` the non-zeros of memory row ``r`` (two
+    operations more per row and vector, on data already in registers). The wide tile
+    writes whole groups of 8 counts: ``out`` must have room for their number rounded
+    up to a multiple of 8. (One intrinsic for all shapes: a numba function wrapping
+    the call would reference-count its arrays on every tile.)
 
     Every vector of the ``tm`` memory rows is loaded once for the ``tq`` queries
     (register blocking). ``wide``: ``ctpop`` on ``<8 x i64>`` (``vpopcntq`` with
