@@ -91,7 +91,9 @@ def _planes_of(memory, r0, r1, chunk):
             nw = memory.shape[2]
             dst[0, :nw] = memory[r, 0]
             dst[1, :nw] = memory[r, 1]
-        else:  # int8 trits: 64 at a time
+        else:  # int8 trits: 64 at a time, the next row on its way in
+            if r + 1 < memory.shape[0]:
+                prefetch_row(memory, r + 1)
             row = memory[r]
             d = row.shape[0]
             nw = (d + 63) // 64
