@@ -148,3 +148,18 @@ def test_scores_kept_whole_go_block_by_block(device, monkeypatch):
     order = np.argsort(-full, axis=1, kind="stable")[:, :k]
     np.testing.assert_array_equal(idx, order)
     np.testing.assert_array_equal(s, np.take_along_axis(full, order, 1))
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize(("lead", "m", "d", "k"), [((0,), 5, 100, 1), ((2, 0), 5, 100, 5),
+                                                    ((3,), 4, 0, 2), ((0,), 70, 9, 66)])
+def test_search_of_no_queries_or_no_trits(lead, m, d, k, packed, device):
+    q = np.zeros((*lead, d), np.int8)
+    mem = vsa.random(m, d, seed=1)
+    pq, pm = (tn.pack(q, "bitplane"), tn.pack(mem, "bitplane")) if packed else (q, mem)
+    for metric in METRICS:
+        idx, s = vsa.search(pq, pm, k, metric, device=device)
+        assert idx.shape == s.shape == (*lead, k)
+        if d == 0 and idx.size:  # every row ties (hamming 1, dot and cosine 0): rows in order
+            assert (idx == np.arange(k)).all()
+            assert (s == (1.0 if metric == "hamming" else 0)).all()

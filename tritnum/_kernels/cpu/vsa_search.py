@@ -257,7 +257,7 @@ def search_tiles(queries, memory, k: int, metric: int, d: int, wide: bool = WIDE
     def tasks(n: int) -> tuple[int, int]:
         """Query units per block and the tasks for ``n`` queries: parts first, then blocks."""
         units = n // tq + n % tq
-        per_block = -(-units // max(1, min(units, -(-spread // parts))))
+        per_block = max(1, -(-units // max(1, min(units, -(-spread // parts)))))
         return per_block, -(-units // per_block) * parts
 
     if k <= KSTREAM:
