@@ -145,10 +145,9 @@ def _search(queries, qnnz, memory, flat, k, metric, d, wide, parts, per_block, o
     ``queries`` holds the zero-padded ``(A, S)`` planes ``(q, 2, nwp)`` of the queries,
     ``qnnz`` their non-zeros. Query unit ``u`` is batch tile ``u`` while there are whole
     ones, then one query each. Bit-plane ``memory`` is read in place (``flat``, its
-    words; the tiles' over-read past a row's last word stays within the array but
-    at its very end, where the rows go through the scratch), prefetched a few rows
-    ahead on the chunk's first pass (1.2-1.3x on a memory beyond the cache, measured
-    on one query against 10,000 rows); int8 ``memory`` is packed
+    words; a tile reaching past the array's last row reads them from the scratch),
+    prefetched a few rows ahead on the chunk's first pass (1.2-1.3x on a memory
+    beyond the cache, measured on one query against 10,000 rows); int8 ``memory`` is packed
     ``CHUNK_ROWS`` rows at a time into the scratch (``flat`` is empty). With
     ``k <= KSTREAM`` part ``p`` keeps query ``i``'s best ``k`` in ``out_s[p, i]``,
     ``out_i[p, i]`` (best first; -inf where the part has fewer rows); otherwise
@@ -191,16 +190,14 @@ def _search(queries, qnnz, memory, flat, k, metric, d, wide, parts, per_block, o
                     if direct and u == first:  # the chunk's first pass reads it from DRAM
                         for r in range(c0 + r0 + rn, min(m, c0 + r0 + rn + max(rn, ahead))):
                             prefetch_row(memory, r)  # the next tile's rows (>= 8 KB ahead)
-                    if not direct:
-                        _count_tile(shape, qflat, qoff, 2 * nwp, nwp, cflat, 2 * nwp * r0,
-                                    2 * nwp, nwp, nwp, counts)
-                    elif off + 2 * nw * (rn - 1) + nw + nwp <= flat.size:
+                    if direct and c0 + r0 + rn <= m:
                         _count_tile(shape, qflat, qoff, 2 * nwp, nwp, flat, off, 2 * nw, nw, nw,
                                     counts)
-                    else:  # the array's last rows: from the zero-padded scratch
-                        _planes_of(memory, c0 + r0, min(m, c0 + r0 + rn), chunk)
-                        _count_tile(shape, qflat, qoff, 2 * nwp, nwp, cflat, 0, 2 * nwp, nwp,
-                                    nwp, counts)
+                    else:  # int8 rows packed in the scratch, or the array's last rows
+                        if direct:
+                            _planes_of(memory, c0 + r0, m, chunk[r0:])
+                        _count_tile(shape, qflat, qoff, 2 * nwp, nwp, cflat, 2 * nwp * r0,
+                                    2 * nwp, nwp, nwp, counts)
                     if count_nnz:
                         nnz[r0:r0 + rn] = counts[2 * jn * rn:2 * jn * rn + rn]
                     for j in range(jn):

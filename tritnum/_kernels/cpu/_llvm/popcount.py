@@ -52,9 +52,16 @@ def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, 
     tail = builder.icmp_unsigned("<", lane_words, _splat(builder, vt, builder.trunc(
         rest, vt.element) if vt.element.width < it.width else rest))
 
-    def vec(base, offset):
-        return builder.load(builder.bitcast(builder.gep(base, [offset]), vt.as_pointer()),
-                            align=8)
+    masked_load = cgutils.get_or_insert_function(
+        module, ir.FunctionType(vt, [vt.as_pointer(), I32, tail.type, vt]),
+        f"llvm.masked.load.v{vt.count}i{vt.element.width}.p0v{vt.count}i{vt.element.width}")
+
+    def vec(base, offset, mask=None):
+        ptr = builder.bitcast(builder.gep(base, [offset]), vt.as_pointer())
+        if mask is None:
+            return builder.load(ptr, align=8)
+        return builder.call(masked_load, [ptr, ir.Constant(I32, 8), mask,
+                                          ir.Constant(vt, None)])
 
     def add(acc, bits):
         builder.store(builder.add(builder.load(acc), builder.call(ctpop, [bits])), acc)
@@ -62,18 +69,15 @@ def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, 
     def step(v, mask=None):
         """Add the counts of vector ``v`` of every pair to the accumulators.
 
-        ``mask``: the lanes of the last vector that hold words of the rows (the
-        memory words past them are read, and zeroed).
+        ``mask``: the lanes of the last vector that hold words of the memory rows
+        (only those are loaded: the rest read as 0 and never touch memory).
         """
         w = builder.mul(v, ir.Constant(v.type, words))
         rows = []
         for r in range(tm):
             at = builder.add(builder.mul(ir.Constant(I64, r), mstride), w)
-            plus, minus = vec(mbase, at), vec(mbase, builder.add(at, mplane))
-            if mask is not None:
-                zero = ir.Constant(vt, None)
-                plus, minus = (builder.select(mask, x, zero) for x in (plus, minus))
-            rows.append((builder.or_(plus, minus), minus))
+            minus = vec(mbase, builder.add(at, mplane), mask)
+            rows.append((builder.or_(vec(mbase, at, mask), minus), minus))
             if nonzeros:
                 add(accs[2 * tq * tm + r], rows[r][0])
         for j in range(tq):
@@ -168,8 +172,8 @@ def tile_counts(shapes: tuple[tuple[int, int, bool, bool], ...]):
     its ``S`` plane ``qplane`` words further; memory row ``r < tm`` has ``P`` at
     ``moff + r * mstride`` of ``m`` and ``M`` ``mplane`` words further. Each plane has
     ``nwords`` words, read in vectors of ``WIDE_WORDS`` (``wide``) or ``NARROW_WORDS``:
-    the last vector's loads reach past them (to the vector's end; those lanes of the
-    memory rows are zeroed, the query's must be readable). ``out[2 t]`` and
+    the last vector of the memory rows is loaded masked (nothing past the rows is
+    read), the query's whole (it must be readable: padded). ``out[2 t]`` and
     ``out[2 t + 1]`` (int64) receive the two counts of pair ``t = j * tm + r``; with
     ``nonzeros``, ``out[2 tq tm + r]`` the non-zeros of memory row ``r`` (two
     operations more per row and vector, on data already in registers). The wide tile
