@@ -1,4 +1,8 @@
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,3 +68,37 @@ def weights_a_hair_from_half_a_scale() -> tuple[np.ndarray, np.float32, np.ndarr
     trits = np.ones((3, 64), np.int8)
     trits[:, 60:] = [1, 0, -1, 0]
     return w, s, trits
+
+
+_LIMIT_MEMORY = """
+import resource
+def limit_memory():
+    # the address space capped at its size now plus 1 GiB: call it once warmed up
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.RLIM_INFINITY))
+"""
+
+
+@pytest.fixture(scope="session")
+def memory_limited_child():
+    """Run a hostile-file script in a fresh Python: ``run(code, spec, root) -> dict``.
+
+    ``code`` reads ``spec`` (written as JSON to ``root``) from ``sys.argv[1]``, may call
+    ``limit_memory()`` (defined for it) once warmed up, and prints its result as JSON on its
+    last line; a regression then fails a test instead of exhausting memory or hanging CI
+    (5 minutes at most). This tritnum is imported, not an installed one.
+    """
+    pytest.importorskip("resource")  # RLIMIT_AS: POSIX only
+    import tritnum
+
+    def run(code: str, spec: dict, root: Path) -> dict:
+        (root / "spec.json").write_text(json.dumps(spec))
+        env = {**os.environ, "PYTHONPATH": str(Path(tritnum.__file__).parents[1])}
+        child = subprocess.run([sys.executable, "-c", _LIMIT_MEMORY + code,
+                                str(root / "spec.json")], env=env, capture_output=True,
+                               text=True, timeout=300)
+        assert child.returncode == 0, child.stderr[-3000:]
+        return json.loads(child.stdout.splitlines()[-1])
+
+    return run

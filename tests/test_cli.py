@@ -1,5 +1,6 @@
 """``python -m tritnum {info,demo,bench}``, run as a user runs it: a new process."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,7 +12,9 @@ import pytest
 import tritnum as tn
 
 ROOT = Path(__file__).resolve().parents[1]  # python -m imports this checkout's tritnum
-FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
+# the torch family has rows where torch is installed (the test extra)
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "dask", "compress") + (
+    ("torch",) if importlib.util.find_spec("torch") else ())
 
 
 def tritnum_cli(*args):

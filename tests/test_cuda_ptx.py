@@ -24,8 +24,8 @@ import pytest
 CC = (8, 0)
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
 KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
-                                                                   "matmul"))
-KERNEL_MODULES += ("tritnum._kernels.cuda.vsa",)
+                                                                   "matmul", "q8k"))
+KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress")
 
 
 def _unavailable(reason: str) -> None:
@@ -125,13 +125,19 @@ def _signatures():
         ],
         "encode_tq_blocks": [((f32, u32, nt.boolean, rows_u8, f32, u32), "float32")],
         "encode_i2s_blocks": [((f32, u32, rows_u8, u32), "float32")],
+        "widen_float16": [((nt.Array(nt.uint16, 1, "C"), f32, u32), "uint16")],
         "decode_tq_blocks": [((rows_u8, f32, nt.boolean, out, bad), f"uint8-{out.dtype}")
                              for out in (f32_rows, trits_out)],  # values; trits (scale 1)
         "decode_i2s_blocks": [((rows_u8, nt.float64, out, bad), f"uint8-{out.dtype}")
                               for out in (f32_rows, trits_out)],
         **_vsa_signatures(),
+        **_compress_signatures(),
         "gemv_rows": _matmul_signatures(),
         "gemm_tiles": _matmul_signatures(),
+        "quantize_q8k_blocks": [((f32_rows, trits_out, f32_rows, nt.Array(nt.int16, 2, "C")),
+                                 "float32")],
+        "q8k_lanes": [((trits_out, f32_rows, nt.Array(nt.int16, 2, "C"), rows_u8, i64, i64,
+                        f32_rows, i64, f32, f32_rows), "int8")],
         "gemv_2bit_words": [
             ((nt.Array(x, 2, "C"), f32, nt.Array(nt.uint32, 2, "C"), f32_rows, f32, f32_rows),
              str(x))
@@ -197,6 +203,21 @@ def _vsa_signatures():
         sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, arr(i64, 2), arr(nt.float64, 2)),
                                    name)]
     return sigs
+
+
+def _compress_signatures():
+    """The sketch kernels as ``cuda/compress.py`` launches them: float16/32/64 gradients,
+    float32 values and residuals (empty where absent), a uint64 key."""
+    from numba import types as nt
+
+    f32 = nt.Array(nt.float32, 1, "C")
+    grads = [(nt.Array(dtype, 1, "C"), str(dtype))
+             for dtype in (nt.float16, nt.float32, nt.float64)]
+    return {
+        "sketch_buckets": [((x, f32, nt.uint64, f32), label) for x, label in grads],
+        "expand_stripes": [((f32, nt.int64, nt.uint64, nt.boolean, x, f32, f32), label)
+                           for x, label in grads],
+    }
 
 
 SIGNATURES = _signatures() if importlib.util.find_spec("numba") else {}

@@ -25,7 +25,8 @@ def test_import_touches_neither_numba_nor_cuda():
     out = run_python("""
         import sys, tritnum
         print(sorted(m for m in sys.modules
-                     if m.split('.')[0] in ('numba', 'llvmlite', 'torch', 'cupy', 'dask')))
+                     if m.split('.')[0] in ('numba', 'llvmlite', 'torch', 'cupy', 'dask',
+                                           'safetensors')))
     """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -106,6 +107,36 @@ def test_cuda_default_falls_back_with_one_warning():
 def test_bad_env_device_is_reported():
     out = run_python("import tritnum", TRITNUM_DEVICE="gpu")
     assert out.returncode != 0 and "TRITNUM_DEVICE='gpu'" in out.stderr
+
+
+def test_isa_can_be_forced_lower_and_is_reported():
+    out = run_python("""
+        from tritnum._environment import environment
+        from tritnum import _isa
+        from tritnum._kernels.cpu._llvm import gemv
+        from tritnum._kernels.cpu.packing import _pack2
+        env = environment()
+        print(_isa.ISA, gemv.BLOCK_BYTES, env["simd"].split(";")[0], _isa.CACHEABLE,
+              env["kernel cache"].split()[0])
+    """, TRITNUM_ISA="portable")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["portable", "32", "portable", "(TRITNUM_ISA)", "False", "off"]
+
+
+@pytest.mark.parametrize("value", ["avx9", "sse2"])
+def test_bad_isa_is_reported_at_import(value):
+    out = run_python("import tritnum", TRITNUM_ISA=value)
+    assert out.returncode != 0 and f"TRITNUM_ISA={value!r} is not a SIMD level" in out.stderr
+
+
+def test_isa_levels_follow_the_features():
+    from tritnum import _isa
+
+    assert _isa.available(frozenset()) == ("portable",)
+    assert _isa.available(frozenset({"avx2", "avxvnni"})) == ("portable", "avx2", "avxvnni")
+    assert _isa.select(None, frozenset({"avx2"})) == "avx2"
+    with pytest.raises(ValueError, match="lacks avxvnni"):
+        _isa.select("avxvnni", frozenset({"avx2"}))
 
 
 def test_cache_switch_is_read_once():

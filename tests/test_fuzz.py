@@ -290,8 +290,9 @@ def test_linear(device, data):
                                nonfinite=data.draw(st.integers(0, 5)) == 0))
     if data.draw(st.integers(0, 7)) == 0:  # hostile dtypes: a TypeError or a result
         finite = np.where(np.isfinite(native(x)), native(x), 0)
-        x = make_layout(finite.astype(data.draw(st.sampled_from(
-            ("int8", "int32", "bool", "complex64", "uint8", ">f8")))), "plain")
+        with np.errstate(invalid="ignore", over="ignore"):  # 1e300 as int8: any value will do
+            x = make_layout(finite.astype(data.draw(st.sampled_from(
+                ("int8", "int32", "bool", "complex64", "uint8", ">f8")))), "plain")
     w_float = data.draw(hnp.arrays(np.float32, (out_f, in_f), elements=st.floats(-2, 2,
                                                                                  width=32)))
     w = tn.quantize(w_float, axis=-1 if in_f and data.draw(st.booleans()) else None,

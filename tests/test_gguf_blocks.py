@@ -75,7 +75,11 @@ def test_ternary_tensor_encodes_like_its_floats(qtype, mode):
     w = np.random.default_rng(7).standard_normal((3, 512)).astype(np.float32)
     w[2, :256] = 0
     t = tn.quantize(w, **mode)
-    np.testing.assert_array_equal(tn.io.to_gguf_blocks(t, qtype),
+    lossy = bool(mode) if qtype == "I2_S" else mode.get("group_size") == 64
+    if lossy:  # scales finer than the format's: refused unless re-quantizing is asked for
+        with pytest.raises(tn.FormatError, match="requantize=True"):
+            tn.io.to_gguf_blocks(t, qtype)
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(t, qtype, requantize=lossy),
                                   tn.io.to_gguf_blocks(t.dequantize(), qtype))
 
 
@@ -273,3 +277,31 @@ def test_decode_into_an_out_that_overlaps_the_codes(qtype, device):
         buf[...] = blocks.reshape(-1)
         got = tn.io.from_gguf_blocks(buf, qtype, x.shape, out=out, device=device)
         np.testing.assert_array_equal(got, want)
+
+
+def test_float16_input_encodes_as_its_float32_values(device):
+    """float16 input goes to the encoders as bits, widened block by block: every finite half
+    (subnormals included) alone in a block gives that half as the block's scale d, bit for
+    bit, and blocks of mixed halves the bytes of their float32 values."""
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    finite = halves[np.isfinite(halves.view(np.float16))]
+    if device == "cuda":  # the simulator: a sample
+        finite = finite[::97]
+    alone = np.zeros((finite.size, 256), np.float16)
+    alone[:, 7] = finite.view(np.float16)
+    for qtype in GGUF_TYPES:
+        got = tn.io.to_gguf_blocks(alone, qtype, device=device)
+        d = got[:, -2:].copy().view(np.uint16).ravel()
+        np.testing.assert_array_equal(d, finite & 0x7FFF)  # |x|, exactly
+        np.testing.assert_array_equal(got, quants.quantize(alone.astype(np.float32),
+                                                           GGUF_TYPES[qtype]))
+    x = np.random.default_rng(11).standard_normal((3, 4096)).astype(np.float16)
+    x[0, :300] = np.arange(300).astype(np.uint16).view(np.float16)  # subnormal halves
+    for qtype in GGUF_TYPES:
+        np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device=device),
+                                      quants.quantize(x.astype(np.float32), GGUF_TYPES[qtype]))
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, "I2_S", device=device),
+                                  tn.io.to_gguf_blocks(x.astype(np.float32), "I2_S"))
+    x[2, 9] = np.inf
+    with pytest.raises(ValueError, match=r"x\[2, 9\] = inf is not finite"):
+        tn.io.to_gguf_blocks(x, "TQ2_0", device=device)

@@ -93,9 +93,67 @@ def test_npz_round_trip(fmt, tmp_path):
     many = tn.load(tmp_path / "many.npz")
     assert set(many) == {"t", "p", "row"} and many["p"] == p and many["row"].group_size == 8
     with np.load(tmp_path / "many.npz", allow_pickle=False) as f:  # plain arrays, no pickle
-        assert json.loads(str(f["__tritnum__"][()]))["version"] == 1
-    tn.save(str(tmp_path / "weights"), p)  # at this path exactly: no ".npz" appended
-    assert tn.load(str(tmp_path / "weights")) == p
+        assert json.loads(str(f["__tritnum__"][()]))["version"] == 2
+    tn.save(str(tmp_path / "weights.NPZ"), p)  # at this path exactly: no ".npz" appended
+    assert tn.load(str(tmp_path / "weights.NPZ")) == p
+    with pytest.raises(tn.FormatError, match=r"must be one of '\.npz', '\.safetensors', got ''"):
+        tn.save(str(tmp_path / "weights"), p)  # the extension picks the format
+
+
+PLAIN = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+         "float16", "float32", "float64"]
+
+
+def test_npz_keeps_plain_arrays_next_to_ternary_ones(tmp_path):
+    rng = np.random.default_rng(3)
+    arrays = {d: (rng.standard_normal((3, 4)) * 100).astype(d) for d in PLAIN}
+    arrays["float32"].flat[:2] = [np.nan, -0.0]
+    arrays.update(big_endian=np.arange(6, dtype=">i4").reshape(2, 3),
+                  strided=np.arange(20.0).reshape(4, 5)[::2, ::-2],
+                  scalar=np.float16(1.5), empty=np.zeros((0, 3), np.uint8))
+    w = ternary((4, 8), group_size=4)
+    path = tmp_path / "model.npz"
+    tn.save(path, {"w": w, **arrays})
+    back = tn.load(path)
+    assert back["w"].packed == w.packed
+    for name, a in arrays.items():
+        want = np.asarray(a, np.asarray(a).dtype.newbyteorder("<"), order="C")  # little-endian
+        assert back[name].dtype == want.dtype and back[name].shape == want.shape
+        bits = f"u{want.dtype.itemsize}"  # NaN and -0.0 bit for bit
+        np.testing.assert_array_equal(back[name].view(bits), want.view(bits))
+    with np.load(path, allow_pickle=False) as f:  # still plain arrays, still no pickle
+        assert set(f.files) == {"__tritnum__", "w/data", "w/scales",
+                                *(f"{name}/array" for name in arrays)}
+    tn.save(path, np.arange(3))  # one array on its own
+    np.testing.assert_array_equal(tn.load(path), np.arange(3))
+
+
+def test_npz_reads_torch_tensors_bfloat16_as_float32(tmp_path):
+    torch = pytest.importorskip("torch")
+    t = torch.randn(3, 5).bfloat16()
+    tn.save(tmp_path / "t.npz", {"emb": t, "g": torch.ones(2, requires_grad=True)})
+    back = tn.load(tmp_path / "t.npz")
+    assert back["emb"].dtype == np.float32
+    np.testing.assert_array_equal(back["emb"], t.float().numpy())  # exact: a wider float
+    np.testing.assert_array_equal(back["g"], np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("value, match", [
+    ([1.0, 2.0], "'a' is a list"), (np.array(["x"]), "array of <U1"),
+    (np.array([{}], object), "array of object"), (np.ones(2, np.complex128), "complex128"),
+    (np.ones(2, np.longdouble), "float128|longdouble"), ({"x": 1}, "'a' is a dict")])
+def test_npz_refuses_what_it_cannot_hold_without_pickle(value, match, tmp_path):
+    with pytest.raises(TypeError, match=match):
+        tn.save(tmp_path / "x.npz", {"a": value})
+
+
+def test_npz_of_format_version_1_still_loads(tmp_path):
+    path = tmp_path / "v1.npz"
+    p = tn.pack([1, 0, -1])
+    np.savez(path, __tritnum__=np.array(json.dumps(
+        {"version": 1, "single": True, "items": {"": {"shape": [3], "format": "2bit"}}})),
+        **{"/data": p.data})
+    assert tn.load(path) == p
 
 
 def test_npz_bad_files(tmp_path):
@@ -120,7 +178,7 @@ def test_npz_bad_files(tmp_path):
     with pytest.raises(tn.FormatError):
         tn.load(wrong)
     with pytest.raises(TypeError, match="save takes"):
-        tn.save(path, np.zeros(3))
+        tn.save(path, [0.0, 0.0])
 
 
 @given(t=ternary_tensors())

@@ -1,5 +1,7 @@
 """Ternary matmul on every CPU-side backend against float64 math and exact int64 sums."""
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import find, given, settings
@@ -8,12 +10,23 @@ from hypothesis.extra import numpy as hnp
 from numba import njit
 
 import tritnum as tn
+from tritnum import _isa as isa
 from tritnum._kernels.cpu import matmul as cpu_matmul
 from tritnum._kernels.cpu._llvm import gemv
 from tritnum.testing import ternary_tensors
 
-# sizes around the 128-trit SIMD blocks and 4/5-trit units, and primes
-SIDES = st.sampled_from([1, 2, 3, 4, 5, 7, 13, 31, 64, 127, 128, 129, 131, 255, 257, 300, 521])
+# sizes around the 128- and 256-trit SIMD blocks and 4/5-trit units, and primes
+SIDES = st.sampled_from([1, 2, 3, 4, 5, 7, 13, 31, 64, 127, 128, 129, 131, 255, 256, 257, 300,
+                         511, 513, 521])
+
+# each level's intrinsics, made once (every level is tested where the CPU has it)
+DOTS = {level: (gemv.make_dot(t), gemv.make_decode(t), gemv.make_scaled_dot(t))
+        for level, t in gemv.TARGETS.items()}
+
+
+def needs(level):
+    if level not in isa.available():
+        pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
 
 
 LEADS = hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=20)
@@ -170,28 +183,28 @@ def test_nan_on_the_int8_path_names_the_position():
         tn.linear(np.array([[0.0, 1, 2], [0, 1, np.nan]]), w, activations="int8")
 
 
-@pytest.mark.parametrize("avx2", [True, False])
+@pytest.mark.parametrize("level", isa.LEVELS)
 @given(blocks=st.integers(0, 6), seed=st.integers(0, 2**32 - 1))
-def test_simd_dot_and_decode_match_numpy(avx2, blocks, seed):
-    """The SIMD dot and decoder (and their portable lowering) against the documented layout."""
-    if avx2 and not gemv.HAS_AVX2:
-        pytest.skip("this CPU has no AVX2; the portable lowering is what runs here")
-    dot = gemv.dot_2bit if avx2 else gemv.dot_2bit_portable
-    decode = gemv.decode_2bit if avx2 else gemv.decode_2bit_portable
+def test_simd_dot_and_decode_match_numpy(level, blocks, seed):
+    """The SIMD dot and decoder of every level the CPU has against the documented layout."""
+    needs(level)
+    target = gemv.TARGETS[level]
+    dot, decode, _ = DOTS[level]
+    size = target.block
     rng = np.random.default_rng(seed)
-    codes = rng.integers(0, 3, (blocks, 4, 32)).astype(np.uint8)  # block, code n, byte m
-    w = np.zeros(32 * blocks + 3, np.uint8)
+    codes = rng.integers(0, 3, (blocks, 4, size)).astype(np.uint8)  # block, code n, byte m
+    w = np.zeros(size * blocks + 3, np.uint8)
     w[3:] = np.bitwise_or.reduce(codes << (2 * np.arange(4, dtype=np.uint8))[:, None],
                                  axis=1).reshape(-1)
-    x = rng.standard_normal(128 * blocks + 5).astype(np.float32)
-    q = rng.integers(-128, 128, 128 * blocks + 5).astype(np.int8)
+    x = rng.standard_normal(4 * size * blocks + 5).astype(np.float32)
+    q = rng.integers(-128, 128, 4 * size * blocks + 5).astype(np.int8)
 
     @njit
     def run(w, x, q, out):
         decode(w, 3, out, 2, blocks)
         return dot(w, 3, x, 5, blocks), dot(w, 3, q, 5, blocks)
 
-    out = np.full(128 * blocks + 4, 7, np.float32)
+    out = np.full(4 * size * blocks + 4, 7, np.float32)
     fsum, isum = run(w, x, q, out)
     flat = codes.reshape(-1).astype(np.int64)
     np.testing.assert_array_equal(out[2:-2], flat - 1)  # the trits, in the layout
@@ -201,17 +214,54 @@ def test_simd_dot_and_decode_match_numpy(avx2, blocks, seed):
                                atol=1e-4)
 
 
+@pytest.mark.parametrize("level", isa.LEVELS)
+@given(blocks=st.integers(0, 3), segments=st.integers(0, 5), seed=st.integers(0, 2**32 - 1))
+def test_scaled_dot_matches_numpy(level, blocks, segments, seed):
+    """sum_g scale_g * (dot_g - xsum_g) over runs of whole blocks, in float64."""
+    needs(level)
+    size = gemv.TARGETS[level].block
+    _, _, scaled_dot = DOTS[level]
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 3, (segments, blocks, 4, size)).astype(np.uint8)
+    w = np.zeros(size * blocks * segments + 1, np.uint8)
+    w[1:] = np.bitwise_or.reduce(codes << (2 * np.arange(4, dtype=np.uint8))[:, None],
+                                 axis=2).reshape(-1)
+    flat = codes.reshape(segments, 4 * size * blocks).astype(np.int64)
+    x = rng.standard_normal(flat.size + 2).astype(np.float32)
+    q = rng.integers(-128, 128, flat.size + 2).astype(np.int8)
+    scales = rng.uniform(0.1, 2, segments + 3).astype(np.float32)
+    xsum = rng.uniform(-500, 500, segments + 1)
+
+    @njit
+    def run(w, x, q, scales, xsum):
+        return (scaled_dot(w, 1, x, 2, blocks, segments, scales, 3, xsum, 1),
+                scaled_dot(w, 1, q, 2, blocks, segments, scales, 3, xsum, 1))
+
+    fsum, isum = run(w, x, q, scales, xsum)
+    s64 = scales[3:].astype(np.float64)
+    exact = (flat * q[2:].reshape(flat.shape)).sum(axis=1) - xsum[1:]  # integer sums
+    np.testing.assert_allclose(isum, s64 @ exact, rtol=1e-12, atol=1e-9)
+    fdot = ((flat - 1) * x[2:].reshape(flat.shape).astype(np.float64)).sum(axis=1)
+    np.testing.assert_allclose(fsum, s64 @ fdot, rtol=1e-5, atol=1e-3)
+
+
+def test_the_kernels_use_the_best_level_the_cpu_has():
+    assert isa.ISA == (os.environ.get("TRITNUM_ISA") or isa.available()[-1])
+    assert gemv.BLOCK_BYTES == gemv.TARGETS[isa.ISA].block
+
+
 @pytest.mark.parametrize("n,segment", [(1, 1), (13, 4), (300, 75), (256, 16), (520, 130)])
 def test_layout_pairs_each_code_with_its_element(n, segment):
-    """Position 128k + 32c + m of a segment holds element 4 * (32k + m) + c."""
+    """Position 4Bk + Bc + m of a segment holds element 4 * (Bk + m) + c (B bytes a block)."""
+    size = gemv.BLOCK_BYTES
     idx = cpu_matmul.layout(n, segment)
-    per_segment = 128 * -(-segment // 32)
+    per_segment = 4 * size * -(-segment // size)
     assert idx.size % per_segment == 0
     for s in range(idx.size // per_segment):
-        part = idx[s * per_segment:(s + 1) * per_segment].reshape(-1, 4, 32)
+        part = idx[s * per_segment:(s + 1) * per_segment].reshape(-1, 4, size)
         for k, c, m in np.ndindex(part.shape):
-            element = s * 4 * segment + 4 * (32 * k + m) + c
-            inside = 32 * k + m < segment and element < n
+            element = s * 4 * segment + 4 * (size * k + m) + c
+            inside = size * k + m < segment and element < n
             assert part[k, c, m] == (element if inside else n)
 
 

@@ -1,10 +1,14 @@
 """The public namespace: what ``__all__`` promises exists, is documented and is complete;
-the ``tritnum.typing`` literals match the checks; the package's imports form no cycle."""
+the ``tritnum.typing`` literals match the checks; the package's imports form no cycle;
+optional frameworks (dask) are imported only by their own layer, and only when used."""
 
 import ast
 import importlib
 import inspect
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import get_args
 
@@ -16,11 +20,11 @@ import tritnum.typing as tt
 
 PUBLIC = {
     "tritnum": {
-        "BitLinear", "DeviceUnavailableError", "FORMATS", "FormatError", "InvalidTritsError",
-        "PackedTrits", "ShapeMismatchError", "TernaryTensor", "TritnumError", "__version__",
-        "cuda_available", "dequantize", "errors", "get_device", "io", "linear", "load",
-        "nbytes", "pack", "quantize", "quantize_activations", "save", "set_device", "unpack",
-        "use_device", "vsa", "warmup",
+        "BitLinear", "DeviceUnavailableError", "ErrorFeedback", "FORMATS", "FormatError",
+        "InvalidTritsError", "PackedTrits", "ShapeMismatchError", "Sketch", "TernaryTensor",
+        "TritnumError", "__version__", "compress", "cuda_available", "decompress", "dequantize",
+        "errors", "get_device", "io", "linear", "load", "nbytes", "pack", "quantize",
+        "quantize_activations", "save", "set_device", "unpack", "use_device", "vsa", "warmup",
     },
     "tritnum.vsa": {
         "Centroid", "ItemMemory", "bind", "bundle", "bundle_sequence", "circular",
@@ -28,10 +32,15 @@ PUBLIC = {
         "ngrams", "permute",
         "random", "search", "similarity", "unbind",
     },
-    "tritnum.io": {"QTYPES", "from_gguf_blocks", "read_gguf", "to_gguf_blocks", "write_gguf"},
+    "tritnum.io": {"I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",
+                   "SafetensorsFile", "TensorReport", "from_gguf_blocks", "quantize_gguf",
+                   "read_gguf", "read_safetensors", "to_gguf_blocks", "write_gguf",
+                   "write_safetensors"},
     "tritnum.testing": {"packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"},
-    "tritnum.typing": {"Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat",
-                       "Metric"},
+    "tritnum.typing": {"Activations", "BindRule", "Device", "Estimate", "Format", "GGUFQType",
+                       "HVFormat", "I2SLayout", "Metric"},
+    "tritnum.torch": {"BitLinear", "CompressionState", "GradientCompression", "convert",
+                      "ddp_comm_hook", "export", "register_compression"},
 }
 
 
@@ -40,9 +49,15 @@ def own_doc(obj):
     return vars(obj).get("__doc__") if inspect.isclass(obj) else obj.__doc__
 
 
+def public_module(name):
+    if name == "tritnum.torch":
+        pytest.importorskip("torch")
+    return importlib.import_module(name)
+
+
 @pytest.mark.parametrize("module", PUBLIC)
 def test_all_is_the_public_list(module):
-    mod = importlib.import_module(module)
+    mod = public_module(module)
     assert len(mod.__all__) == len(set(mod.__all__)), "a name listed twice"
     assert set(mod.__all__) == PUBLIC[module]
     assert (mod.__doc__ or "").strip()
@@ -50,7 +65,7 @@ def test_all_is_the_public_list(module):
 
 @pytest.mark.parametrize("module", PUBLIC)
 def test_every_public_name_exists_and_is_documented(module):
-    mod = importlib.import_module(module)
+    mod = public_module(module)
     for name in mod.__all__:
         obj = getattr(mod, name)  # AttributeError for a name that is not there
         if inspect.isroutine(obj) or inspect.isclass(obj) or inspect.ismodule(obj):
@@ -63,15 +78,18 @@ def in_device(device):
 
 
 A = np.ones((2, 8), np.int8)
-W = tn.quantize(np.ones((2, 8)))
+W = tn.quantize(np.ones((2, 256)))  # q8_k takes rows of whole 256-value blocks
 LITERALS = {  # each literal and the call that takes one of its values
     tt.Format: lambda v: tn.pack([1], v),
     tt.Device: lambda v: in_device(v),
-    tt.Activations: lambda v: tn.linear(np.ones(8), W, activations=v),
+    tt.Activations: lambda v: tn.linear(np.ones(256), W, activations=v),
     tt.Metric: lambda v: tn.vsa.similarity(A, A, v),
     tt.HVFormat: lambda v: tn.vsa.random(1, 8, format=v),
     tt.BindRule: lambda v: tn.vsa.bind(A, A, rule=v),
     tt.GGUFQType: lambda v: tn.io.to_gguf_blocks(np.ones(256, np.float32), v),
+    tt.I2SLayout: lambda v: tn.io.to_gguf_blocks(np.ones((4, 128), np.float32), "I2_S",
+                                                 layout=v),
+    tt.Estimate: lambda v: tn.decompress(tn.compress(np.ones(8), 2, 0), estimate=v),
 }
 
 
@@ -124,3 +142,49 @@ def test_no_import_cycles():
 
     cycles = {name for name in graph if reaches(name, name, set())}
     assert not cycles, sorted(cycles)
+
+
+def test_dask_is_imported_only_for_dask_input():
+    # in-memory work never imports dask nor tritnum's Dask layer
+    code = textwrap.dedent("""
+        import sys, numpy as np, tritnum as tn
+        t = tn.vsa.random(20, 64, seed=1)
+        tn.vsa.search(t[:2], t, 3)
+        tn.linear(np.ones((2, 64), np.float32), tn.quantize(np.ones((4, 64))))
+        tn.unpack(tn.pack(t, "bitplane"))
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")
+                     or m.startswith("tritnum._dask")))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_only_the_dask_layer_imports_dask():
+    root = Path(tn.__file__).parent
+    importers = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            if any(n.split(".")[0] in ("dask", "distributed") for n in names):
+                importers.add(path.relative_to(root).parts[0])
+    assert importers <= {"_dask", "_bench"}, importers
+
+
+def test_torch_is_imported_by_tritnum_torch_only():
+    pytest.importorskip("torch")
+    code = """
+import sys
+import tritnum
+print(sorted(m for m in sys.modules if m.split(".")[0] == "torch" or m == "tritnum.torch"))
+import tritnum.torch
+print("torch" in sys.modules, sorted(m for m in sys.modules if m.split(".")[0] == "numba"))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    # tritnum.torch brings torch, and still no numba (kernels compile on first use)
+    assert out.stdout.split("\n")[:2] == ["[]", "True []"]

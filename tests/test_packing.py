@@ -143,15 +143,13 @@ def test_list_input_and_properties():
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_long_row_split_across_tasks(fmt, monkeypatch):
     """A single row longer than one task (and not a whole number of units), on 2 threads."""
-    import numba
-
     from tritnum._kernels.cpu import _parallel
 
     calls = []
     get_pool = _parallel._get_pool
     monkeypatch.setattr(_parallel, "MIN_PARALLEL_BYTES", 0)
     monkeypatch.setattr(_parallel, "_get_pool", lambda: calls.append(1) or get_pool())
-    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(_parallel, "threads", lambda: 2)
     rng = np.random.default_rng(3)
     n = 64 * 5 * 1100 + 3
     a = rng.integers(-1, 2, size=n).astype(np.int8)

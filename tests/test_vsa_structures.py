@@ -65,6 +65,9 @@ def test_item_memory_errors(tmp_path):
         mem.add("z", np.zeros(65, np.int8))
     with pytest.raises(tn.InvalidTritsError):
         mem.add("z", np.full(64, 5))
+    with pytest.raises(tn.FormatError, match=r"ItemMemory\.save writes npz files, not safetensors"):
+        mem.save(tmp_path / "m.safetensors")  # the name would say another format
+    assert not (tmp_path / "m.safetensors").exists()
     mem.add(("tuple",))
     with pytest.raises(TypeError, match="str or int"):
         mem.save(tmp_path / "m.npz")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from . import errors, io, vsa
 from ._dispatch import cuda_available, get_device, set_device, use_device
 from ._warmup import warmup
+from .compress import ErrorFeedback, Sketch, compress, decompress
 from .errors import (
     DeviceUnavailableError,
     FormatError,
@@ -22,7 +23,7 @@ from .errors import (
     ShapeMismatchError,
     TritnumError,
 )
-from .io.npz import load, save
+from .io.files import load, save
 from .matmul import BitLinear, linear
 from .packing import FORMATS, PackedTrits, nbytes, pack, unpack
 from .quantize import TernaryTensor, dequantize, quantize, quantize_activations
@@ -33,14 +34,18 @@ __all__ = [
     "FORMATS",
     "BitLinear",
     "DeviceUnavailableError",
+    "ErrorFeedback",
     "FormatError",
     "InvalidTritsError",
     "PackedTrits",
     "ShapeMismatchError",
+    "Sketch",
     "TernaryTensor",
     "TritnumError",
     "__version__",
+    "compress",
     "cuda_available",
+    "decompress",
     "dequantize",
     "errors",
     "get_device",

@@ -1,4 +1,4 @@
-"""Command line: ``python -m tritnum {info,demo,bench}``."""
+"""Command line: ``python -m tritnum {info,demo,bench,quantize-gguf}``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,21 @@ def _bench(args: argparse.Namespace) -> int:
     from ._bench import main
 
     return main(args)
+
+
+def _quantize_gguf(args: argparse.Namespace) -> int:
+    from .errors import TritnumError
+    from .io import quantize_gguf
+
+    try:
+        report = quantize_gguf(args.src, args.dst, args.qtype, include=args.include,
+                               exclude=args.exclude, layout=args.layout,
+                               progress=False if args.no_progress else None)
+    except (TritnumError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(report)
+    return 0
 
 
 def _plain(doc: str | None) -> str:
@@ -53,11 +68,28 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "numpy"])
     bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     bench.add_argument("--family", action="append",
-                       choices=["packing", "quantize", "gguf", "matmul", "vsa"],
+                       choices=["packing", "quantize", "gguf", "matmul", "vsa", "dask",
+                                "compress", "torch"],
                        help="only this family (repeatable; default: all)")
     bench.add_argument("--rows", type=int, default=None, help="rows of trits (default 4096)")
     bench.add_argument("--cols", type=int, default=16000, help="trits per row")
     bench.set_defaults(func=_bench)
+    quantize = sub.add_parser(
+        "quantize-gguf", help="quantize an F32/F16/BF16 GGUF model to TQ1_0, TQ2_0 or I2_S",
+        description="Quantize a float GGUF model file to ternary as llama.cpp's llama-quantize "
+                    "does (the same bytes; token embeddings, norms and the output layer stay "
+                    "as they are), metadata kept, streamed tensor by tensor.")
+    quantize.add_argument("src", help="the F32/F16/BF16 GGUF file")
+    quantize.add_argument("dst", help="the GGUF file to write")
+    quantize.add_argument("--qtype", default="TQ2_0", choices=["TQ1_0", "TQ2_0", "I2_S"])
+    quantize.add_argument("--include", action="append", metavar="GLOB",
+                          help="also quantize these tensors (e.g. output.weight; repeatable)")
+    quantize.add_argument("--exclude", action="append", metavar="GLOB",
+                          help="keep these tensors as they are (repeatable)")
+    quantize.add_argument("--layout", default="x86", choices=["x86", "x86-interleaved", "arm"],
+                          help="I2_S byte layout: the bitnet.cpp build that reads the file")
+    quantize.add_argument("--no-progress", action="store_true", help="no progress bar")
+    quantize.set_defaults(func=_quantize_gguf)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -2,6 +2,8 @@
 
 ``TRITNUM_DEVICE``  default device: ``auto`` (the default), ``cpu``, ``cuda`` or ``numpy``.
 ``TRITNUM_CACHE``   ``0`` turns off numba's on-disk kernel cache (on by default).
+``TRITNUM_ISA``     force a lower SIMD level for the CPU kernels: ``portable``, ``avx2``,
+                    ``avxvnni`` (default: the best the CPU has; see ``_kernels/cpu/_isa.py``).
 """
 
 from __future__ import annotations
@@ -27,3 +29,16 @@ def _read_device() -> str:
 
 DEFAULT_DEVICE: str = _read_device()
 CACHE: bool = os.environ.get("TRITNUM_CACHE", "1").strip().lower() not in _FALSE
+ISA_LEVELS = ("portable", "avx2", "avxvnni", "avx512vnni")  # lowest first
+
+
+def _read_isa() -> str | None:
+    value = os.environ.get("TRITNUM_ISA", "").strip().lower() or None
+    if value is not None and value not in ISA_LEVELS:
+        raise ValueError(
+            f"TRITNUM_ISA={value!r} is not a SIMD level; use one of {', '.join(ISA_LEVELS)}"
+        )
+    return value
+
+
+ISA: str | None = _read_isa()  # whether the CPU has it is checked when the kernels load

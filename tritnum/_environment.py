@@ -35,7 +35,7 @@ def environment() -> dict[str, Any]:
 
     import tritnum
 
-    from . import _config
+    from . import _config, _isa
     from ._dispatch import cuda_available, get_device
 
     return {
@@ -46,12 +46,15 @@ def environment() -> dict[str, Any]:
         "numba-cuda": _version("numba-cuda"),
         "cpu": _cpu_name(),
         "cores": os.cpu_count(),
+        "simd": f"{_isa.ISA}" + (" (TRITNUM_ISA)" if _config.ISA else "")
+                + f"; the CPU has {', '.join(_isa.available())}",
         "threads": numba.config.NUMBA_NUM_THREADS,
         "threading layer": numba.config.THREADING_LAYER,
         "cuda available": cuda_available(),
         "cuda simulator": bool(numba.config.ENABLE_CUDASIM),
         "default device": get_device(),
-        "kernel cache": "on" if _config.CACHE else "off (TRITNUM_CACHE=0)",
+        "kernel cache": ("off (TRITNUM_CACHE=0)" if not _config.CACHE
+                         else "off (a forced TRITNUM_ISA)" if not _isa.CACHEABLE else "on"),
         "cache dir": numba.config.CACHE_DIR or os.path.join(
             os.path.dirname(tritnum.__file__), "_kernels", "cpu", "__pycache__"),
     }

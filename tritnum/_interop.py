@@ -13,12 +13,17 @@ Two conversions are not free, by necessity: bfloat16 tensors are read as
 float32 (NumPy has no bfloat16), and ``requires_grad`` tensors are read
 detached (tritnum's kernels do not record autograd graphs).
 
-Nothing here imports torch, CuPy or numba-cuda: an object is recognised as a
-tensor only when its framework is already imported.
+Dask arrays are lazy: public ops hand them, unread, to tritnum's Dask layer
+(:func:`dask_layer`, the package ``tritnum._dask``), which builds lazy results
+whose tasks run the in-memory ops on each chunk.
+
+Nothing here imports torch, CuPy, numba-cuda or dask: an object is recognised as
+a tensor or a Dask array only when its framework is already imported.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 from dataclasses import dataclass
@@ -30,13 +35,16 @@ __all__ = [
     "HOST",
     "Origin",
     "as_rows",
+    "dask_layer",
     "for_device",
     "is_cuda_array",
+    "is_dask",
     "is_torch",
     "native",
     "origin",
     "to_gpu",
     "to_host",
+    "to_host_exact",
 ]
 
 
@@ -46,8 +54,21 @@ def is_torch(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
+def is_dask(obj: Any) -> bool:
+    """Whether ``obj`` is a Dask array (False without importing dask)."""
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(obj, da.Array)
+
+
+def dask_layer() -> Any:
+    """The Dask layer of tritnum (``tritnum._dask``), imported on first use: by a Dask input."""
+    return importlib.import_module("tritnum._dask")
+
+
 def is_cuda_array(obj: Any) -> bool:
     """Whether ``obj`` lives on a GPU (a CUDA tensor, or ``__cuda_array_interface__``)."""
+    if type(obj) is np.ndarray:  # the common case, first: this runs several times per call
+        return False
     if is_torch(obj):
         return obj.device.type == "cuda"
     return bool(getattr(obj, "__cuda_ndarray__", False)) or hasattr(
@@ -82,6 +103,8 @@ def native(x: Any) -> Any:
     PyTorch tensors and ``__cuda_array_interface__`` arrays are converted;
     anything else is returned as it is, for the validators to read.
     """
+    if type(x) is np.ndarray:
+        return x
     if is_torch(x):
         return _from_torch(x)
     if getattr(x, "__cuda_ndarray__", False):  # a numba device array (or the simulator's)
@@ -95,10 +118,26 @@ def native(x: Any) -> Any:
 
 def to_host(a: Any) -> np.ndarray:
     """A NumPy array of ``a`` (copied back from the GPU when it lives there)."""
+    if type(a) is np.ndarray:
+        return a
     a = native(a)
     if is_cuda_array(a):
         return a.copy_to_host()
     return np.asarray(a)
+
+
+def to_host_exact(a: Any) -> tuple[np.ndarray, bool]:
+    """``a`` as :func:`to_host` gives it, and whether it holds bfloat16 bits.
+
+    A bfloat16 tensor is not widened to float32 here: its bits come back as uint16
+    (and ``True``), for files that store bfloat16 as it is.
+    """
+    if is_torch(a):
+        import torch
+
+        if a.dtype == torch.bfloat16:
+            return to_host(a.detach().view(torch.int16)).view(np.uint16), True
+    return to_host(a), False
 
 
 def to_gpu(a: Any) -> Any:

@@ -17,7 +17,7 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 
@@ -57,6 +57,13 @@ def reading(path: str | os.PathLike[str], what: str) -> Iterator[None]:
 def unreadable(path: str | os.PathLike[str], what: str, problem: str) -> NoReturn:
     """Raise the FormatError of a file that is not a readable ``what``, saying why."""
     raise FormatError(f"{os.fspath(path)!r} is not a readable {what}: {problem}")
+
+
+class Failing(Protocol):
+    """A file being read that can raise its FormatError (an :class:`Archive`, a header)."""
+
+    def fail(self, problem: str) -> NoReturn:
+        """Raise the FormatError of this file, saying ``problem``."""
 
 
 def check_max_bytes(max_bytes: Any) -> int:
@@ -195,7 +202,12 @@ def _npy_header(archive: Archive, fp: Any, where: str) -> tuple[tuple[int, ...],
     return shape, dtype
 
 
-def field(archive: Archive, header: Any, key: str, kinds: type | tuple[type, ...],
+def sizes(value: list[Any]) -> bool:
+    """Whether ``value`` holds only ints >= 0 (not bools): a shape read from a file."""
+    return all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)
+
+
+def field(archive: Failing, header: Any, key: str, kinds: type | tuple[type, ...],
           where: str = "the header") -> Any:
     """``header[key]``, or a FormatError naming ``key`` if it is missing or ill-typed.
 

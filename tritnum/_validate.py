@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ._interop import is_cuda_array, native, to_host
+from ._interop import is_cuda_array, is_dask, native, to_host
 from .errors import InvalidTritsError, ShapeMismatchError
 
 
@@ -68,7 +68,7 @@ def trit_array(x: Any, name: str = "trits") -> Any:
     the kernels, which report back; :func:`raise_invalid_trits` names the culprit.
     """
     a = native(x)
-    if not is_cuda_array(a):
+    if not (is_cuda_array(a) or is_dask(a)):  # a Dask array is checked here, not read
         a = np.asarray(a)
     kind = a.dtype.kind
     if kind in "fc":
@@ -88,7 +88,7 @@ def trit_array(x: Any, name: str = "trits") -> Any:
             actual=(),
         )
     a = native_order(a)
-    if a.dtype == np.uint64:  # uint64 + int mixes to float in numba: narrow it here
+    if a.dtype == np.uint64 and not is_dask(a):  # uint64 + int mixes to float in numba
         host = to_host(a)
         if host.size and host.max() > 1:
             raise_invalid_trits(host, name)

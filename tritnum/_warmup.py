@@ -12,7 +12,7 @@ from .typing import Device
 
 
 def warmup(device: Device = "auto") -> float:
-    """Compile (or load from numba's cache) the packing, quantization, GGUF and matmul kernels.
+    """Compile (or load from numba's cache) the kernels of every family.
 
     Parameters
     ----------
@@ -54,16 +54,18 @@ def warmup(device: Device = "auto") -> float:
         for x in (weights, weights.astype(np.float64)):  # float32 and float64 absmax kernels
             quantize_activations(x, device=dev)
         for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
+            to_gguf_blocks(weights.astype(np.float16), qtype, device=dev)  # float16 widening
             blocks = to_gguf_blocks(weights, qtype, device=dev)
             for ternary in (False, True):
                 from_gguf_blocks(blocks, qtype, weights.shape, ternary=ternary, device=dev)
         for name in FORMATS:  # one activation row (GEMV) and many (GEMM), both paths
             w = quantize(weights, format=name, device=dev)
             for rows in (1, 64):
-                for activations in ("float", "int8"):
+                for activations in ("float", "int8", "q8_k"):
                     linear(np.ones((rows, 256), np.float32), w, activations=activations,
                            device=dev)
         _warm_vsa(dev)
+        _warm_compress(dev)
     return time.perf_counter() - start
 
 
@@ -83,3 +85,13 @@ def _warm_vsa(dev: str) -> None:
         vsa.search(v, v, 1, device=dev)
         vsa.Centroid(device=dev).fit(v, [0, 1])  # the vsa.class_sums kernel
     vsa.negate(np.zeros((2, 3), np.int64), device=dev)
+
+
+def _warm_compress(dev: str) -> None:
+    """The sketch kernels for float32 and float64 gradients, with and without error feedback."""
+    from .compress import ErrorFeedback, compress, decompress
+
+    for dtype in (np.float32, np.float64):
+        g = np.ones(70, dtype)
+        decompress(compress(g, 4, 0, device=dev), device=dev)
+        ErrorFeedback(4, 0, device=dev)(g)

@@ -3,7 +3,8 @@
 ``y = x @ dequantize(w).T + bias`` is computed from the packed trits, never from
 a dense float copy of ``w``: one row of activations (GEMV) reads the packed bytes
 once; many rows (GEMM) decode tiles of weight rows once per call and multiply
-them with BLAS.
+them with BLAS. The activations are used as floats, or quantized first as
+bitnet.cpp does (``"int8"``) or as llama.cpp does (``"q8_k"``).
 """
 
 from __future__ import annotations
@@ -13,16 +14,23 @@ from typing import Any
 import numpy as np
 
 from ._dispatch import call, implements, place, resolve_device
-from ._interop import as_rows, is_cuda_array, native, origin, to_gpu, to_host
+from ._interop import as_rows, dask_layer, is_cuda_array, is_dask, native, origin, to_gpu, to_host
+from ._kernels.shared.q8k import QK_K
 from ._validate import choice
 from .errors import ShapeMismatchError
 from .packing import ensure_valid
-from .quantize import TernaryTensor, TransposedTernaryTensor, quantize, quantize_activations
+from .quantize import (
+    TernaryTensor,
+    TransposedTernaryTensor,
+    _raise_not_finite,
+    quantize,
+    quantize_rows,
+)
 from .typing import Activations
 
 __all__ = ["BitLinear", "linear"]
 
-ACTIVATIONS = ("float", "int8")
+ACTIVATIONS = ("float", "int8", "q8_k")
 
 
 def _weights(w: Any) -> TernaryTensor:
@@ -37,22 +45,40 @@ def _weights(w: Any) -> TernaryTensor:
     return w
 
 
-def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, bool]:
-    """``x`` checked, and whether it takes the int8 path."""
+def _q8k_blocks(w: TernaryTensor) -> None:
+    """Refuse weights whose inputs or scales do not fall into whole Q8_K blocks of 256."""
+    n = w.shape[1]
+    if n % QK_K:
+        raise ShapeMismatchError(
+            f"activations='q8_k' quantizes x in blocks of {QK_K} values, as llama.cpp does "
+            f"before a TQ1_0/TQ2_0 matmul: w's {n} inputs are not a multiple of {QK_K} "
+            "(activations='int8' takes any size)", expected=f"a multiple of {QK_K}", actual=n)
+    if w.group_size is not None and w.group_size % QK_K:
+        raise ValueError(
+            f"activations='q8_k' needs one weight scale per {QK_K}-input block or coarser "
+            f"(per tensor, per row, or a group_size that is a multiple of {QK_K}), got "
+            f"group_size={w.group_size} (activations='int8' takes any group size)")
+
+
+def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, str]:
+    """``x`` checked, and the path it takes: ``"float"``, ``"int8"`` or ``"q8_k"``."""
     choice(activations, "activations", ACTIVATIONS)
     a = native(x)
-    if not is_cuda_array(a):
+    if not (is_cuda_array(a) or is_dask(a)):
         a = np.asarray(a)
     kind = a.dtype.kind
     if a.dtype == np.int8 and x_scale is not None:
-        int8 = True
+        if activations == "q8_k":
+            raise TypeError("activations='q8_k' quantizes float x per 256-value block itself; "
+                            "an int8 x with x_scale is per-row int8 (activations='int8')")
+        mode = "int8"
     elif a.dtype == np.int8:
         raise TypeError("an int8 x is quantized activations: pass its scale as x_scale "
                         "(x ≈ x_int8 * x_scale), or pass float activations")
     elif kind == "f":
         if x_scale is not None:
             raise TypeError("x_scale goes with int8 activations; float x needs none")
-        int8 = activations == "int8"
+        mode = activations
     else:
         raise TypeError(f"x must be a float16/32/64 array (or int8 with x_scale), "
                         f"got dtype {a.dtype}")
@@ -64,7 +90,7 @@ def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, b
         raise ShapeMismatchError(
             f"x has {features} features on its last axis but w has {n} inputs",
             expected=n, actual=features)
-    return a, int8
+    return a, mode
 
 
 def _vector(v: Any, name: str, shape: tuple[int, ...]) -> Any:
@@ -115,17 +141,26 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
         float16/32/64 activations (computed in float32), or int8 activations
         already quantized, with ``x_scale``.
     w : TernaryTensor, shape (out, in)
-        Weights from :func:`tritnum.quantize` in any format, with per-tensor,
-        per-row or per-group scales.
+        Weights from :func:`tritnum.quantize` (or read from a GGUF file) in any
+        format, with per-tensor, per-row or per-group scales.
     bias : array_like, shape (out,), optional
         Added to every output row.
-    activations : {"float", "int8"}
-        ``"float"`` (the default here; :class:`BitLinear` defaults to ``"int8"``,
-        as bitnet.cpp runs): float32 arithmetic. ``"int8"``: BitNet b1.58 W1.58A8
-        inference: ``x`` is quantized per row with
-        :func:`tritnum.quantize_activations`, the products ``trit * q`` are
-        summed exactly in integers (per scale group) and rescaled by the weight
-        and activation scales, as bitnet.cpp does.
+    activations : {"float", "int8", "q8_k"}
+        How ``x`` enters the products (see Notes for how each relates to
+        bitnet.cpp and llama.cpp):
+
+        - ``"float"`` (the default here; :class:`BitLinear` defaults to
+          ``"int8"``): float32 arithmetic on ``x`` as given.
+        - ``"int8"``: BitNet b1.58 W1.58A8, bitnet.cpp's I2_S path: ``x`` is
+          quantized per row (token) with :func:`tritnum.quantize_activations`,
+          the products ``trit * q`` are summed exactly in integers (per scale
+          group) and rescaled by the weight and activation scales.
+        - ``"q8_k"``: llama.cpp's CPU path for TQ1_0/TQ2_0 weights: ``x`` is
+          quantized to Q8_K (one float32 scale per 256 values, int8 quants, as
+          ggml's ``quantize_row_q8_K``), each 256-value block's products are
+          summed exactly in integers and rescaled by the block's weight and
+          activation scales, in float32 and in ggml's order. Needs ``in`` a
+          multiple of 256 and one weight scale per 256-input block or coarser.
     x_scale : array_like, optional
         For int8 ``x`` only: the scale of each row (shape ``x.shape[:-1]``, or a
         scalar), ``x ≈ x_int8 * x_scale``. An int8 ``x`` with ``x_scale``
@@ -135,24 +170,56 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
 
     Returns
     -------
-    numpy.ndarray or GPU array of float32, shape (out,) or (..., out)
+    numpy.ndarray, GPU array or Dask array of float32, shape (out,) or (..., out)
+        A lazy Dask array for Dask activations, chunked as ``x`` along the
+        leading axes; the weights go to the workers once (see ``tritnum._dask``).
 
     Raises
     ------
     ShapeMismatchError
-        ``x.shape[-1]`` is not ``in``, ``bias`` is not ``(out,)``, or ``w`` is not 2-D.
+        ``x.shape[-1]`` is not ``in``, ``bias`` is not ``(out,)``, or ``w`` is not 2-D;
+        with ``"q8_k"``, ``in`` is not a multiple of 256.
     TypeError
-        ``x`` is integer (other than int8 with ``x_scale``), bool, complex or object.
+        ``x`` is integer (other than int8 with ``x_scale``, which ``"q8_k"`` does
+        not take either), bool, complex or object.
     InvalidTritsError
         ``w`` wraps packed bytes holding a corrupt code (checked on first use).
     ValueError
-        NaN or infinity in ``x`` on the int8 path (it cannot be quantized).
+        NaN or infinity in ``x`` on the int8 and q8_k paths (it cannot be
+        quantized); with ``"q8_k"``, a ``w.group_size`` that is not a multiple of 256.
 
     Notes
     -----
     On the float path NaN and infinity in ``x`` propagate as they do in BLAS:
     every output that reads them is NaN or infinite. Values beyond float32's range
     become infinite (the float path computes in float32).
+
+    The three modes and the peers. bitnet.cpp runs BitNet models with int8
+    activations quantized per token by absmax (``quantize_row_i8_s``) against
+    I2_S weights (one scale per tensor) and sums ``trit * q`` exactly in
+    integers: that is ``"int8"``. llama.cpp's CPU backend runs TQ1_0/TQ2_0
+    weights (one fp16 scale per 256 weights) against Q8_K activations: that is
+    ``"q8_k"``. For a ``w`` as read from a TQ1_0 or TQ2_0 file
+    (``tn.io.from_gguf_blocks(..., ternary=True)``: ``group_size=256``, fp16
+    scales) it returns llama.cpp's float32 result bit for bit: the quants are
+    those of ``quantize_row_q8_K_ref`` (which x86 builds run; ``nearest_int``
+    rounds the float32 product half to even), each block's sum ``trit * q`` is
+    exact, split over the eight int32 lanes of ggml's AVX2 kernel
+    (``ggml_vec_dot_tq2_0_q8_K``; the TQ1_0 kernel has the same lanes), and every
+    lane is rescaled by ``float32(d_q8 * d_w)`` and accumulated in float32 block by
+    block, then the lanes are added as ``hsum_float_8`` adds them; a ``bias`` is
+    added in float32 after, as a separate ``ggml_add``. Two kinds of llama.cpp
+    build round differently: a compiler that fuses the lane update into an FMA
+    (GCC's default contraction; one rounding per block instead of two), and
+    ggml's generic C kernel (builds without AVX2), which sums whole blocks in
+    sequence. Both sum the same exact integers in float32 in another order, so
+    the difference stays within
+    ``(blocks + 5) * 2**-23 * sum_b |d_q8 d_w| * 3 * sum_(e in b) |q_e|`` (the
+    recursive-summation bound of each, on lane terms at most three times the
+    block's ``sum |q|``). Other weights take the same arithmetic with their own
+    scale standing for each block's ``d_w`` (per tensor, per row, or per group of
+    a multiple of 256 inputs).
+    ``"float"`` is neither peer: it multiplies the unquantized activations.
 
     Examples
     --------
@@ -165,12 +232,20 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     array([[0.6666667, 3.3333335]], dtype=float32)
     >>> tn.linear(x, w, activations="int8")  # x quantized to int8 per row
     array([[0.671916 , 3.3385828]], dtype=float32)
+    >>> w256 = tn.quantize(np.tile([[1.0, -1.0, 0.0, 1.0]], (2, 64)), group_size=256)
+    >>> x256 = np.linspace(-1, 1, 256, dtype=np.float32)
+    >>> tn.linear(x256, w256, activations="q8_k")  # as llama.cpp, Q8_K blocks of 256
+    array([0.18897533, 0.18897533], dtype=float32)
     """
     like = origin(x)
     w = _weights(w)
     out, n = w.shape
-    a, int8 = _activations(x, x_scale, activations, n)
+    a, mode = _activations(x, x_scale, activations, n)
+    if mode == "q8_k":
+        _q8k_blocks(w)
     b = _bias(bias, out)
+    if is_dask(a) or is_dask(w.packed.data):  # lazy in, lazy out: weights shared by all tasks
+        return dask_layer().linear(a, w, b, mode, x_scale, device)
     lead = tuple(a.shape)[:-1]
     dev = resolve_device(device, a, w.packed.data)
     ensure_valid(w.packed, dev)
@@ -180,17 +255,18 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     if m == 0 or out == 0 or n == 0:
         y = np.zeros((m, out), np.float32) + (0 if b is None else to_host(b))
         return place(y, like, (*lead, out))
-    if int8 and x_scale is None:
-        q, xs = quantize_activations(rows, device=dev)
-    elif int8:
-        q, xs = rows, given_scale
-    else:
-        q, xs = _float32_rows(rows), None
     weights = (w.packed.data, w.packed._format, n, _scale_rows(w), b)
-    if int8:
+    if mode == "q8_k":
+        q, d, bsums = call("quantize_q8k", dev, _float32_rows(rows))
+        if not np.isfinite(to_host(d)).all():
+            _raise_not_finite(a, "x", in_float32=True)
+        y = call("linear_q8k", dev, q, d, bsums, *weights)
+    elif mode == "int8":
+        q, xs = (rows, given_scale) if x_scale is not None else quantize_rows(
+            rows, False, dev, a)
         y = call("linear_int8", dev, q, xs, *weights)
     else:
-        y = call("linear_float", dev, q, *weights)
+        y = call("linear_float", dev, _float32_rows(rows), *weights)
     return place(y, like, (*lead, out))
 
 
@@ -216,10 +292,11 @@ class BitLinear:
     bias : array_like, shape (out_features,), optional
     group_size : int, optional
         One weight scale per ``group_size`` inputs (default: one per tensor, as BitNet).
-    activations : {"int8", "float"}
+    activations : {"int8", "float", "q8_k"}
         ``"int8"`` (default, as bitnet.cpp runs, and unlike :func:`linear`, whose
         default is ``"float"``; the two differ by the activations' rounding, about
-        1 %): W1.58A8 inference as bitnet.cpp; ``"float"``: float32.
+        1 %): W1.58A8 inference as bitnet.cpp; ``"float"``: float32; ``"q8_k"``:
+        llama.cpp's Q8_K activations (needs 256-value blocks, see :func:`linear`).
     format : {"2bit", "base3", "bitplane"}
         Packed format of the weights.
     device : {"auto", "cpu", "cuda", "numpy"}
@@ -247,6 +324,8 @@ class BitLinear:
         else:
             w = quantize(weight, group_size=group_size, format=format, device=device)
         self.weight = _weights(w)
+        if activations == "q8_k":
+            _q8k_blocks(self.weight)
         self.bias = _bias(bias, self.weight.shape[0])
         self.activations = activations
         self.device = device

@@ -21,7 +21,18 @@ import numpy as np
 
 from ._dispatch import call, place, resolve_device
 from ._formats import FORMATS, Format, get_format
-from ._interop import HOST, Origin, as_rows, is_cuda_array, native, origin, to_gpu, to_host
+from ._interop import (
+    HOST,
+    Origin,
+    as_rows,
+    dask_layer,
+    is_cuda_array,
+    is_dask,
+    native,
+    origin,
+    to_gpu,
+    to_host,
+)
 from ._kernels.shared.packing import bad_unit
 from ._validate import (
     leading_key,
@@ -53,9 +64,12 @@ class PackedTrits:
 
     Parameters
     ----------
-    data : array_like or GPU array
+    data : array_like, GPU array or Dask array
         ``(..., nbytes)`` uint8 for "2bit" and "base3", ``(..., 2, nwords)``
-        uint64 (plus plane, then minus plane) for "bitplane".
+        uint64 (plus plane, then minus plane) for "bitplane". A Dask array makes
+        a lazy PackedTrits (what :func:`pack` returns for Dask input): its packed
+        axes are made one chunk each (rechunked when split) and its codes are
+        checked in the tasks that read them.
     shape : int or tuple of int
         The logical shape of the trits (rank >= 1).
     format : {"2bit", "base3", "bitplane"}
@@ -98,7 +112,9 @@ class PackedTrits:
         shape = shape_tuple(shape)
         like = origin(data)
         data = native(data)
-        if is_cuda_array(data):
+        if is_dask(data):
+            data = data.rechunk({ax: -1 for ax in range(data.ndim - fmt.planes, data.ndim)})
+        elif is_cuda_array(data):
             if not data.is_c_contiguous():
                 raise FormatError("a GPU buffer for PackedTrits must be C-contiguous")
         else:
@@ -124,15 +140,30 @@ class PackedTrits:
         ``data`` (the kernel's rows) is placed where ``like`` lives and shaped for
         ``shape``; :func:`unpack` hands trits back in ``like``'s kind.
         """
-        data = like.native(data).reshape(get_format(format).data_shape(shape))
+        if not is_dask(data):
+            data = like.native(data).reshape(get_format(format).data_shape(shape))
         packed = cls(data, shape, format, copy=False)
         packed._valid = True
         packed._like = like
         return packed
 
+    @classmethod
+    def _restore(cls, data: Any, shape: tuple[int, ...], format: str, valid: bool,
+                 like: Origin) -> PackedTrits:
+        """Unpickle: a PackedTrits owning the unpickled buffer, read-only, where it lived."""
+        packed = cls(data if is_dask(data) else like.native(data), shape, format, copy=False)
+        packed._valid = valid
+        packed._like = like
+        return packed
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle the packed buffer (host bytes of a GPU one), not trits: compact for Dask."""
+        data = self._data if is_dask(self._data) else to_host(self._data)
+        return PackedTrits._restore, (data, self._shape, self.format, self._valid, self._like)
+
     @property
     def data(self) -> Any:
-        """The packed buffer (NumPy array, or numba device array on the GPU)."""
+        """The packed buffer (NumPy array, numba device array on the GPU, or Dask array)."""
         return self._data
 
     @property
@@ -186,6 +217,8 @@ class PackedTrits:
         dst = get_format(format)
         if dst is self._format:
             return self
+        if is_dask(self._data):
+            return dask_layer().convert(self, dst, device)
         dev = resolve_device(device, self._data)
         data = as_rows(self._data, self._format.planes)
         out, ok = call("convert", dev, data, self._format, dst, self._shape[-1])
@@ -323,7 +356,10 @@ def pack(trits: Any, format: FormatName = "2bit", *, device: Device = "auto") ->
     Returns
     -------
     PackedTrits
-        On the GPU when ``trits`` was, else on the host.
+        On the GPU when ``trits`` was, else on the host. For a Dask array, a lazy
+        PackedTrits: its ``data`` is a Dask array of the packed buffer, chunked as
+        ``trits`` along the leading axes (the last axis whole in each chunk: a
+        rechunk when it was split); values are checked as the tasks run.
 
     Raises
     ------
@@ -347,6 +383,8 @@ def pack(trits: Any, format: FormatName = "2bit", *, device: Device = "auto") ->
     """
     fmt = get_format(format)
     a = trit_array(trits)
+    if is_dask(a):
+        return dask_layer().pack(a, fmt, device)
     dev = resolve_device(device, a)
     data, ok = call("pack", dev, as_rows(a), fmt)
     if not ok:
@@ -381,8 +419,9 @@ def unpack(packed: PackedTrits, *, device: Device = "auto") -> Any:
 
     Returns
     -------
-    numpy.ndarray or GPU array
-        int8 trits of ``packed.shape``, where ``packed.data`` lives.
+    numpy.ndarray, GPU array or Dask array
+        int8 trits of ``packed.shape``, where ``packed.data`` lives (a lazy Dask
+        array, chunked as the buffer, for a lazy PackedTrits).
 
     Raises
     ------
@@ -401,6 +440,8 @@ def unpack(packed: PackedTrits, *, device: Device = "auto") -> Any:
             f"unpack takes a tn.PackedTrits (from tn.pack, or tn.PackedTrits(data, shape, "
             f"format) for a buffer from elsewhere), got {type(packed).__name__}"
         )
+    if is_dask(packed.data):
+        return dask_layer().unpack(packed, device)
     return place(unpack_native(packed, device), packed._like)
 
 

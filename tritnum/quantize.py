@@ -9,6 +9,7 @@ as bitnet.cpp's ``quantize_row_i8_s``): ``amax = max(max|x|, 1e-5)``,
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from ._dispatch import call, implementation, place, resolve_device
 from ._formats import get_format
-from ._interop import as_rows, is_cuda_array, native, origin, to_host
+from ._interop import as_rows, dask_layer, is_cuda_array, is_dask, native, origin, to_host
 from ._kernels.shared.quantize import EPS
 from ._validate import index_str, leading_key, native_order, owned
 from .errors import ShapeMismatchError
@@ -55,8 +56,9 @@ class TernaryTensor:
                  copy: bool | None = None) -> None:
         if not isinstance(packed, PackedTrits):
             raise TypeError(f"packed must be a tn.PackedTrits, got {type(packed).__name__}")
-        src = np.asarray(scales)
-        scales = owned(native_order(src), copy, source=src)
+        if not is_dask(scales):  # a lazy tensor's scales stay lazy
+            src = np.asarray(scales)
+            scales = owned(native_order(src), copy, source=src)
         if scales.dtype != np.float32:
             raise TypeError(f"scales must be float32, got {scales.dtype}")
         n = packed.shape[-1]
@@ -76,6 +78,14 @@ class TernaryTensor:
         self._packed = packed
         self._scales = scales
         self._group_size = group_size
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle the packed trits and the scales (owned and read-only once unpickled)."""
+        return TernaryTensor._restore, (self._packed, self._scales, self._group_size)
+
+    @classmethod
+    def _restore(cls, packed: PackedTrits, scales: Any, group_size: int | None) -> TernaryTensor:
+        return cls(packed, scales, group_size, copy=False)  # fresh unpickled scales: owned
 
     @property
     def packed(self) -> PackedTrits:
@@ -119,6 +129,8 @@ class TernaryTensor:
 
     def dequantize(self, *, device: str = "auto") -> Any:
         """float32 weights ``trits * scale`` (see :func:`dequantize`)."""
+        if is_dask(self._packed.data):
+            return dask_layer().dequantize(self, device)
         trits = to_host(unpack_native(self._packed, device))
         if self._group_size is None:
             w = trits.astype(np.float32) * self._scales
@@ -190,7 +202,7 @@ class TransposedTernaryTensor:
 
 def _float_array(x: Any, name: str) -> Any:
     a = native(x)
-    if not is_cuda_array(a):
+    if not (is_cuda_array(a) or is_dask(a)):
         a = np.asarray(a)
     if a.dtype.kind != "f" or a.dtype.itemsize > 8:
         hint = "; ternary values are packed with tn.pack" if a.dtype.kind in "iub" else ""
@@ -222,6 +234,34 @@ def _raise_scale_overflow(means: np.ndarray, scales: np.ndarray, shape: tuple[in
         lead = ", ".join(str(i) for i in np.unravel_index(r, shape[:-1]))
         where = f"w[{lead}{', ' if lead else ''}{k * group_size}:{(k + 1) * group_size}]"
     raise ValueError(f"the scale mean(|{where}|) = {means[r, k]:.6g} overflows float32")
+
+
+def abs_sums(rows: Any, dev: str, w: Any, groups: int = 1) -> np.ndarray:
+    """float64 sums of |w| over ``groups`` groups of each of ``rows`` (``w`` seen as rows).
+
+    ValueError naming the first value of ``w`` that is not finite.
+    """
+    sums = to_host(call("abs_sums", dev, rows, groups))
+    if not np.isfinite(sums).all():
+        _raise_not_finite(w, "w")
+    return sums
+
+
+def scales_of(sums: np.ndarray, shape: tuple[int, ...], group_size: int | None) -> np.ndarray:
+    """float32 scales ``max(mean|w|, 1e-5)`` of the sums of :func:`abs_sums`, ``(rows, groups)``.
+
+    Per tensor (``group_size`` None) the row sums are added up in row order: ``(1, 1)``.
+    ValueError naming the first scale beyond float32's range.
+    """
+    if group_size is None:
+        means = np.full((1, 1), sums.sum()) / max(math.prod(shape), 1)
+    else:
+        means = sums / group_size
+    with np.errstate(over="ignore"):
+        scales = np.maximum(means, EPS).astype(np.float32)
+    if not np.isfinite(scales).all():
+        _raise_scale_overflow(means, scales, shape, group_size)
+    return scales
 
 
 def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
@@ -285,20 +325,12 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
     if group_size is not None and n == 0:
         raise ShapeMismatchError("per-row or per-group scales need a non-empty last axis",
                                  expected="shape[-1] > 0", actual=shape)
+    if is_dask(w):
+        return dask_layer().quantize(w, group_size, fmt, device)
     dev = resolve_device(device, w)
     rows = as_rows(w)
     groups = 1 if group_size is None else n // group_size
-    sums = to_host(call("abs_sums", dev, rows, groups))
-    if not np.isfinite(sums).all():
-        _raise_not_finite(w, "w")
-    if group_size is None:
-        means = np.full((1, 1), sums.sum()) / max(w.size, 1)
-    else:
-        means = sums / group_size
-    with np.errstate(over="ignore"):
-        scales = np.maximum(means, EPS).astype(np.float32)
-    if not np.isfinite(scales).all():
-        _raise_scale_overflow(means, scales, shape, group_size)
+    scales = scales_of(abs_sums(rows, dev, w, groups), shape, group_size)
     if group_size is None:
         kept = np.asarray(scales[0, 0])
         scales = np.full((rows.shape[0], 1), scales[0, 0], np.float32)
@@ -321,6 +353,19 @@ def dequantize(t: TernaryTensor, *, device: str = "auto") -> Any:
     if not isinstance(t, TernaryTensor):
         raise TypeError(f"dequantize takes a tn.TernaryTensor, got {type(t).__name__}")
     return t.dequantize(device=device)
+
+
+def quantize_rows(rows: Any, per_tensor: bool, device: str, x: Any) -> tuple[Any, np.ndarray]:
+    """int8 rows and their float32 scales, where the kernel of ``device`` leaves them.
+
+    ``rows`` are checked float activations ``(m, n)`` (of the caller's ``x``, which
+    a NaN or infinity is reported against).
+    """
+    q, amax = call("quantize_activations", device, rows, per_tensor)
+    amax = to_host(amax)
+    if not np.isfinite(amax).all():
+        _raise_not_finite(x, "x", in_float32=True)
+    return q, (amax / np.float32(127)).astype(np.float32)
 
 
 def quantize_activations(x: Any, *, axis: int | None = -1,
@@ -357,12 +402,10 @@ def quantize_activations(x: Any, *, axis: int | None = -1,
     x = _float_array(x, "x")
     if axis not in (None, -1, x.ndim - 1):
         raise ValueError(f"axis must be -1 (per row) or None (per tensor), got {axis!r}")
+    if is_dask(x):
+        return dask_layer().quantize_activations(x, axis, device)
     dev = resolve_device(device, x)
-    q, amax = call("quantize_activations", dev, as_rows(x), axis is None)
-    amax = to_host(amax)
-    if not np.isfinite(amax).all():
-        _raise_not_finite(x, "x", in_float32=True)
-    scale = (amax / np.float32(127)).astype(np.float32)
+    q, scale = quantize_rows(as_rows(x), axis is None, dev, x)
     shape = tuple(x.shape)
     return (place(q, like, shape),
             place(scale, like, () if axis is None else shape[:-1]))

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-__all__ = ["Activations", "BindRule", "Device", "Format", "GGUFQType", "HVFormat", "Metric"]
+__all__ = ["Activations", "BindRule", "Device", "Estimate", "Format", "GGUFQType", "HVFormat",
+           "I2SLayout", "Metric"]
 
 Format: TypeAlias = Literal["2bit", "base3", "bitplane"]
 """A packed format of :func:`tritnum.pack` (docs/formats.md)."""
@@ -21,8 +22,9 @@ Format: TypeAlias = Literal["2bit", "base3", "bitplane"]
 Device: TypeAlias = Literal["auto", "cpu", "cuda", "numpy"]
 """Where an operation runs: ``"auto"`` follows the data, ``"numpy"`` is the reference."""
 
-Activations: TypeAlias = Literal["float", "int8"]
-"""How :func:`tritnum.linear` reads its activations: as floats, or quantized to int8 per row."""
+Activations: TypeAlias = Literal["float", "int8", "q8_k"]
+"""How :func:`tritnum.linear` reads its activations: as floats, quantized to int8 per row
+(bitnet.cpp), or to Q8_K per 256-value block (llama.cpp)."""
 
 Metric: TypeAlias = Literal["dot", "cosine", "hamming"]
 """A similarity of :func:`tritnum.vsa.similarity` and :func:`tritnum.vsa.search`."""
@@ -35,3 +37,10 @@ BindRule: TypeAlias = Literal["mul", "mod3"]
 
 GGUFQType: TypeAlias = Literal["TQ2_0", "TQ1_0", "I2_S"]
 """A ternary GGUF block type of :mod:`tritnum.io`."""
+
+I2SLayout: TypeAlias = Literal["x86", "x86-interleaved", "arm"]
+"""bitnet.cpp's I2_S byte layout of :mod:`tritnum.io` (which build wrote the file)."""
+
+Estimate: TypeAlias = Literal["unbiased", "projection"]
+"""How :func:`tritnum.decompress` reconstructs a gradient from its sketch: ``P^T s``, or the
+orthogonal projection ``P^T (P P^T)^-1 s`` (for error feedback)."""

@@ -21,9 +21,9 @@ def packed_weights(out, n, seed=0):
 
 
 class Linear:
-    """4096 x 4096: one row (GEMV) and 256 rows (GEMM), float and int8 activations."""
+    """4096 x 4096: one row (GEMV) and 256 rows (GEMM), float, int8 and q8_k activations."""
 
-    params = ([1, 256], ["float", "int8"], ["cpu", "cuda", "blas"])
+    params = ([1, 256], ["float", "int8", "q8_k"], ["cpu", "cuda", "blas"])
     param_names = ["rows", "activations", "implementation"]
     timeout = 300
 
@@ -34,7 +34,7 @@ class Linear:
         self.w = packed_weights(4096, 4096)
         self.x = np.random.default_rng(1).standard_normal((rows, 4096), dtype=np.float32)
         if impl == "blas":
-            if activations == "int8":
+            if activations != "float":
                 raise NotImplementedError("BLAS has one (float32) baseline")
             self.dense = self.w.dequantize()
         elif impl == "cuda":

@@ -80,3 +80,42 @@ class GGUFDecodeInto:
 
     def time_from_gguf_blocks_into_out(self, qtype):
         tn.io.from_gguf_blocks(self.buf, qtype, self.shape, out=self.values)
+
+
+class QuantizeGGUF:
+    """quantize_gguf (TQ2_0) of a generated llama-shaped F16 file of 135 MiB, against the
+    gguf package's reader, NumPy codec and writer doing the same."""
+
+    params = ["tritnum", "gguf"]
+    param_names = ["implementation"]
+    timeout = 600
+
+    def setup(self, impl):
+        import tempfile
+
+        from tritnum._bench.gguf_files import write_f16_model
+
+        if impl == "gguf" and quants is None:
+            raise NotImplementedError("the gguf package is not installed")
+        self.folder = tempfile.TemporaryDirectory()
+        self.src = f"{self.folder.name}/f16.gguf"
+        self.dst = f"{self.folder.name}/tq2.gguf"
+        write_f16_model(self.src, n_embd=1024, n_ff=2816, n_vocab=8000, n_layer=4)
+        tn.io.quantize_gguf(self.src, self.dst, progress=False)  # compile outside the timing
+
+    def teardown(self, impl):
+        self.folder.cleanup()
+
+    def time_quantize_gguf(self, impl):
+        self._run(impl)
+
+    def peakmem_quantize_gguf(self, impl):
+        self._run(impl)
+
+    def _run(self, impl):
+        from tritnum._bench.gguf_files import gguf_package_quantize
+
+        if impl == "gguf":
+            gguf_package_quantize(self.src, self.dst)
+        else:
+            tn.io.quantize_gguf(self.src, self.dst, progress=False)

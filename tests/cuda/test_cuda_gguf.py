@@ -51,3 +51,32 @@ def test_scales_beyond_float16_normals(qtype):
     x = np.linspace(-1, 1, 256, dtype=np.float32) * maxima[:, None]
     np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device="cuda"),
                                   tn.io.to_gguf_blocks(x, qtype, device="numpy"))
+
+
+@pytest.mark.parametrize("layout", ["x86", "x86-interleaved", "arm"])
+def test_i2s_layouts_and_zero_threshold(layout):
+    """bitnet.cpp's |w| < 1e-6 in double (float32(1e-6) is coded 0), in each I2_S layout."""
+    one = np.float32(1e-6)
+    x = np.random.default_rng(2).standard_normal((4, 128)).astype(np.float32)
+    x[0, :4] = [one, -one, np.nextafter(one, np.float32(1)), -np.nextafter(one, np.float32(1))]
+    ref = tn.io.to_gguf_blocks(x, "I2_S", layout=layout, device="numpy")
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, "I2_S", layout=layout, device="cuda"),
+                                  ref)
+    t = tn.io.from_gguf_blocks(ref, "I2_S", x.shape, layout=layout, ternary=True, device="cuda")
+    np.testing.assert_array_equal(t.packed.unpack()[0, :4], [0, 0, 1, -1])
+    np.testing.assert_array_equal(
+        tn.io.from_gguf_blocks(ref, "I2_S", x.shape, layout=layout, device="cuda"),
+        tn.io.from_gguf_blocks(ref, "I2_S", x.shape, layout=layout, device="numpy"))
+
+
+def test_float16_widening():
+    from tritnum._kernels.cuda.gguf import _widened
+
+    halves = np.arange(0, 1 << 16, 37, dtype=np.uint32).astype(np.uint16)
+    halves[:6] = [0x0001, 0x03FF, 0x7C00, 0xFC00, 0x7E01, 0x8001]  # subnormal, inf, NaN
+    np.testing.assert_array_equal(_widened(halves).copy_to_host().view(np.uint32),
+                                  halves.view(np.float16).astype(np.float32).view(np.uint32))
+    x = np.random.default_rng(1).standard_normal((2, 256)).astype(np.float16)
+    for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
+        np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device="cuda"),
+                                      tn.io.to_gguf_blocks(x, qtype, device="numpy"))

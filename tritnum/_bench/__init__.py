@@ -7,6 +7,7 @@ median of each and the speedup (baseline time / tritnum time).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import asdict, replace
@@ -16,32 +17,46 @@ import numpy as np
 
 from .._environment import environment
 from . import header
+from .compress import compression_cases
+from .dask import dask_cases
+from .gguf_files import gguf_file_cases
 from .gpu import on_gpu
 from .harness import WARMUP_SECONDS, Result, measure, table
 from .matmul import matmul_cases
 from .packing import packing_cases
 from .quantize import quantization_cases
+from .torch_layers import torch_cases
 from .vsa import vsa_cases
 from .vsa_torch import batch_search_cases, fit_and_bind_cases
 
-FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa")
+FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "dask", "compress", "torch")
 
 
 def run(*, quick: bool = False, device: str = "auto", cols: int = 16000,
         rows: int | None = None, families: tuple[str, ...] = FAMILIES) -> list[Result]:
     """Measure the cases of ``families``; ``quick``: less data, 3 repeats, one warm-up call."""
+    with contextlib.ExitStack() as stack:  # closes what cases hold (a Dask cluster)
+        return _run(quick, device, cols, rows, families, stack)
+
+
+def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[str, ...],
+         stack: contextlib.ExitStack) -> list[Result]:
     rows = rows or (1024 if quick else 4096)
     repeats = 3 if quick else 15
     builders = {
         "packing": lambda: packing_cases(rows, cols, device),
         "quantize": lambda: quantization_cases(
             max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device),
+        "gguf": lambda: gguf_file_cases(quick, device, stack),
         "matmul": lambda: matmul_cases(quick, device),
         "vsa": lambda: (vsa_cases(10_000, device) + fit_and_bind_cases(device)
                         + batch_search_cases(quick, device)),
+        "dask": lambda: dask_cases(quick, stack) if device != "cuda" else [],
+        "compress": lambda: compression_cases(quick, device),
+        "torch": lambda: torch_cases(quick, device),
     }
     wanted = set(families)
-    if "gguf" in wanted:  # built with the quantization cases
+    if "gguf" in wanted:  # the block codecs' cases are built with the quantization ones
         wanted.add("quantize")
     cases = [case for name, build in builders.items() if name in wanted for case in build()]
     if device == "cuda":

@@ -10,7 +10,8 @@ from typing import Any
 
 def title(env: dict[str, Any]) -> str:
     """The first line: the machine, threads and versions (from ``environment()``)."""
-    return (f"tritnum bench: {env['cpu']}, {env['threads']} threads, numpy {env['numpy']}, "
+    return (f"tritnum bench: {env['cpu']} ({env['simd'].split(';')[0]} kernels), "
+            f"{env['threads']} threads, numpy {env['numpy']}, "
             f"numba {env['numba']}; speedup = baseline time / tritnum time (median)")
 
 

@@ -1,4 +1,7 @@
-"""Matmul cases: tn.linear (GEMV and GEMM) against BLAS, with bandwidth and memory notes."""
+"""Matmul cases: tn.linear (GEMV and GEMM) against BLAS, with bandwidth and memory notes.
+
+Also its q8_k activations (llama.cpp) against its int8 ones (bitnet.cpp).
+"""
 
 from __future__ import annotations
 
@@ -48,6 +51,17 @@ def _gemv_note(w: Any, threads: int, bandwidth: float | None,
     return note
 
 
+def _int8_gemm_bar() -> float:
+    """The CPU's int8 GEMM bar against float32 BLAS, by SIMD level.
+
+    2x with VNNI, 1x with AVX2's integer kernel, 0.85x where the int8 GEMM is BLAS
+    itself (the portable level).
+    """
+    from .._isa import ISA
+
+    return {"avxvnni": 2.0, "avx512vnni": 2.0, "avx2": 1.0}.get(ISA, 0.85)
+
+
 def matmul_cases(quick: bool, device: str) -> list[Case]:
     """tn.linear against float32 ``x @ W.T`` with the dense matrix.
 
@@ -68,7 +82,7 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
     # the bars hold for the issue's sizes; --quick only checks that everything runs
     sizes = [(1, 2048, 2048, (None, None)), (64, 2048, 2048, (None, None))] if quick else [
         (1, 4096, 4096, (3.0, 5.0)), (1, 16384, 8192, (None, 6.0)),
-        (256, 4096, 4096, (0.85, 0.85))]
+        (256, 4096, 4096, (0.85, 0.85 if gpu else _int8_gemm_bar()))]
     cases = []
     for rows, out, n, bars in sizes:
         trits = rng.integers(-1, 2, (out, n), dtype=np.int8)
@@ -95,5 +109,40 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
                 "matmul", f"linear {kind} {out}x{n} {act}",
                 lambda x=xd, w=w, a=act: linear(x, w, activations=a, device=device),
                 base_name, base, bar, 5 if rows > 1 else None, note))
+    return cases + q8k_cases(quick, device, rng)
+
+
+Q8K_BAR = 0.87  # q8_k within 15 % of the int8 path: at least 1 / 1.15 of its speed
+
+
+def q8k_cases(quick: bool, device: str, rng: np.random.Generator) -> list[Case]:
+    """``activations="q8_k"`` against ``"int8"`` on the same weights, one row and many.
+
+    Two weights: as read from a TQ2_0 file (one fp16 scale per 256 weights, where
+    the bar applies: the layout q8_k is for) and with one scale per tensor (the
+    int8 path's best case: one integer sum per row, where q8_k still rescales
+    every 256-value block as ggml does).
+    """
+    from ..matmul import linear
+    from ..packing import pack
+    from ..quantize import TernaryTensor
+
+    n = 2048 if quick else 4096
+    packed = pack(put(rng.integers(-1, 2, (n, n), dtype=np.int8), device))
+    blocks = rng.uniform(0.01, 1, (n, n // 256)).astype(np.float16).astype(np.float32)
+    weights = {"TQ2_0 blocks": (TernaryTensor(packed, blocks, 256), Q8K_BAR),
+               "one scale": (TernaryTensor(packed, np.float32(0.05)), None)}
+    cases = []
+    for rows in (1, 64 if quick else 256):
+        x = rng.standard_normal((rows, n), dtype=np.float32)
+        x = put(x[0] if rows == 1 else x, device)
+        kind = "GEMV" if rows == 1 else f"GEMM {rows} rows"
+        for label, (w, bar) in weights.items():
+            cases.append(Case(
+                "matmul", f"linear {kind} {n}x{n} q8_k, {label}",
+                lambda x=x, w=w: linear(x, w, activations="q8_k", device=device),
+                "linear int8 (same w)",
+                lambda x=x, w=w: linear(x, w, activations="int8", device=device),
+                bar, 5 if rows > 1 else None))
     return cases
 

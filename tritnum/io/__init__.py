@@ -1,6 +1,22 @@
-"""Interchange with other tools: GGUF ternary block formats (llama.cpp, bitnet.cpp) and files."""
+"""Interchange with other tools: GGUF models (llama.cpp, bitnet.cpp) and safetensors files.
+
+- :func:`read_gguf` / :func:`write_gguf`: whole GGUF files, tensors with their metadata
+  (:class:`GGUFModel`, :class:`GGUFValue`), each tensor in its own type.
+- :func:`quantize_gguf`: an F32/F16/BF16 model file to TQ1_0, TQ2_0 or I2_S, streamed.
+- :func:`to_gguf_blocks` / :func:`from_gguf_blocks`: one tensor's TQ1_0, TQ2_0 or I2_S
+  bytes, byte-exact with llama.cpp and bitnet.cpp.
+- :func:`read_safetensors` / :func:`write_safetensors`: float and ternary tensors in the
+  format of PyTorch and Hugging Face checkpoints.
+"""
 
 from .gguf_blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
 from .gguf_file import read_gguf, write_gguf
+from .gguf_i2s import LAYOUTS as I2S_LAYOUTS
+from .gguf_model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport
+from .gguf_quantize import quantize_gguf
+from .gguf_values import GGUFValue
+from .safetensors_file import SafetensorsFile, read_safetensors, write_safetensors
 
-__all__ = ["QTYPES", "from_gguf_blocks", "read_gguf", "to_gguf_blocks", "write_gguf"]
+__all__ = ["I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",
+           "SafetensorsFile", "TensorReport", "from_gguf_blocks", "quantize_gguf", "read_gguf",
+           "read_safetensors", "to_gguf_blocks", "write_gguf", "write_safetensors"]

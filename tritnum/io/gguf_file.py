@@ -1,16 +1,19 @@
-"""GGUF files: ternary tensors in and out, through the ``gguf`` package's reader and writer.
+"""GGUF files: whole models in and out, tensors with their metadata.
 
-``gguf`` (installed with tritnum) parses and writes the
-container; tritnum only encodes the tensors. bitnet.cpp's I2_S (type id 36) is not
-known to ``gguf``: reading skips it in gguf's parser and maps its bytes here
-(``n / 4 + 32`` of them), writing registers it by id. Reading checks the header
-against the file's size first (:mod:`tritnum.io.gguf_header`), since gguf trusts it.
+Reading checks the header against the file's size first (:mod:`.gguf_header`),
+parses it (:mod:`.gguf_container`, :mod:`.gguf_values`) and maps the tensors'
+bytes; writing lays the file out as llama.cpp and the ``gguf`` package do, one
+tensor at a time (:mod:`.gguf_encode` turns each into its type's bytes). A file read
+and written back with nothing changed has the same metadata (values and types, in
+the same order), the same tensor order and alignment, and the same bytes for every
+tensor (a file the ``gguf`` package wrote comes back byte for byte). bitnet.cpp's
+I2_S (type 36), which the ``gguf`` package does not know, is read and written too.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,23 +21,32 @@ import numpy as np
 from .._validate import choice
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..quantize import TernaryTensor
-from .gguf_blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
-from .gguf_header import I2_S_TYPE, check_header
+from ..typing import Format, I2SLayout
+from . import gguf_i2s as i2s
+from .gguf_blocks import QTYPES, from_gguf_blocks
+from .gguf_container import (
+    ALIGNMENT_KEY,
+    DEFAULT_ALIGNMENT,
+    TensorInfo,
+    map_file,
+    write_file,
+)
+from .gguf_encode import FLOATS, WRITABLE, check_value, default_qtype, plan, source_of
+from .gguf_header import I2_S_TYPE
+from .gguf_model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport, alignment_of
+from .gguf_values import GGUFValue, as_value
+from .suffixes import check_writer_suffix
 
-__all__ = ["I2_S_TYPE", "read_gguf", "write_gguf"]
+__all__ = ["I2_S_TYPE", "progress_bar", "read_gguf", "write_gguf"]
 
 _PROGRESS_FROM = 8  # tensors: show a progress bar from this many on
+_PLAIN = {"F32": "f4", "F16": "f2", "F64": "f8", "I8": "i1", "I16": "i2", "I32": "i4",
+          "I64": "i8"}
 
 
-def _gguf() -> Any:
-    try:
-        import gguf
-    except ImportError:  # pragma: no cover - gguf is in install_requires
-        raise ImportError("GGUF files need the gguf package: pip install gguf") from None
-    return gguf
-
-
-def _progress(items: Iterable[Any], total: int, what: str, show: bool | None) -> Iterable[Any]:
+def progress_bar(items: Iterable[Any], total: int, what: str,
+                 show: bool | None) -> Iterable[Any]:
+    """``items``, with a tqdm bar over them if ``show`` (None: from 8 items on)."""
     if show is False or (show is None and total < _PROGRESS_FROM):
         return items
     try:
@@ -44,35 +56,33 @@ def _progress(items: Iterable[Any], total: int, what: str, show: bool | None) ->
     return tqdm(items, total=total, desc=what, unit="tensor")
 
 
-def _reader_class() -> type:
-    gguf = _gguf()
+def _tensor(raw: np.ndarray, info: TensorInfo, order: str, format: str, layout: str,
+            where: str) -> Any:
+    data = raw[info.start: info.start + info.nbytes]
+    kind = info.type_name
+    if kind in _PLAIN:
+        return data.view(np.dtype(order + _PLAIN[kind])).reshape(info.shape)
+    if order == ">":
+        raise FormatError(f"{where}: tensor {info.name!r}: {kind} in a big-endian file "
+                          "(only plain tensors are read from those)")
+    if kind == "BF16":  # exactly float32's upper half
+        return (data.view("<u2").astype("<u4") << 16).view("<f4").reshape(info.shape)
+    if kind in QTYPES:
+        try:
+            return from_gguf_blocks(data, kind, info.shape, layout=layout, ternary=True,
+                                    format=format)
+        except (FormatError, InvalidTritsError, ShapeMismatchError) as exc:
+            raise FormatError(f"{where}: tensor {info.name!r} ({kind}, shape {info.shape}): "
+                              f"{exc}") from exc
+    return GGUFBlocks(data, kind, info.shape)
 
-    class Reader(gguf.GGUFReader):
-        """gguf's reader, with I2_S tensors mapped here instead of rejected."""
 
-        def _build_tensors(self, start_offs: int, fields: list[Any]) -> None:
-            i2s = [f for f in fields if int(f.parts[4][0]) == I2_S_TYPE]
-            ids = {id(f) for f in i2s}
-            super()._build_tensors(start_offs, [f for f in fields if id(f) not in ids])
-            for field in i2s:
-                _, name, _, dims, _, offset = field.parts
-                n = int(np.prod(dims))
-                start = int(start_offs + offset[0])
-                self.tensors.append(gguf.ReaderTensor(
-                    name=str(bytes(name), encoding="utf-8"), tensor_type=I2_S_TYPE,
-                    shape=dims, n_elements=n, n_bytes=n // 4 + 32, data_offset=start,
-                    data=self._get(start, np.uint8, n // 4 + 32), field=field))
+def read_gguf(path: str | os.PathLike[str], *, format: Format = "2bit",
+              layout: I2SLayout = "x86", progress: bool | None = None) -> GGUFModel:
+    """Read a GGUF file: its tensors, metadata, tensor types and alignment.
 
-    return Reader
-
-
-def read_gguf(path: str | os.PathLike[str], *, format: str = "2bit",
-              progress: bool | None = None) -> dict[str, Any]:
-    """Read the tensors of a GGUF file; ternary ones (TQ1_0, TQ2_0, I2_S) as TernaryTensor.
-
-    The file is memory-mapped. F32, F16, F64 and integer tensors come back as NumPy
-    arrays (views of the mapping); other quantized types are dequantized to float32 by
-    the ``gguf`` package, and types it cannot decode are skipped.
+    The file is memory-mapped: plain tensors are views of it, ternary ones are
+    decoded.
 
     Parameters
     ----------
@@ -80,13 +90,20 @@ def read_gguf(path: str | os.PathLike[str], *, format: str = "2bit",
         The GGUF file.
     format : {"2bit", "base3", "bitplane"}
         Packed format of the returned ternary tensors.
+    layout : {"x86", "x86-interleaved", "arm"}
+        The byte layout of I2_S tensors: the file does not say which bitnet.cpp
+        build wrote it (:mod:`tritnum.io.gguf_i2s`).
     progress : bool, optional
         Show a progress bar; by default only for files with many tensors.
 
     Returns
     -------
-    dict
-        Tensor name to :class:`~tritnum.TernaryTensor` or NumPy array, in file order.
+    GGUFModel
+        A mapping of tensor names to tensors in file order (TQ1_0, TQ2_0, I2_S as
+        :class:`~tritnum.TernaryTensor`; F32, F16, F64, BF16 (as float32) and integer
+        tensors as NumPy arrays; other types as :class:`GGUFBlocks`), with
+        ``.metadata`` (every key's :class:`GGUFValue`), ``.qtypes`` and
+        ``.alignment``. :func:`write_gguf` writes it back as it was.
 
     Raises
     ------
@@ -101,140 +118,191 @@ def read_gguf(path: str | os.PathLike[str], *, format: str = "2bit",
     >>> import os, tempfile, numpy as np, tritnum as tn
     >>> path = os.path.join(tempfile.mkdtemp(), "model.gguf")
     >>> w = tn.quantize(np.random.default_rng(0).standard_normal((4, 256)))
-    >>> tn.io.write_gguf(path, {"blk.0.attn_q.weight": w, "norm": np.ones(4, np.float32)},
-    ...                  qtype="TQ1_0")
-    >>> tensors = tn.io.read_gguf(path)
-    >>> tensors["blk.0.attn_q.weight"]
+    >>> _ = tn.io.write_gguf(path, {"blk.0.attn_q.weight": w, "norm": np.ones(4, np.float32)},
+    ...                      metadata={"llama.context_length": 2048}, qtype="TQ1_0")
+    >>> model = tn.io.read_gguf(path)
+    >>> model
+    GGUFModel(2 tensors, 2 metadata keys, architecture='tritnum', alignment=32)
+    >>> model["blk.0.attn_q.weight"]
     TernaryTensor(shape=(4, 256), format='2bit', group_size=256, 2.1 bits/weight, 272 bytes)
-    >>> tensors["norm"]  # a view of the memory-mapped file
-    memmap([1., 1., 1., 1.], dtype=float32)
+    >>> model["norm"]  # a view of the memory-mapped file
+    array([1., 1., 1., 1.], dtype=float32)
+    >>> model.metadata["llama.context_length"], model.qtypes
+    (GGUFValue('uint32', 2048), {'blk.0.attn_q.weight': 'TQ1_0', 'norm': 'F32'})
     """
-    gguf = _gguf()
+    layout = i2s.layout(layout)
     where = f"cannot read GGUF file {os.fspath(path)!r}"
-    reader = _open(path, where)
-    names = {int(getattr(t, "value", 36)): n for n, t in (
-        ("TQ1_0", gguf.GGMLQuantizationType.TQ1_0), ("TQ2_0", gguf.GGMLQuantizationType.TQ2_0),
-        ("I2_S", I2_S_TYPE))}
-    out: dict[str, Any] = {}
-    tensors = sorted(reader.tensors, key=lambda t: t.data_offset)
-    for t in _progress(tensors, len(tensors), "reading", progress):
-        shape = tuple(int(d) for d in reversed(t.shape.tolist()))
-        kind = int(t.tensor_type)
-        if kind in names:
-            out[t.name] = _ternary(t, names[kind], shape, format, where)
-        elif t.data.dtype != np.uint8:
-            out[t.name] = t.data
-        else:
-            try:
-                out[t.name] = gguf.quants.dequantize(t.data, t.tensor_type)
-            except NotImplementedError:
-                continue
+    raw, header = map_file(path)
+    tensors = {}
+    for info in progress_bar(header.tensors, len(header.tensors), "reading", progress):
+        tensors[info.name] = _tensor(raw, info, header.order, format, layout, where)
+    return GGUFModel(tensors, header.metadata, {t.name: t.type_name for t in header.tensors},
+                     layout)
+
+
+def _metadata(tensors: Mapping[str, Any], metadata: Mapping[str, Any] | None,
+              arch: str | None, alignment: int | None) -> dict[str, GGUFValue]:
+    """The key-value pairs to write: ``metadata`` (or the model's), typed.
+
+    ``general.architecture`` goes first if it was missing; the alignment is set.
+    """
+    if metadata is None:
+        metadata = tensors.metadata if isinstance(tensors, GGUFModel) else {}
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"write_gguf: metadata must be a mapping, got {type(metadata).__name__}")
+    out = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str):
+            raise TypeError(f"write_gguf: metadata keys must be str, got {key!r}")
+        try:
+            out[key] = as_value(value)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"write_gguf: metadata {key!r}: {exc}") from None
+    have = out.get("general.architecture")
+    if have is None:
+        out = {"general.architecture": GGUFValue("string", arch or "tritnum"), **out}
+    elif arch is not None and have != GGUFValue("string", arch):
+        raise ValueError(f"write_gguf: arch={arch!r}, but the metadata's "
+                         f"general.architecture is {have.value!r}")
+    if alignment is not None:
+        value = GGUFValue("uint32", alignment)
+        if ALIGNMENT_KEY in out or alignment != DEFAULT_ALIGNMENT:
+            out[ALIGNMENT_KEY] = value
+    alignment_of(out)  # a power of two
     return out
 
 
-def _open(path: str | os.PathLike[str], where: str) -> Any:
-    """Open ``path`` with gguf's reader once its header has been checked against the file."""
-    try:
-        check_header(path)  # FormatError is a ValueError
-        reader = _reader_class()(os.fspath(path), "r")
-    except (ValueError, OSError, IndexError, KeyError, TypeError) as exc:
-        raise FormatError(f"{where}: {exc}") from exc
-    _check_tensors(reader, where)
-    return reader
+def _qtype_rule(qtype: Any, tensors: Mapping[str, Any]) -> Callable[[str, Any], str]:
+    """The qtype of each tensor, from ``write_gguf``'s ``qtype`` argument."""
+    model = tensors.qtypes if isinstance(tensors, GGUFModel) else {}
 
+    def default(name: str, value: Any) -> str:
+        known = model.get(name)
+        if known is not None and known != "F64" and (
+                known in WRITABLE or isinstance(value, GGUFBlocks)):
+            return known
+        return default_qtype(value)
 
-def _check_tensors(reader: Any, where: str) -> None:
-    """Each tensor's bytes lie after the data start and inside the file, all of them."""
-    size = int(reader.data.nbytes)
-    for t in reader.tensors:
-        start, nbytes = int(t.data_offset), int(t.data.nbytes)
-        if start < reader.data_offset or start + nbytes > size or nbytes != int(t.n_bytes):
-            raise FormatError(f"{where}: tensor {t.name!r}: {t.n_bytes} bytes at byte {start} "
-                              f"do not lie within the data of the {size}-byte file")
+    if qtype is None:
+        return default
+    if isinstance(qtype, str):
+        qtype = choice(qtype, "qtype", WRITABLE, FormatError)
 
-
-def _ternary(t: Any, qtype: str, shape: tuple[int, ...], format: str, where: str) -> Any:
-    try:
-        return from_gguf_blocks(np.asarray(t.data).reshape(-1), qtype, shape,
-                                ternary=True, format=format)
-    except (FormatError, InvalidTritsError, ShapeMismatchError) as exc:
-        raise FormatError(f"{where}: tensor {t.name!r} ({qtype}, shape {shape}): {exc}") from exc
-
-
-_PLAIN_DTYPES = tuple(np.dtype(t) for t in ("float16", "float32", "float64", "int8", "int16",
-                                              "int32", "int64"))
-
-
-def _check_tensors_to_write(tensors: Any) -> None:
-    """A mapping of names to TernaryTensors or arrays GGUF can hold (TypeError otherwise)."""
-    if not isinstance(tensors, Mapping):
-        raise TypeError("write_gguf takes a mapping of tensor names to TernaryTensors or arrays, "
-                        f"got {type(tensors).__name__}")
-    for name, value in tensors.items():
-        if not isinstance(name, str):
-            raise TypeError(f"write_gguf: tensor names must be str, got {name!r}")
-        if isinstance(value, TernaryTensor):
-            continue
-        dtype = getattr(value, "dtype", None)
-        if not isinstance(dtype, np.dtype) or dtype.newbyteorder("=") not in _PLAIN_DTYPES:
-            raise TypeError(
-                f"write_gguf: tensor {name!r} must be a TernaryTensor or an array of "
-                f"{', '.join(map(str, _PLAIN_DTYPES))}, got "
-                f"{type(value).__name__ if dtype is None else dtype}")
+        def single(name: str, value: Any) -> str:
+            ternary = isinstance(value, TernaryTensor)
+            floats = isinstance(value, np.ndarray) and value.dtype.kind == "f"
+            if (ternary and qtype in QTYPES) or (floats and qtype in FLOATS):
+                return qtype
+            return default(name, value)
+        return single
+    if isinstance(qtype, Mapping):
+        unknown = [n for n in qtype if n not in tensors]
+        if unknown:
+            raise KeyError(f"write_gguf: qtype names tensors that are not written: "
+                           f"{unknown[:5]}")
+        return lambda name, value: qtype.get(name) or default(name, value)
+    if callable(qtype):
+        return lambda name, value: qtype(name, value) or default(name, value)
+    raise TypeError("write_gguf: qtype must be a str, a mapping of tensor names to qtypes, a "
+                    f"callable (name, tensor) -> qtype, or None; got {type(qtype).__name__}")
 
 
 def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
-               qtype: str = "TQ2_0", arch: str = "tritnum",
-               progress: bool | None = None) -> None:
-    """Write tensors to a GGUF file: TernaryTensors as ``qtype``, NumPy arrays as they are.
+               metadata: Mapping[str, Any] | None = None,
+               qtype: str | Mapping[str, str] | Callable[[str, Any], str | None] | None = None,
+               arch: str | None = None, alignment: int | None = None,
+               layout: I2SLayout | None = None, requantize: bool = False,
+               progress: bool | None = None) -> GGUFReport:
+    """Write tensors and metadata to a GGUF file, each tensor in the type asked for.
 
     Parameters
     ----------
     path : path-like
-        The file to write.
-    tensors : mapping of str to TernaryTensor or numpy.ndarray
-        TernaryTensors are encoded with :func:`~tritnum.io.to_gguf_blocks` (from
-        their trits where the scales allow it); arrays of float16/32/64 or int8-64
-        are stored unchanged.
-    qtype : {"TQ2_0", "TQ1_0", "I2_S"}
-        The ternary block format.
-    arch : str
-        The ``general.architecture`` key of the file.
+        The file to write. It is written under a temporary name and renamed once
+        complete: an error leaves no partial file.
+    tensors : mapping of str to TernaryTensor, numpy.ndarray or GGUFBlocks
+        In the order they go into the file; a :class:`GGUFModel` from
+        :func:`read_gguf` also brings its metadata, tensor types and I2_S layout.
+    metadata : mapping of str to GGUFValue or a plain value, optional
+        The key-value pairs, in order. Plain values get a type (:class:`GGUFValue`:
+        an int is a uint32, a float a float32, a str a string, a list an array);
+        give a ``GGUFValue`` for any other. ``general.architecture`` is added first
+        if missing (``arch``, or "tritnum"). Default: the model's metadata, or none.
+    qtype : str, mapping, callable or None
+        Each tensor's GGML type: ``"TQ2_0"``, ``"TQ1_0"``, ``"I2_S"`` (ternary),
+        ``"F32"``, ``"F16"``, ``"BF16"`` (floats), ``"I8"``...``"I64"``, or a
+        :class:`GGUFBlocks`' own type. A str applies to every TernaryTensor (a
+        ternary type) or every float array (a float type); a mapping gives types by
+        tensor name; a callable ``(name, tensor)`` returns one (None: the default).
+        Default: the model's types, else TQ2_0 for TernaryTensors and the array's
+        own dtype (float64 as F32: never F64, which llama.cpp cannot compute with).
+        Float arrays given a ternary type are quantized as llama.cpp does.
+    arch : str, optional
+        ``general.architecture``, where ``metadata`` has none.
+    alignment : int, optional
+        The data alignment (a power of two); default the metadata's
+        ``general.alignment``, else 32.
+    layout : {"x86", "x86-interleaved", "arm"}, optional
+        I2_S's byte layout; default the model's, else "x86".
+    requantize : bool
+        Write TernaryTensors whose scales a type cannot hold exactly (group scales
+        finer than TQ's 256-value blocks, per-row scales into I2_S's one) by
+        re-quantizing their values; the report gives the error. Without it they
+        raise FormatError.
     progress : bool, optional
         Show a progress bar; by default only for many tensors.
+
+    Returns
+    -------
+    GGUFReport
+        Each tensor's type, size and, where it was re-quantized, relative error.
+
+    Raises
+    ------
+    TypeError
+        A tensor or metadata value GGUF cannot hold; a name that is not a str.
+    FormatError
+        A path ending in another format's extension (``.npz``, ``.safetensors``); a
+        qtype a tensor cannot take; scales that cannot be held exactly (the
+        message says how much re-quantizing would change); a conversion that would
+        make finite values infinite (float16 overflow, a TQ block maximum of 65520
+        or more, float64 beyond float32).
+    ShapeMismatchError
+        A shape the tensor's type cannot hold.
 
     Examples
     --------
     >>> import os, tempfile, numpy as np, tritnum as tn
     >>> w = tn.quantize(np.random.default_rng(0).standard_normal((4, 256)), axis=-1)
     >>> path = os.path.join(tempfile.mkdtemp(), "w.gguf")
-    >>> tn.io.write_gguf(path, {"blk.0.w": w, "norm": np.ones(4, np.float32)})
+    >>> tn.io.write_gguf(path, {"blk.0.w": w, "norm": np.ones(4)},  # doctest: +ELLIPSIS
+    ...                  metadata={"general.name": "demo"}, qtype={"norm": "F16"})
+    GGUFReport('...w.gguf', 512 bytes, 2 tensors: 1 TQ2_0, 1 F16)
     >>> back = tn.io.read_gguf(path)
     >>> bool((back["blk.0.w"].packed.unpack() == w.packed.unpack()).all())
     True
-    >>> back["blk.0.w"].scales.ravel() == w.scales.ravel().astype(np.float16)  # fp16 d
-    array([ True,  True,  True,  True])
-    >>> back["norm"].dtype
-    dtype('float32')
+    >>> back["norm"].dtype, back.metadata["general.name"].value
+    (dtype('float16'), 'demo')
+    >>> g = tn.quantize(np.random.default_rng(0).standard_normal((4, 256)), group_size=64)
+    >>> report = tn.io.write_gguf(path, {"w": g}, requantize=True)  # 64-groups into 256-blocks
+    >>> round(report.requantized["w"], 3)
+    0.113
     """
-    gguf = _gguf()
-    choice(qtype, "qtype", QTYPES, FormatError)
-    _check_tensors_to_write(tensors)
-    writer = gguf.GGUFWriter(os.fspath(path), arch)
-    kind = I2_S_TYPE if qtype == "I2_S" else getattr(gguf.GGMLQuantizationType, qtype)
-    for name, value in _progress(tensors.items(), len(tensors), "encoding", progress):
-        if not isinstance(value, TernaryTensor):
-            writer.add_tensor(name, np.ascontiguousarray(value, value.dtype.newbyteorder("=")))
-            continue
-        buf = to_gguf_blocks(value, qtype)
-        if qtype == "I2_S":
-            # gguf does not know type 36: register the tensor by id and attach its bytes
-            writer.add_tensor_info(name, value.shape, np.dtype(np.float32), buf.nbytes,
-                                   raw_dtype=kind)
-            writer.tensors[-1][name].tensor = buf
-        else:
-            writer.add_tensor(name, buf, raw_dtype=kind)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    check_writer_suffix(path, "write_gguf", "GGUF")
+    if not isinstance(tensors, Mapping):
+        raise TypeError("write_gguf takes a mapping of tensor names to TernaryTensors or "
+                        f"arrays, got {type(tensors).__name__}")
+    for name, value in tensors.items():
+        check_value(name, value)
+    rule = _qtype_rule(qtype, tensors)
+    if layout is None:
+        layout = tensors.layout if isinstance(tensors, GGUFModel) else "x86"
+    layout = i2s.layout(layout)
+    meta = _metadata(tensors, metadata, arch, alignment)
+    plans = [plan(name, value, rule(name, value), layout, requantize)
+             for name, value in tensors.items()]
+    size = write_file(path, meta, plans, alignment_of(meta), lambda items: progress_bar(
+        items, len(plans), "writing", progress))
+    return GGUFReport(os.fspath(path), size, {p.name: TensorReport(
+        p.name, p.shape, source_of(tensors[p.name]), p.qtype, p.nbytes, p.relative_error,
+        p.note) for p in plans})

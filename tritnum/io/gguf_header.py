@@ -259,7 +259,7 @@ def check_header(path: str | os.PathLike[str]) -> int:
     >>> import os, tempfile, numpy as np, tritnum as tn
     >>> from tritnum.io.gguf_header import check_header
     >>> path = os.path.join(tempfile.mkdtemp(), "x.gguf")
-    >>> tn.io.write_gguf(path, {"norm": np.ones(4, np.float32)})
+    >>> _ = tn.io.write_gguf(path, {"norm": np.ones(4, np.float32)})
     >>> check_header(path) % 32
     0
     >>> with open(path, "r+b") as f:

@@ -1,4 +1,4 @@
-"""tritnum's own files: PackedTrits and TernaryTensor (or dicts of them) in a .npz, no pickle."""
+"""tritnum's .npz files: PackedTrits, TernaryTensor, plain arrays or dicts of them; no pickle."""
 
 from __future__ import annotations
 
@@ -8,23 +8,32 @@ from typing import Any
 
 import numpy as np
 
-from .._npz import MAX_BYTES, Archive, check_max_bytes, field, reading
+from .._interop import to_host
+from .._npz import Archive, check_max_bytes, field, reading, sizes
 from ..packing import PackedTrits
 from ..quantize import TernaryTensor
+from .arrays import PLAIN_DTYPES, bfloat16_to_float32, is_array, plain_array
 
-__all__ = ["FILE_VERSION", "load", "save"]
+__all__ = ["FILE_VERSION", "load_npz", "save_npz"]
 
-FILE_VERSION = 1
+#: Version 2 added plain arrays; files of version 1 are read as before.
+FILE_VERSION = 2
 _META = "__tritnum__"
+# the .npy dtypes of plain arrays, in either byte order (bool and bytes have none)
+_ARRAY_DTYPES = {d.newbyteorder(order).str for d in PLAIN_DTYPES for order in "<>"}
 
 
 def _arrays(name: str, obj: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    if is_array(obj):
+        a, bfloat16 = plain_array(obj, f"{name!r}")
+        a = bfloat16_to_float32(a) if bfloat16 else a  # NumPy has no bfloat16: exact float32
+        arrays[f"{name}/array"] = a
+        meta[name] = {"dtype": a.dtype.str, "shape": list(a.shape)}
+        return
     packed = obj.packed if isinstance(obj, TernaryTensor) else obj
     if not isinstance(packed, PackedTrits):
-        raise TypeError(f"save takes PackedTrits, TernaryTensor or a dict of them; "
+        raise TypeError(f"save takes arrays, PackedTrits, TernaryTensor or a dict of them; "
                         f"{name!r} is a {type(obj).__name__}")
-    from .._interop import to_host
-
     arrays[f"{name}/data"] = to_host(packed.data)
     entry: dict[str, Any] = {"shape": list(packed.shape), "format": packed.format}
     if isinstance(obj, TernaryTensor):
@@ -33,23 +42,8 @@ def _arrays(name: str, obj: Any, meta: dict[str, Any], arrays: dict[str, np.ndar
     meta[name] = entry
 
 
-def save(path: str | os.PathLike[str], obj: Any) -> None:
-    """Save a PackedTrits, a TernaryTensor, or a dict of them to an ``.npz`` file.
-
-    The file holds plain arrays and a JSON header with a format version; nothing is
-    pickled. It is written at ``path`` exactly (unlike ``np.savez``, no ``.npz`` is
-    appended), so that ``load(path)`` reads it back.
-
-    Examples
-    --------
-    >>> import os, tempfile, numpy as np, tritnum as tn
-    >>> path = os.path.join(tempfile.mkdtemp(), "layer.npz")
-    >>> t = tn.quantize(np.arange(-4.0, 4.0).reshape(2, 4), axis=-1, format="base3")
-    >>> tn.save(path, {"w": t, "mask": tn.pack([1, 0, -1])})
-    >>> back = tn.load(path)
-    >>> back["w"].packed == t.packed, back["mask"].unpack()
-    (True, array([ 1,  0, -1], dtype=int8))
-    """
+def save_npz(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` (see :func:`tritnum.save`) to an ``.npz`` file at ``path`` exactly."""
     single = not isinstance(obj, dict)
     items = {"": obj} if single else obj
     meta: dict[str, Any] = {}
@@ -80,9 +74,15 @@ def _header(files: Archive) -> dict[str, Any]:
     return header
 
 
+def _is_array(entry: Any) -> bool:
+    """Whether a header item is a plain array (it has a dtype) rather than trits."""
+    return isinstance(entry, dict) and "dtype" in entry
+
+
 def _check_names(files: Archive, items: dict[str, Any]) -> None:
     """Refuse an array the header does not name (a renamed one, or a foreign file)."""
-    named = {_META} | {f"{name}/{part}" for name in items for part in ("data", "scales")}
+    named = {_META} | {f"{name}/{part}" for name, entry in items.items()
+                       for part in (("array",) if _is_array(entry) else ("data", "scales"))}
     extra = sorted(files.names() - named)
     if extra:
         files.fail(f"array {extra[0]!r} is not one its header names")
@@ -90,13 +90,28 @@ def _check_names(files: Archive, items: dict[str, Any]) -> None:
 
 def _item_shape(files: Archive, entry: Any, where: str) -> tuple[int, ...]:
     shape = field(files, entry, "shape", list, where)
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+    if not sizes(shape):
         files.fail(f"{where}: key 'shape' is {shape!r:.60}, not a list of ints >= 0")
     return tuple(shape)
 
 
+def _load_array(files: Archive, name: str, entry: Any, where: str) -> np.ndarray:
+    dtype = field(files, entry, "dtype", str, where)
+    if dtype not in _ARRAY_DTYPES:
+        files.fail(f"{where}: key 'dtype' is {dtype!r:.60}, not a dtype of bool, integers or "
+                   "float16/32/64")
+    shape = _item_shape(files, entry, where)
+    a = files.array(f"{name}/array")
+    if a.dtype.str != dtype or a.shape != shape:
+        files.fail(f"array {name + '/array'!r} is {a.dtype.str} of shape {a.shape}; {where} "
+                   f"has dtype {dtype!r} and shape {list(shape)}")
+    return a
+
+
 def _load_item(files: Archive, name: str, entry: Any) -> Any:
     where = f"the header's item {name!r}"
+    if _is_array(entry):
+        return _load_array(files, name, entry, where)
     shape = _item_shape(files, entry, where)
     fmt = field(files, entry, "format", str, where)
     # a TernaryTensor has both (a renamed scales array must not make it a PackedTrits)
@@ -111,44 +126,8 @@ def _load_item(files: Archive, name: str, entry: Any) -> Any:
         files.fail(f"item {name!r} does not fit its arrays: {exc}")
 
 
-def load(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES) -> Any:
-    """Load what :func:`save` wrote: one object, or a dict of them.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file.
-    max_bytes : int, optional
-        The most bytes the file's arrays may declare in all, uncompressed (default
-        ``MAX_BYTES``, 16 GiB). A larger file is refused before anything is read: pass a
-        larger ``max_bytes`` to load it. Whatever the limit, a compressed member may not
-        expand more than 100 times (``tn.save`` writes uncompressed files).
-
-    Raises
-    ------
-    FormatError
-        Not a tritnum file, a newer format version, a truncated, corrupt or hostile file
-        (a missing or ill-typed header key, an array larger than ``max_bytes`` or than its
-        member, a zip bomb), naming the array or header key at fault.
-
-    Examples
-    --------
-    >>> import os, tempfile, tritnum as tn
-    >>> path = os.path.join(tempfile.mkdtemp(), "mask.npz")
-    >>> tn.save(path, tn.pack([1, 0, -1], "bitplane"))
-    >>> tn.load(path)
-    PackedTrits(shape=(3,), format='bitplane', nbytes=16, device='cpu')
-    >>> tn.load(path, max_bytes=100)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    tritnum.errors.FormatError: '...mask.npz' is not a readable tritnum file: ... max_bytes=100 ...
-    >>> with open(path, "wb") as f:
-    ...     _ = f.write(b"not a zip")
-    >>> tn.load(path)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    tritnum.errors.FormatError: '...mask.npz' is not a readable tritnum file: ...
-    """
+def load_npz(path: str | os.PathLike[str], max_bytes: int) -> Any:
+    """Read what :func:`save_npz` wrote (see :func:`tritnum.load`)."""
     max_bytes = check_max_bytes(max_bytes)
     with reading(path, "tritnum file"), Archive(path, "tritnum file", max_bytes) as files:
         header = _header(files)

@@ -17,6 +17,7 @@ from .._interop import (
     as_rows,
     for_device,
     is_cuda_array,
+    is_dask,
     native,
     origin,
     to_gpu,
@@ -54,10 +55,24 @@ def _int8_rows(a: Any, lead: tuple[int, ...], d: int) -> Any:
     return np.ascontiguousarray(a, np.int8).reshape(math.prod(lead), d)
 
 
+def lazy(*xs: Any) -> bool:
+    """Whether any of ``xs`` is a Dask array or a lazy PackedTrits (the Dask layer's to run)."""
+    return any(is_dask(x.data if isinstance(x, PackedTrits) else x) for x in xs)
+
+
 def resolve(device: str, *xs: Any) -> str:
     """The device an operation on hypervectors ``xs`` runs on (see ``resolve_device``)."""
     return resolve_device(device, *(x.data if isinstance(x, PackedTrits) else native(x)
                                     for x in xs))
+
+
+def bitplane_only(x: PackedTrits, name: str) -> None:
+    """FormatError unless ``x`` is packed in "bitplane", the format of packed hypervectors."""
+    if x.format != "bitplane":
+        raise FormatError(
+            f"{name}: VSA operations take dense int8 trits or 'bitplane' PackedTrits, "
+            f"got {x.format!r}; convert with .to('bitplane')"
+        )
 
 
 def hypervectors(x: Any, dev: str, name: str = "hypervectors", *, kernel_checks: bool = False
@@ -69,11 +84,7 @@ def hypervectors(x: Any, dev: str, name: str = "hypervectors", *, kernel_checks:
     are still checked here, before they are narrowed to int8.
     """
     if isinstance(x, PackedTrits):
-        if x.format != "bitplane":
-            raise FormatError(
-                f"{name}: VSA operations take dense int8 trits or 'bitplane' PackedTrits, "
-                f"got {x.format!r}; convert with .to('bitplane')"
-            )
+        bitplane_only(x, name)
         ensure_valid(x, dev)
         rows = for_device(as_rows(x.data, 2), dev)
         return HV(rows, x.shape[:-1], x.shape[-1], True, x._like)
@@ -110,15 +121,20 @@ def same_kind(a: HV, b: HV, op: str) -> None:
         )
 
 
-def broadcast_rows(a: HV, b: HV, op: str) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
-    """Broadcast leading shape and the row of ``a`` and of ``b`` behind each output row."""
+def broadcast_lead(a: HV, b: HV, op: str) -> tuple[int, ...]:
+    """The broadcast leading shape of ``a`` and ``b`` (ShapeMismatchError if none)."""
     try:
-        lead = np.broadcast_shapes(a.lead, b.lead)
+        return np.broadcast_shapes(a.lead, b.lead)
     except ValueError:
         raise ShapeMismatchError(
             f"{op}: leading shapes {a.lead} and {b.lead} do not broadcast",
             expected=a.lead, actual=b.lead,
         ) from None
+
+
+def broadcast_rows(a: HV, b: HV, op: str) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """Broadcast leading shape and the row of ``a`` and of ``b`` behind each output row."""
+    lead = broadcast_lead(a, b, op)
 
     def index(h: HV) -> np.ndarray:
         rows = np.arange(math.prod(h.lead), dtype=np.int64).reshape(h.lead)

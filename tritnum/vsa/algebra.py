@@ -9,12 +9,22 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call
-from .._interop import to_host
+from .._interop import dask_layer, to_host
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
 from ..errors import ShapeMismatchError
 from ..typing import BindRule
-from ._hv import BITPLANE, HV, Hypervectors, broadcast_rows, count, either, hypervectors, resolve
+from ._hv import (
+    BITPLANE,
+    HV,
+    Hypervectors,
+    broadcast_rows,
+    count,
+    either,
+    hypervectors,
+    lazy,
+    resolve,
+)
 from ._hv import same_kind as _same_kind
 from ._hv import wrap as _wrap
 
@@ -28,6 +38,8 @@ def _rule(rule: str) -> str:
 
 
 def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervectors:
+    if lazy(a, b):
+        return dask_layer().elementwise(a, b, code, name, device)
     dev = resolve(device, a, b)
     ha = hypervectors(a, dev, "a", kernel_checks=True)
     hb = hypervectors(b, dev, "b", kernel_checks=True)
@@ -162,6 +174,21 @@ def _axis_first(h: HV, axis: int) -> Any:
     return np.ascontiguousarray(np.moveaxis(rows, axis, 0)).reshape((n, rest, *tail))
 
 
+def bundle_axis(shape: tuple[int, ...], axis: Any) -> int:
+    """The non-negative axis of vectors that :func:`bundle` sums over in ``shape``."""
+    ndim = len(shape)
+    if ndim < 2:
+        raise ShapeMismatchError(
+            "bundle takes hypervectors of rank >= 2 (vectors along an axis, trits last), "
+            f"got shape {shape}", expected="ndim >= 2", actual=shape)
+    axis = count(axis, "axis", minimum=-ndim)
+    axis += ndim if axis < 0 else 0
+    if axis >= ndim - 1:
+        raise ValueError(f"bundle: axis {axis} is the trit axis of shape {shape}; "
+                         "bundle sums over an axis of vectors")
+    return axis
+
+
 def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
            device: str = "auto") -> Hypervectors:
     """Bundle hypervectors by majority: the sign of their (weighted) sum, a tie giving 0.
@@ -204,18 +231,11 @@ def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
     >>> tn.vsa.bundle(vs, weights=[1, 1, 3])
     array([-1,  0,  1,  1], dtype=int8)
     """
+    if lazy(vs):
+        return dask_layer().bundle(vs, axis, weights, device)
     dev = resolve(device, vs)
     h = hypervectors(vs, dev, "vs")
-    ndim = len(h.lead) + 1
-    if ndim < 2:
-        raise ShapeMismatchError(
-            "bundle takes hypervectors of rank >= 2 (vectors along an axis, trits last), "
-            f"got shape {h.shape}", expected="ndim >= 2", actual=h.shape)
-    axis = count(axis, "axis", minimum=-ndim)
-    axis += ndim if axis < 0 else 0
-    if axis >= ndim - 1:
-        raise ValueError(f"bundle: axis {axis} is the trit axis of shape {h.shape}; "
-                         "bundle sums over an axis of vectors")
+    axis = bundle_axis(h.shape, axis)
     n = h.lead[axis]
     rest = h.lead[:axis] + h.lead[axis + 1:]
     w = None if weights is None else _weights(weights, n, dev)
@@ -258,10 +278,18 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hyperv
     array([[ 1,  0, -1,  0,  0],
            [ 0,  0, -1,  1,  1]], dtype=int8)
     """
+    if lazy(v):
+        return dask_layer().permute(v, shifts, device)
     dev = resolve(device, v)
     h = hypervectors(v, dev, "v")
+    out = call("vsa.permute", dev, h.rows, shift_rows(shifts, h.lead, h.d), h.packed, h.d)
+    return _wrap(out, h.lead, h.d, h.packed, h.like)
+
+
+def shift_rows(shifts: Any, lead: tuple[int, ...], d: int) -> np.ndarray:
+    """:func:`permute`'s ``shifts`` broadcast to ``lead`` and taken mod ``d``, one per row."""
     s = np.asarray(shifts)
-    d = max(h.d, 1)
+    d = max(d, 1)
     if s.dtype == object and all(isinstance(x, numbers.Integral) and not isinstance(x, bool)
                                  for x in s.flat):  # Python ints beyond int64
         s = np.array([int(x) % d for x in s.flat], np.int64).reshape(s.shape)
@@ -270,11 +298,9 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hyperv
     if s.dtype.kind not in "iu":
         raise TypeError(f"shifts must be integers, got {shifts!r}")
     try:
-        s = np.broadcast_to(s.astype(np.int64), h.lead)
+        s = np.broadcast_to(s.astype(np.int64), lead)
     except ValueError:
         raise ShapeMismatchError(
-            f"permute: shifts of shape {s.shape} do not broadcast to {h.lead}",
-            expected=h.lead, actual=s.shape) from None
-    s = np.ascontiguousarray(s.reshape(-1) % d)
-    out = call("vsa.permute", dev, h.rows, s, h.packed, h.d)
-    return _wrap(out, h.lead, h.d, h.packed, h.like)
+            f"permute: shifts of shape {s.shape} do not broadcast to {lead}",
+            expected=lead, actual=s.shape) from None
+    return np.ascontiguousarray(s.reshape(-1) % d)

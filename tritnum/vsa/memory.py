@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call
-from .._interop import to_host
+from .._interop import dask_layer, to_host
 from .._npz import MAX_BYTES, Archive, check_max_bytes, field, reading, unreadable
 from .._validate import owned, raise_invalid_trits
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
+from ..io.suffixes import check_writer_suffix
 from ..packing import PackedTrits, ensure_valid, pack, unpack
 from ._hv import Hypervectors, count, hypervectors, resolve
 from .generation import Seed, _format, _threshold, draw_seed, random_rows, seed_key
@@ -58,6 +59,12 @@ class ItemMemory:
         How vectors are stored and returned.
     device : {"auto", "cpu", "cuda", "numpy"}
         Where vectors are generated and cleanup searches run.
+    chunks : int, tuple of int or "auto", optional
+        A sharded memory (needs dask): the generated vectors are never held
+        here; :attr:`vectors` is a lazy Dask array (or PackedTrits over one) with
+        chunks of these many rows, made by their tasks, and :meth:`cleanup` runs
+        the sharded search (on the distributed client, if one is the scheduler).
+        Vectors given to :meth:`add` are kept here and patched into their chunk.
 
     Examples
     --------
@@ -74,7 +81,7 @@ class ItemMemory:
     """
 
     def __init__(self, d: int, *, seed: Seed = None, density: float = 2 / 3,
-                 format: str = "dense", device: str = "auto") -> None:
+                 format: str = "dense", device: str = "auto", chunks: Any = None) -> None:
         self.d = count(d, "d")
         self._packed = _format(format)
         _threshold(density)
@@ -86,6 +93,17 @@ class ItemMemory:
         self._index: dict[Hashable, int] = {}
         self._rows = np.empty(self._row_shape(0), self._dtype())
         self._count = 0
+        self.chunks = chunks
+        self._given: dict[int, np.ndarray] = {}  # sharded: the rows given to add, by index
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle the symbols and the rows packed (2 bits a trit), not the int8 buffer."""
+        rows = self._rows[: self._count]
+        if not self._packed:
+            rows = pack(rows, "2bit") if rows.size else rows
+        state = {"chunks": self.chunks, "symbols": self._symbols, "rows": rows,
+                 "given": self._given}
+        return _restore, (self.d, self.seed, self.density, self.format, self.device, state)
 
     def _row_shape(self, n: int) -> tuple[int, ...]:
         return (n, 2, -(-self.d // 64)) if self._packed else (n, self.d)
@@ -110,8 +128,17 @@ class ItemMemory:
 
     @property
     def vectors(self) -> Hypervectors:
-        """All vectors, ``(len(self), d)``, in the order of :attr:`symbols` (read-only)."""
+        """All vectors, ``(len(self), d)``, in the order of :attr:`symbols` (read-only).
+
+        Lazy (a Dask array, or a PackedTrits over one) for a sharded memory.
+        """
+        if self.chunks is not None:
+            return dask_layer().memory_vectors(self)
         return self._wrap(owned(self._rows[: self._count], copy=False), (self._count,))
+
+    def _key(self) -> int:
+        """The generator key of this memory's vectors."""
+        return seed_key(self.seed, "ItemMemory")
 
     def _wrap(self, rows: np.ndarray, lead: tuple[int, ...]) -> Hypervectors:
         if self._packed:
@@ -119,12 +146,17 @@ class ItemMemory:
                                         (*lead, self.d), "bitplane")
         return rows.reshape((*lead, self.d))
 
-    def _append(self, symbol: Hashable, row: np.ndarray) -> None:
-        if self._count == len(self._rows):
-            grown = np.empty(self._row_shape(max(8, 2 * self._count)), self._dtype())
-            grown[: self._count] = self._rows[: self._count]
-            self._rows = grown
-        self._rows[self._count] = row
+    def _append(self, symbol: Hashable, row: np.ndarray | None) -> None:
+        """Add ``symbol`` and its ``row`` (None: a sharded memory's, made by its task)."""
+        if self.chunks is not None:
+            if row is not None:
+                self._given[self._count] = row
+        else:
+            if self._count == len(self._rows):
+                grown = np.empty(self._row_shape(max(8, 2 * self._count)), self._dtype())
+                grown[: self._count] = self._rows[: self._count]
+                self._rows = grown
+            self._rows[self._count] = row
         self._index[symbol] = self._count
         self._symbols.append(symbol)
         self._count += 1
@@ -136,11 +168,8 @@ class ItemMemory:
         """
         if symbol in self._index:
             return self[symbol]
-        if vector is None:
-            dev = resolve(self.device)
-            row = random_rows(self._count, 1, self.d, density=self.density,
-                              key=seed_key(self.seed, "ItemMemory"), packed=self._packed, dev=dev)
-            row = to_host(row)[0]
+        if vector is None:  # a sharded memory's rows are made by their tasks
+            row = None if self.chunks is not None else self._generated(self._count)
         else:
             dev = resolve(self.device, vector)
             h = hypervectors(_as_format(vector, self._packed, dev), dev, "vector")
@@ -152,12 +181,22 @@ class ItemMemory:
         self._append(symbol, row)
         return self[symbol]
 
+    def _generated(self, i: int) -> np.ndarray:
+        """Row ``i`` of this memory's generator."""
+        row = random_rows(i, 1, self.d, density=self.density, key=self._key(),
+                          packed=self._packed, dev=resolve(self.device))
+        return to_host(row)[0]
+
     def __getitem__(self, symbol: Hashable) -> Hypervectors:
         try:
             i = self._index[symbol]
         except KeyError:
             raise KeyError(f"{symbol!r} is not in this ItemMemory (add it first)") from None
-        return self._wrap(self._rows[i:i + 1].copy(), ())
+        if self.chunks is None:
+            row = self._rows[i]
+        else:  # a sharded memory's: given, or made here (one row)
+            row = self._given[i] if i in self._given else self._generated(i)
+        return self._wrap(row[None].copy(), ())
 
     def cleanup(self, v: Hypervectors, k: int = 1, *, metric: str = "cosine") -> Any:
         """The symbol(s) whose vectors are most similar to ``v``.
@@ -194,6 +233,9 @@ class ItemMemory:
     def save(self, path: str | os.PathLike) -> None:
         """Write the memory to an ``.npz`` file (no pickle); symbols must be str or int.
 
+        ``path`` is written as it is, but a ``.safetensors`` or ``.gguf`` extension is a
+        FormatError (the file would not be what its name says).
+
         Examples
         --------
         >>> import os, tempfile, tritnum as tn
@@ -205,15 +247,20 @@ class ItemMemory:
         >>> back.symbols, back[7] == mem[7]
         (['x', 7], True)
         """
+        check_writer_suffix(path, "ItemMemory.save", "npz")
         for s in self._symbols:
             if isinstance(s, bool) or not isinstance(s, (str, numbers.Integral)):
                 raise TypeError(f"ItemMemory.save: symbols must be str or int, got {s!r}")
         meta = {"version": _FILE_VERSION, "d": self.d, "seed": int(self.seed),
                 "density": float(self.density), "format": self.format,
                 "symbols": [s if isinstance(s, str) else int(s) for s in self._symbols]}
+        if self.chunks is None:
+            rows = self._rows[: self._count]
+        else:  # a sharded memory's rows, computed
+            v = self.vectors
+            rows = to_host(v.data if self._packed else v)
         with open(path, "wb") as f:
-            np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
-                     rows=self._rows[: self._count])
+            np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), rows=rows)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, device: str = "auto",
@@ -266,6 +313,20 @@ class ItemMemory:
         mem._symbols = symbols
         mem._index = {s: i for i, s in enumerate(mem._symbols)}
         return mem
+
+
+def _restore(d: int, seed: int, density: float, format: str, device: str,
+             state: dict[str, Any]) -> ItemMemory:
+    """Unpickle an ItemMemory (see ``ItemMemory.__reduce__``)."""
+    mem = ItemMemory(d, seed=seed, density=density, format=format, device=device,
+                     chunks=state["chunks"])
+    rows = state["rows"]
+    mem._rows = unpack(rows) if isinstance(rows, PackedTrits) else rows
+    mem._symbols = list(state["symbols"])
+    mem._index = {s: i for i, s in enumerate(mem._symbols)}
+    mem._count = len(mem._symbols)
+    mem._given = state["given"]
+    return mem
 
 
 def _meta(f: Archive) -> dict[str, Any]:

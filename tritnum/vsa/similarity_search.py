@@ -8,17 +8,19 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call, place
-from .._interop import to_host
+from .._interop import dask_layer, to_host
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
 from ..errors import ShapeMismatchError
 from ..typing import Metric
 from ._hv import (
+    HV,
     Hypervectors,
     broadcast_rows,
     count,
     either,
     hypervectors,
+    lazy,
     place_scores,
     resolve,
 )
@@ -80,6 +82,8 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
            [0, 1]])
     """
     code = _metric(metric)
+    if lazy(a, b):
+        return dask_layer().similarity(a, b, metric, pairwise, device)
     dev = resolve(device, a, b)
     ha = hypervectors(a, dev, "a")
     hb = hypervectors(b, dev, "b")
@@ -92,6 +96,23 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
     if code == _hv_math.DOT:
         s = to_host(s).astype(np.int64)
     return place_scores(s, lead, either(ha, hb))
+
+
+def search_k(hq: HV, hm: HV, k: Any) -> int:
+    """``k`` checked against a memory ``hm`` of shape ``(m, d)`` and queries ``hq`` of its kind."""
+    _same_kind(hq, hm, "search")
+    if len(hm.lead) != 1:
+        raise ShapeMismatchError(
+            f"search: memory must be (m, d), got shape {hm.shape}",
+            expected="(m, d)", actual=hm.shape)
+    m = hm.lead[0]
+    if m == 0:
+        raise ValueError("search: the memory is empty (0 stored hypervectors); "
+                         "add hypervectors before searching")
+    k = count(k, "k", 1)
+    if k > m:
+        raise ValueError(f"search: k={k} is larger than the memory ({m} hypervectors)")
+    return k
 
 
 def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: Metric = "cosine",
@@ -118,6 +139,16 @@ def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: Metr
     scores : numpy.ndarray
         ``(..., k)`` their similarity (int64 for "dot", else float64).
 
+    Notes
+    -----
+    A Dask array as ``memory`` (dense trits chunked along its rows, or a lazy
+    "bitplane" PackedTrits such as ``random(..., chunks=...)`` makes) is a sharded
+    memory: each task finds the top ``k`` of one chunk of rows (a dense chunk is
+    packed to bit planes first), and a tree of merges keeps the best ``k`` of
+    those, with the same tie rule: the exact top ``k`` of the whole memory. The
+    results are then lazy Dask arrays, chunked as the queries' rows (which may
+    be a Dask array too).
+
     Raises
     ------
     ValueError
@@ -134,21 +165,12 @@ def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: Metr
     (array([42,  7]), array([1., 1.]))
     """
     code = _metric(metric)
+    if lazy(queries, memory):
+        return dask_layer().search(queries, memory, k, metric, device)
     dev = resolve(device, queries, memory)
     hq = hypervectors(queries, dev, "queries")
     hm = hypervectors(memory, dev, "memory")
-    _same_kind(hq, hm, "search")
-    if len(hm.lead) != 1:
-        raise ShapeMismatchError(
-            f"search: memory must be (m, d), got shape {hm.shape}",
-            expected="(m, d)", actual=hm.shape)
-    m = hm.lead[0]
-    if m == 0:
-        raise ValueError("search: the memory is empty (0 stored hypervectors); "
-                         "add hypervectors before searching")
-    k = count(k, "k", 1)
-    if k > m:
-        raise ValueError(f"search: k={k} is larger than the memory ({m} hypervectors)")
+    k = search_k(hq, hm, k)
     idx, s = call("vsa.search", dev, hq.rows, hm.rows, k, code, hq.packed, hq.d)
     s = _scores_out(s, code)
     like = either(hq, hm)

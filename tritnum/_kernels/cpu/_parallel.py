@@ -51,19 +51,39 @@ def _get_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def threads() -> int:
+    """Threads the kernels share their work among (``numba.get_num_threads()``).
+
+    Read without starting numba's own thread pool, which ``numba.get_num_threads()`` does
+    on its first call. That pool's OpenMP layer sets the OpenMP thread count of the
+    process, which PyTorch shares (the same libgomp): afterwards torch ran small ops on 2
+    threads, the forward and backward of a 32-row batch of a small MLP 200x slower on
+    these busy 2 cores (0.2 ms before, 40-70 ms after). Until numba's layer runs (numba
+    ``prange`` code, or a user calling ``numba.set_num_threads``), the count is
+    ``NUMBA_NUM_THREADS``.
+    """
+    from numba.np.ufunc import parallel
+
+    if getattr(parallel, "_is_initialized", True):
+        return numba.get_num_threads()
+    return numba.config.NUMBA_NUM_THREADS
+
+
 def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
         light: bool = False) -> int:
     """Call ``kernel(*args, t0, t1)`` over tasks ``[0, tasks)`` and add up what it returns.
 
-    With ``numba.get_num_threads()`` threads (``NUMBA_NUM_THREADS``) when the
+    With :func:`threads` threads (``NUMBA_NUM_THREADS``) when the
     input has at least ``MIN_PARALLEL_BYTES`` (``MIN_PARALLEL_BYTES_LIGHT`` for a
     ``light`` kernel). The tasks are cut into ``CHUNKS_PER_THREAD`` chunks per
     thread that the threads (the calling one too) take in turn: when a core is
     busy elsewhere, or a virtual machine's core is stolen by its host, the other
     threads take over its share instead of waiting for it.
     """
-    parts = min(numba.get_num_threads(), tasks)
-    if parts <= 1 or nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
+    if nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
+        return kernel(*args, 0, tasks)
+    parts = min(threads(), tasks)
+    if parts <= 1:
         return kernel(*args, 0, tasks)
     chunks = min(tasks, parts * CHUNKS_PER_THREAD)
     bounds = [tasks * i // chunks for i in range(chunks + 1)]

@@ -18,6 +18,9 @@ from ._parallel import run
 STREAM_BYTES = 32 << 20  # a given out= this large (beyond the L3 cache) is written streaming
 
 _absmax_bits = jit(inline="always")(floatbits.block_absmax_bits)
+_half_shifted = jit(inline="always")(floatbits.half_shifted_bits)
+_half_finish = jit(inline="always")(floatbits.half_finish_bits)
+_HALF_REBIAS = floatbits.HALF_REBIAS
 _float16_bits = jit(inline="always")(floatbits.float16_bits)
 _block_inverse = jit(inline="always")(codecs.block_inverse)
 _encode_tq2 = jit(inline="always")(codecs.encode_tq2_block)
@@ -28,6 +31,36 @@ _decode_tq1 = jit(inline="always")(codecs.decode_tq1_block)
 _decode_i2s = jit(inline="always")(codecs.decode_i2s_block)
 
 
+@jit(inline="always")
+def _encode_tq_block(x, bits, base, tq2, qs, d, dbits, b):
+    """Block b of ``qs`` from ``x[base:base + 256]``: codes, then the float16 scale."""
+    at = 64 if tq2 else 52  # where the scale goes
+    dbits[b] = _absmax_bits(bits, base, 256)
+    half = _float16_bits(dbits[b])
+    qs[b, at] = half & 0xFF
+    qs[b, at + 1] = half >> 8
+    inv = _block_inverse(d[b])
+    if tq2:
+        _encode_tq2(x, base, inv, qs, b)
+    else:
+        _encode_tq1(x, base, inv, qs, b)
+
+
+@jit(inline="always")
+def _widen(h, base, count, out, bits):
+    """float32 values of the half bits ``h[base:base + count]`` into ``out``, exactly.
+
+    ``bits`` is ``out``'s uint32 view; three plain loops over the block, each vectorizing.
+    """
+    hb = h[base:base + count]
+    for i in range(count):
+        bits[i] = _half_shifted(hb[i])
+    for i in range(count):
+        out[i] *= _HALF_REBIAS
+    for i in range(count):
+        bits[i] = _half_finish(bits[i], hb[i])
+
+
 @jit()
 def _encode_tq(x, bits, tq2, qs, d, dbits, t0, t1):
     """Whole blocks into the rows of ``qs``: codes, then the float16 scale.
@@ -35,17 +68,23 @@ def _encode_tq(x, bits, tq2, qs, d, dbits, t0, t1):
     ``bits`` and ``dbits`` are uint32 views of ``x`` and ``d``; ``d`` gets the
     float32 scales.
     """
-    at = 64 if tq2 else 52  # where the scale goes
     for b in range(t0, t1):
-        dbits[b] = _absmax_bits(bits, 256 * b, 256)
-        half = _float16_bits(dbits[b])
-        qs[b, at] = half & 0xFF
-        qs[b, at + 1] = half >> 8
-        inv = _block_inverse(d[b])
-        if tq2:
-            _encode_tq2(x, 256 * b, inv, qs, b)
-        else:
-            _encode_tq1(x, 256 * b, inv, qs, b)
+        _encode_tq_block(x, bits, 256 * b, tq2, qs, d, dbits, b)
+    return 0
+
+
+@jit()
+def _encode_tq_halves(h, tq2, qs, d, dbits, t0, t1):
+    """As :func:`_encode_tq`, from float16 bits ``h``.
+
+    Each block is widened in the L1 cache: 2.6x faster than widening the whole
+    input first.
+    """
+    scratch = np.empty(256, np.float32)
+    sbits = scratch.view(np.uint32)
+    for b in range(t0, t1):
+        _widen(h, 256 * b, 256, scratch, sbits)
+        _encode_tq_block(scratch, sbits, 0, tq2, qs, d, dbits, b)
     return 0
 
 
@@ -53,7 +92,18 @@ def _encode_tq(x, bits, tq2, qs, d, dbits, t0, t1):
 def _encode_i2s_blocks(x, bits, qs, maxima_bits, t0, t1):
     for b in range(t0, t1):
         maxima_bits[b] = _absmax_bits(bits, 128 * b, 128)
-        _encode_i2s(x, b, qs)
+        _encode_i2s(x, 128 * b, qs, b)
+    return 0
+
+
+@jit()
+def _encode_i2s_halves(h, qs, maxima_bits, t0, t1):
+    scratch = np.empty(128, np.float32)
+    sbits = scratch.view(np.uint32)
+    for b in range(t0, t1):
+        _widen(h, 128 * b, 128, scratch, sbits)
+        maxima_bits[b] = _absmax_bits(sbits, 0, 128)
+        _encode_i2s(scratch, 0, qs, b)
     return 0
 
 
@@ -108,16 +158,25 @@ def _decode_i2s_blocks(qs, scale, out, t0, t1):
 
 @register("gguf_encode", "cpu")
 def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
+    halves = x.dtype == np.uint16  # float16 bits, widened block by block
     if qtype == "I2_S":
         blocks = x.size // 128
         maxima = np.empty(blocks, np.float32)
-        run(_encode_i2s_blocks, blocks, x.nbytes, x, x.view(np.uint32), qs.reshape(blocks, 32),
-            maxima.view(np.uint32))
+        if halves:
+            run(_encode_i2s_halves, blocks, 2 * x.nbytes, x, qs.reshape(blocks, 32),
+                maxima.view(np.uint32))
+        else:
+            run(_encode_i2s_blocks, blocks, x.nbytes, x, x.view(np.uint32),
+                qs.reshape(blocks, 32), maxima.view(np.uint32))
         return np.array([maxima.max(initial=np.float32(0))], np.float32)
     blocks = x.size // 256
     d = np.empty(blocks, np.float32)
-    run(_encode_tq, blocks, x.nbytes, x, x.view(np.uint32), qtype == "TQ2_0", qs, d,
-        d.view(np.uint32))
+    if halves:
+        run(_encode_tq_halves, blocks, 2 * x.nbytes, x, qtype == "TQ2_0", qs, d,
+            d.view(np.uint32))
+    else:
+        run(_encode_tq, blocks, x.nbytes, x, x.view(np.uint32), qtype == "TQ2_0", qs, d,
+            d.view(np.uint32))
     return d
 
 

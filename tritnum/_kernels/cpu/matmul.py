@@ -1,6 +1,6 @@
 """CPU ternary matmul (contract: :mod:`..reference.matmul`).
 
-Two paths, picked by the number of activation rows ``m``:
+Three paths, picked by the number of activation rows ``m`` and the CPU:
 
 - **GEMV** (``m <= GEMV_MAX_ROWS``, "2bit" weights whose groups fill whole bytes):
   memory-bound, so the packed weights are read once, straight from their bytes,
@@ -8,9 +8,13 @@ Two paths, picked by the number of activation rows ``m``:
   per call to match the codes (:func:`layout`), which costs ``O(m * n)``.
 - **GEMM** (everything else): compute-bound, so tiles of weight rows are decoded
   once to float32 trits and multiplied by BLAS ``sgemm``; the scales come after.
-  On the int8 path ``q`` is converted to float32: every product and partial sum
-  is an integer below ``2**24``, so float32 BLAS returns the exact integer sums
+  On the int8 path (the portable level, or scale groups past ``INT32_EXACT``
+  inputs) ``q`` is converted to float32: every product and partial sum is an
+  integer below ``2**24``, so float32 BLAS returns the exact integer sums
   (``K_EXACT`` bounds the length of one sum).
+- **integer GEMM** (int8 activations past the GEMV, from AVX2 on): the
+  register-blocked integer kernel of :mod:`.int8_gemm` (VNNI ``vpdpbusd``, AVX2
+  ``vpmaddubsw``) in place of the float32 GEMM: 2-6x BLAS per core, by level.
 """
 
 from __future__ import annotations
@@ -23,14 +27,13 @@ from ..._dispatch import register
 from ..._formats import Format
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
-from ._llvm.gemv import decode_2bit, dot_2bit
+from ._llvm.gemv import BLOCK_BYTES, decode_2bit, dot_2bit, scaled_dot_2bit
 from ._parallel import run
+from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack
 
 GEMV_MAX_ROWS = 16
-BLOCK_BYTES = 32  # weight bytes per SIMD block: 128 trits
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
-INT32_EXACT = 1 << 23  # 256 * 2**23 = 2**31: int32 sums of code * int8 products fit
 TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
 
 
@@ -39,10 +42,11 @@ def layout(n: int, segment: int) -> np.ndarray:
     """Where each laid-out activation comes from: indices into ``x`` padded by one zero.
 
     The row is cut into segments of ``segment`` weight bytes (a whole row, or
-    one scale group), each into 32-byte blocks, the last one zero-padded: in
-    block k of a segment, position ``128k + 32c + m`` holds element
-    ``4 * (32k + m) + c`` of the segment (code c of byte m). Index ``n`` (the
-    padding zero) fills positions past the segment or the row.
+    one scale group), each into blocks of ``B = BLOCK_BYTES`` bytes (32 or 64, by
+    the CPU's SIMD level), the last one zero-padded: in block k of a segment,
+    position ``4Bk + Bc + m`` holds element ``4 * (Bk + m) + c`` of the segment
+    (code c of byte m). Index ``n`` (the padding zero) fills positions past the
+    segment or the row.
     """
     blocks = -(-segment // BLOCK_BYTES)
     segments = -(-n // (4 * segment))
@@ -59,6 +63,9 @@ def layout(n: int, segment: int) -> np.ndarray:
 def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
     """Rows t0..t1 of y: per segment, the SIMD dot of its codes with the laid-out x.
 
+    Segments of whole blocks take one scaled dot per row; others a dot per
+    segment plus one for its last, partial block (copied to ``tail``).
+
     With ``prefetch`` each weight row is prefetched ``rows_ahead`` rows early:
     on the memory-bound int8 path that is 15-20% faster beyond the cache
     (16384 x 8192); the float path is compute-bound and loses 2-4% to it.
@@ -67,13 +74,17 @@ def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
     groups = scales.shape[1]
     full = segment // BLOCK_BYTES
     rest = segment - BLOCK_BYTES * full
-    per_segment = 128 * (full + (rest > 0))
+    per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
     tail = np.zeros(BLOCK_BYTES, np.uint8)  # the last, partial block: zeros meet x's zeros
     ahead = rows_ahead(w)
     for o in range(t0, t1):
         if prefetch and o + ahead < t1:
             prefetch_row(w, o + ahead)
         for r in range(xl.shape[0]):
+            if rest == 0:  # whole blocks: the groups' lanes scaled and added as vectors
+                y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, xl, r * xl.shape[1], full,
+                                                      groups, scales, o * groups, xsum, r * groups)
+                continue
             acc = 0.0
             for g in range(groups):
                 start = g * segment
@@ -82,7 +93,7 @@ def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
                 if rest:
                     for i in range(rest):
                         tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                    part += dot_2bit(tail, 0, xl, xo + 128 * full, 1)
+                    part += dot_2bit(tail, 0, xl, xo + 4 * BLOCK_BYTES * full, 1)
                 acc += np.float64(scales[o, g]) * (part - xsum[r, g])
             y[r, o] = acc * xscale[r]
     return 0
@@ -117,7 +128,7 @@ def _decode_2bit_rows(w, segment, out, t0, t1):
     units = w.shape[1]
     full = segment // BLOCK_BYTES
     rest = segment - BLOCK_BYTES * full
-    per_segment = 128 * (full + (rest > 0))
+    per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
     tail = np.zeros(BLOCK_BYTES, np.uint8)  # code 0 (-1) where the layout has x = 0
     for o in range(t0, t1):
         for g in range(out.shape[1] // per_segment):
@@ -127,7 +138,7 @@ def _decode_2bit_rows(w, segment, out, t0, t1):
             if rest:
                 for i in range(rest):
                     tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                decode_2bit(tail, 0, out, oo + 128 * full, 1)
+                decode_2bit(tail, 0, out, oo + 4 * BLOCK_BYTES * full, 1)
     return 0
 
 
@@ -213,6 +224,8 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias):
     segment = _gemv_segment(fmt, n, scales.shape[1])
     if segment and q.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(q, xscale, w, fmt, n, scales, segment)
+    elif applies(n, scales.shape[1]):
+        y = gemm_int8(q, xscale, w, fmt, n, scales)
     else:
         y = _gemm(q.astype(np.float32), w, fmt, n, scales, xscale)
     return _finish(y, bias)

@@ -14,6 +14,9 @@ from ._launch import THREADS, blocks, flag, is_set
 
 _device = cuda.jit(device=True, inline="always")
 _absmax_bits = _device(floatbits.block_absmax_bits)
+_half_shifted = _device(floatbits.half_shifted_bits)
+_half_finish = _device(floatbits.half_finish_bits)
+_HALF_REBIAS = floatbits.HALF_REBIAS
 _float16_bits = _device(floatbits.float16_bits)
 _block_inverse = _device(codecs.block_inverse)
 _encode_tq2 = _device(codecs.encode_tq2_block)
@@ -44,7 +47,7 @@ def encode_tq_blocks(x, bits, tq2, qs, d, dbits):
 def encode_i2s_blocks(x, bits, qs, maxima_bits):
     for b in range(cuda.grid(1), maxima_bits.shape[0], cuda.gridsize(1)):
         maxima_bits[b] = _absmax_bits(bits, 128 * b, 128)
-        _encode_i2s(x, b, qs)
+        _encode_i2s(x, 128 * b, qs, b)
 
 
 @cuda.jit
@@ -64,9 +67,31 @@ def decode_i2s_blocks(qs, scale, out, bad):
             bad[0] = 1
 
 
+@cuda.jit
+def widen_float16(h, out, bits):
+    """float32 values of half bits ``h`` into ``out`` (``bits``: its uint32 view)."""
+    for i in range(cuda.grid(1), h.shape[0], cuda.gridsize(1)):
+        bits[i] = _half_shifted(h[i])
+        out[i] = out[i] * _HALF_REBIAS
+        bits[i] = _half_finish(bits[i], h[i])
+
+
+def _widened(h: Any) -> Any:
+    """float16 bits ``h`` as float32 values on the GPU."""
+    values = cuda.device_array(h.shape[0], np.float32)
+    if h.shape[0]:
+        widen_float16[blocks(h.shape[0]), THREADS](h, values, values.view(np.uint32))
+    return values
+
+
 @register("gguf_encode", "cuda")
 def gguf_encode(x: Any, qtype: str, qs: np.ndarray) -> np.ndarray:
-    """Encode on the GPU into the host rows ``qs`` (as the CPU kernel); the scales returned."""
+    """Encode on the GPU into the host rows ``qs`` (as the CPU kernel); the scales returned.
+
+    float16 bits (uint16 ``x``) are widened first, on the GPU.
+    """
+    if x.dtype == np.uint16:
+        x = _widened(x)
     if qtype == "I2_S":
         n = x.shape[0] // 128
         codes = cuda.device_array((n, 32), np.uint8)

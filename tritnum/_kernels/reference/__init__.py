@@ -1,3 +1,3 @@
 """NumPy reference kernels: the obvious vectorized code, and the test oracle."""
 
-from . import gguf, matmul, packing, quantize, vsa  # noqa: F401  (registers the reference kernels)
+from . import compress, gguf, matmul, packing, q8k, quantize, vsa  # noqa: F401  (registers the reference kernels)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..._dispatch import register
 from ..shared.gguf import (
+    I2S_NONZERO,
     INVERSE_MIN,
     i2s_bytes,
     i2s_unpack,
@@ -42,18 +43,21 @@ def block_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def i2s_codes(x: np.ndarray) -> np.ndarray:
-    """bitnet.cpp's converter: code 1 where |w| < 1e-6, else 2 for w > 0, 0 for w < 0."""
-    return np.where(np.abs(x) < 1e-6, 1, np.where(x > 0, 2, 0)).astype(np.uint8)
+    """bitnet.cpp's codes: 1 where |w| < 1e-6 (in double), else 2 for w > 0, 0 for w < 0."""
+    return np.where(np.abs(x) < I2S_NONZERO, 1, np.where(x > 0, 2, 0)).astype(np.uint8)
 
 
 @register("gguf_encode", "numpy")
 def gguf_encode(x: np.ndarray, qtype: str, qs: np.ndarray) -> np.ndarray:
-    """Write the quantized bytes of ``x`` (flat float32) into ``qs``; return the scales.
+    """Write the quantized bytes of ``x`` into ``qs``; return the scales.
 
-    ``qs`` is ``(blocks, block bytes)`` for TQ1_0/TQ2_0: whole blocks, the codes
-    and then the float16 scale. For I2_S it is flat and gets the codes only. The
-    float32 scales come back: one per block, or the tensor's maximum for I2_S.
+    ``x`` is flat float32, or float16 bits as uint16. ``qs`` is ``(blocks, block
+    bytes)`` for TQ1_0/TQ2_0: whole blocks, the codes and then the float16 scale.
+    For I2_S it is flat and gets the codes only. The float32 scales come back: one
+    per block, or the tensor's maximum for I2_S.
     """
+    if x.dtype == np.uint16:
+        x = x.view(np.float16).astype(np.float32)
     if qtype == "I2_S":
         qs[...] = i2s_bytes(i2s_codes(x))
         return np.abs(x).max(initial=np.float32(0)).reshape(1)
@@ -80,7 +84,7 @@ def gguf_decode(qs: np.ndarray, scales: np.ndarray, qtype: str,
     The values go into ``out`` (flat) when it is given.
     """
     codes = _codes(qs, qtype)
-    with np.errstate(invalid="ignore"):  # an infinite or NaN scale: NaN values, as the kernels
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN or huge scales: as the kernels
         if qtype == "I2_S":
             values = scales[0] * (codes.astype(np.float32) - 1)
         else:

@@ -51,3 +51,27 @@ def float16_bits(bits):
     if rest > halfway or (rest == halfway and (h & np.uint32(1)) != 0):
         h += np.uint32(1)
     return np.uint16(sign | h)
+
+
+# float16 -> float32 in three steps on a float32 buffer and its uint32 view (numba has no
+# float16 on the CPU): the half's exponent and significand moved into float32's place
+# (half_shifted_bits), the value scaled by 2^112 to rebias the exponent, which also makes
+# subnormal halves normal floats exactly (HALF_REBIAS), then infinity and NaN given
+# float32's exponent and the sign set (half_finish_bits)
+HALF_REBIAS = np.float32(2.0**112)
+
+
+def half_shifted_bits(h):
+    """The exponent and significand of half bits ``h`` moved into float32's bit places."""
+    return (np.uint32(h) & np.uint32(0x7FFF)) << np.uint32(13)
+
+
+def half_finish_bits(bits, h):
+    """float32 bits of half ``h`` from its rebiased magnitude's bits ``bits``.
+
+    After the 2^112 scaling a half infinity or NaN (exponent 31) has become
+    2^16 or more: it gets float32's all-ones exponent, keeping its significand.
+    """
+    if bits >= np.uint32(0x47800000):  # 2^16
+        bits |= np.uint32(0x7F800000)
+    return bits | ((np.uint32(h) & np.uint32(0x8000)) << np.uint32(16))

@@ -24,6 +24,17 @@ import numpy as np
 INVERSE_MIN = np.float32(2.0**-128)
 
 
+def _least_float32_at_least(x: float) -> np.float32:
+    """The smallest float32 whose value is >= the double ``x``."""
+    f = np.float32(x)
+    return f if float(f) >= x else np.nextafter(f, np.float32(np.inf))
+
+
+# bitnet.cpp's converter codes w as 0 where fabs((double)w) < 1e-6, compared in double: for
+# float32 w that is |w| < I2S_NONZERO (1.0000001e-06; float32(1e-6) itself is below 1e-6)
+I2S_NONZERO = _least_float32_at_least(1e-6)
+
+
 def block_inverse(d):
     """``1 / d`` as ggml's encoders multiply by it, in float32, or 0.
 
@@ -86,19 +97,20 @@ def encode_tq1_block(x, base, inv, qs, b):
             qb[first + k] = np.int32(q * scale + offset)
 
 
-def encode_i2s_block(x, b, qs):
-    """I2_S bytes ``qs[b]`` of values 128b...: value 128b + 32n + k at byte k, shift 6 - 2n.
+def encode_i2s_block(x, base, qs, b):
+    """I2_S bytes ``qs[b]`` of values ``x[base:base + 128]``: 32n + k at byte k, shift 6 - 2n.
 
     ``qs`` is ``(blocks, 32)``: 2-D indexing lets the CPU build vectorize (a flat
     ``qs[32 b + k]`` runs 6x slower).
     """
-    tiny = np.float32(1e-6)
+    tiny = I2S_NONZERO
+    xb = x[base:base + 128]
     for k in range(32):
         qs[b, k] = 0
     for n in range(4):
         shift = np.int32(6 - 2 * n)
         for k in range(32):
-            v = np.float32(x[128 * b + 32 * n + k])
+            v = np.float32(xb[32 * n + k])
             code = np.int32(1) + np.int32(v >= tiny) - np.int32(v <= -tiny)
             qs[b, k] |= code << shift
 

@@ -1,0 +1,188 @@
+"""CPU integer GEMM for int8 activations (contract: ``linear_int8``), from AVX2 on.
+
+Integer multiply-adds are what VNNI is for: one 512-bit ``vpdpbusd`` does 64
+where a float32 FMA does 16, so the int8 GEMM runs on the register-blocked
+micro-kernel of :mod:`._llvm.gemm` rather than on BLAS ``sgemm`` (measured on
+Zen 5, 256 x 4096 x 4096, one core: 370-420 G multiply-adds/s with AVX-512
+VNNI, 190 with 256-bit AVX-VNNI, 115 with AVX2's ``vpmaddubsw``; NumPy's
+OpenBLAS 58). The portable level keeps BLAS.
+
+- the weights' 2bit bytes stay packed: each tile of ``TILE.cols * tile_blocks``
+  weight rows is copied, 4 bytes at a time, into the panel layout (``[step][row][4]``,
+  at most ``PANEL_BYTES``) by the thread that multiplies it, where it stays in
+  cache while every activation row passes it;
+- the activations, padded to whole blocks of ``TILE.rows`` rows, are laid out once
+  per call (``[step][row][16]``, the 4 bytes meeting each code of a byte together),
+  with their int32 sums per segment (the code is ``trit + 1``);
+- a row of weights is cut into segments, one per scale group (or pieces of at
+  most ``INT32_EXACT`` inputs when the whole row shares a scale), each padded to
+  whole 16-input steps with zero activations: exact int32 sums per segment,
+  scaled and added in float64 by the micro-kernel, times the row's activation
+  scale at the end.
+
+Threads split the weight rows (:func:`._parallel.run`). Other formats, and groups
+that do not fill whole bytes, are first re-packed as 2bit with each group padded
+to a multiple of 4 trits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._formats import FORMATS, Format
+from ._jit import jit
+from ._llvm.gemm import TILE, gemm_tile, lay_out
+from ._llvm.unaligned import load_u32, store_u32
+from ._parallel import run
+from .packing import pack, unpack
+
+INT32_EXACT = 1 << 23  # 256 * 2**23 = 2**31: int32 sums of code * int8 products fit
+PANEL_BYTES = 1 << 18  # packed weight bytes of one tile: well inside L2 with the activations
+REPACK_ELEMENTS = 1 << 22  # int8 trits held at once while re-packing other formats
+TWO_BIT = FORMATS["2bit"]
+
+
+def applies(n: int, groups: int) -> bool:
+    """Whether :func:`gemm_int8` takes weights of ``n`` inputs in ``groups`` scale groups."""
+    return TILE is not None and n > 0 and (groups == 1 or n // groups <= INT32_EXACT)
+
+
+@jit()
+def _weight_panel(w, seg, words, nseg, cols, b0, b1, panel):
+    """Weight rows of blocks ``b0..b1`` (of ``cols`` rows) in the panel layout.
+
+    ``words`` steps per segment; bytes past a segment's or a row's end, and rows past
+    the last, are 0.
+    """
+    out, units = w.shape
+    steps = nseg * words
+    for nb in range(b0, b1):
+        for j in range(cols):
+            o = nb * cols + j
+            for s in range(nseg):
+                lo = s * seg
+                hi = min(lo + seg, units)
+                for t in range(words):
+                    p = (((nb - b0) * steps + s * words + t) * cols + j) * 4
+                    byte = lo + 4 * t
+                    if o < out and byte + 4 <= hi:
+                        store_u32(panel, p, load_u32(w, o * units + byte))
+                    else:
+                        for i in range(4):
+                            panel[p + i] = w[o, byte + i] if o < out and byte + i < hi else 0
+
+
+@jit()
+def _gemm_blocks(a, xsum, w, seg, scales, xscale, tile_blocks, y, t0, t1):
+    """Blocks ``t0..t1`` of ``TILE.cols`` weight rows: ``y[r, o]`` for every activation row.
+
+    ``a`` is ``(blocks, steps, TILE.rows, 16)``, ``scales`` ``(blocks, segments, TILE.cols)``.
+    """
+    m, out = y.shape
+    steps, rows, cols = a.shape[1], a.shape[2], scales.shape[2]
+    nseg = scales.shape[1]
+    words = steps // nseg
+    panel = np.empty(tile_blocks * steps * cols * 4, np.uint8)
+    c = np.empty(2 * rows * cols)  # the micro-kernel's result, and its scratch
+    for b0 in range(t0, t1, tile_blocks):
+        b1 = min(t1, b0 + tile_blocks)
+        _weight_panel(w, seg, words, nseg, cols, b0, b1, panel)
+        for mb in range(a.shape[0]):
+            for nb in range(b0, b1):
+                gemm_tile(a, mb * steps * rows * 16, panel, (nb - b0) * steps * cols * 4,
+                          words, nseg, scales, nb * nseg * cols, xsum, mb * nseg * rows, c)
+                o0 = nb * cols
+                for r in range(min(rows, m - mb * rows)):
+                    scale = np.float64(xscale[mb * rows + r])
+                    yr = y[mb * rows + r]
+                    for j in range(min(cols, out - o0)):
+                        yr[o0 + j] = c[r * cols + j] * scale
+    return 0
+
+
+def _padded_groups(a: np.ndarray, groups: int, size: int) -> np.ndarray:
+    """Rows of ``a`` with each of its ``groups`` groups zero-padded to ``size`` elements."""
+    out = np.zeros((a.shape[0], groups, size), a.dtype)
+    out[:, :, :a.shape[1] // groups] = a.reshape(a.shape[0], groups, -1)
+    return out.reshape(a.shape[0], -1)
+
+
+def _as_2bit(w: np.ndarray, fmt: Format, n: int, groups: int,
+             size: int) -> np.ndarray:
+    """The rows as 2bit bytes, each group padded with zero trits to ``size``."""
+    out = np.empty((w.shape[0], TWO_BIT.units(groups * size)), np.uint8)
+    step = max(1, REPACK_ELEMENTS // n)
+    for r0 in range(0, w.shape[0], step):
+        trits = unpack(w[r0:r0 + step], fmt, n)[0]
+        out[r0:r0 + step] = pack(_padded_groups(trits, groups, size), TWO_BIT)[0]
+    return out
+
+
+@jit()
+def _activation_rows(q, seg, a, xsum, t0, t1):
+    """Rows ``t0..t1`` of ``q`` into ``a``, their segments' sums into ``xsum``.
+
+    Both come zeroed: padding stays 0.
+    """
+    n = q.shape[1]
+    steps, rows = a.shape[1], a.shape[2]
+    nseg = xsum.shape[1]
+    words = steps // nseg
+    part = np.zeros(16, np.int8)
+    for row in range(t0, t1):
+        mb, r = divmod(row, rows)
+        for s in range(nseg):
+            lo = s * 4 * seg
+            whole = (min(lo + 4 * seg, n) - lo) // 16
+            first = ((mb * steps + s * words) * rows + r) * 16
+            total = lay_out(q, row * n + lo, a, first, whole, rows * 16)
+            rest = min(lo + 4 * seg, n) - lo - 16 * whole
+            if rest:  # a last, partial step
+                part[:] = 0
+                part[:rest] = q[row, lo + 16 * whole:lo + 16 * whole + rest]
+                total += lay_out(part, 0, a, first + whole * rows * 16, 1, 0)
+            xsum[mb, s, r] = total
+    return 0
+
+
+def _activation_panel(q: np.ndarray, seg: int, nseg: int,
+                      words: int) -> tuple[np.ndarray, np.ndarray]:
+    """``q`` in the micro-kernel's layout, and its int32 sums per segment.
+
+    Shapes ``(blocks, steps, TILE.rows, 16)`` and ``(blocks, segments, TILE.rows)``.
+    """
+    blocks = -(-q.shape[0] // TILE.rows)
+    a = np.zeros((blocks, nseg * words, TILE.rows, 16), np.int8)
+    xsum = np.zeros((blocks, nseg, TILE.rows), np.int32)
+    run(_activation_rows, q.shape[0], q.nbytes, q, seg, a, xsum)
+    return a, xsum
+
+
+def gemm_int8(q: np.ndarray, xscale: np.ndarray, w: np.ndarray, fmt: Format, n: int,
+              scales: np.ndarray) -> np.ndarray:
+    """``xscale[r] * sum_g scales[o, g] * sum_{j in g} trits[o, j] * q[r, j]``, float32.
+
+    ``(m, out)`` for int8 ``q`` ``(m, n)``; needs :func:`applies`.
+    """
+    out, groups = scales.shape
+    size = n // groups
+    q = np.ascontiguousarray(q)  # the layout reads rows at flat offsets
+    if fmt.name != "2bit" or (groups > 1 and size % 4):
+        padded = -(-size // 4) * 4
+        w = _as_2bit(w, fmt, n, groups, padded)
+        q = _padded_groups(q, groups, padded)
+        n, size = groups * padded, padded
+    units = TWO_BIT.units(n)
+    seg = size // 4 if groups > 1 else min(units, INT32_EXACT // 4)
+    nseg = -(-units // seg)
+    words = -(-seg // 4)
+    a, xsum = _activation_panel(q, seg, nseg, words)
+    cols = TILE.cols
+    blocks = -(-out // cols)
+    per_segment = np.zeros((blocks * cols, nseg))
+    per_segment[:out] = scales[:, np.arange(nseg) * groups // nseg]
+    laid = np.ascontiguousarray(per_segment.reshape(blocks, cols, nseg).transpose(0, 2, 1))
+    tile_blocks = max(1, PANEL_BYTES // (cols * nseg * words * 4))
+    y = np.empty((q.shape[0], out), np.float32)
+    run(_gemm_blocks, blocks, w.nbytes, a, xsum, w, seg, laid, xscale, tile_blocks, y)
+    return y

@@ -1,0 +1,72 @@
+"""llama.cpp's Q8_K activations, shared by the backends: the block quantizer and the lanes.
+
+Semantics: :mod:`..reference.q8k`.
+
+:func:`quantize_q8k_block` is ggml's ``quantize_row_q8_K_ref`` for one block of
+``QK_K`` values, a plain Python function compiled by ``numba.njit`` in
+:mod:`..cpu.q8k` and by ``numba.cuda.jit(device=True)`` in :mod:`..cuda.q8k`.
+
+The dot product reproduces ggml's AVX2 ``ggml_vec_dot_tq2_0_q8_K`` (x86 builds;
+its ``tq1_0`` twin has the same lanes): each block's integer sum is split over
+``LANES`` int32 lanes, lane ``L`` holding the products of the values ``e`` with
+``(e % 32) // 4 == L`` minus the block's values ``32 L .. 32 L + 31`` (the two
+``bsums`` that the codes ``t + 1`` over-count), and the lanes are rescaled and
+accumulated in float32 one block after another, then added as ``hsum_float_8``
+does: ``((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))``.
+"""
+
+import numpy as np
+
+QK_K = 256  # values per Q8_K block
+BSUM = 16  # values per bsums entry
+LANES = 8  # float32 lanes of ggml's AVX2 accumulator
+
+
+def quantize_q8k_block(x, base, q, bsums, bbase):
+    """Quantize ``x[base:base + QK_K]`` (float32) into ``q`` and ``bsums[bbase:bbase + 16]``.
+
+    As ggml: ``max`` is the first value of largest ``|x|``, ``iscale = -127 / max``,
+    ``q = min(127, round_half_even(iscale * x))`` (ggml's ``nearest_int``, the
+    product rounded to float32 first) and ``d = 1 / iscale``, all in float32; an
+    all-zero block has ``d = 0`` and zero quants, and a block whose ``iscale``
+    overflows (``|max| < 127 / FLT_MAX``) zero quants and ``d = 1 / iscale = -0 *
+    sign(max)``: ggml's ``nearest_int`` of infinity or NaN casts to the int8 0. Returns
+    ``d``, or NaN when the block holds NaN or infinity (its quants are then not
+    written).
+    """
+    xb = x[base:base + QK_K]
+    qb = q[base:base + QK_K]
+    zero = np.float32(0)
+    amax = zero
+    top = zero
+    bad = zero  # x * 0 is NaN exactly for NaN and infinities
+    for j in range(QK_K):
+        v = xb[j]
+        a = abs(v)
+        if a > amax:
+            amax = a
+            top = v
+        bad += v * zero
+    if bad != zero:
+        return bad
+    inf = np.float32(np.inf)
+    iscale = np.float32(-127) / top if amax != zero else inf
+    if abs(iscale) == inf:  # all zeros, or |max| so small that -127 / max overflows
+        for j in range(QK_K):
+            qb[j] = 0
+        for k in range(QK_K // BSUM):
+            bsums[bbase + k] = 0
+        return np.float32(1) / iscale
+    for j in range(QK_K):
+        qb[j] = min(127, round(iscale * xb[j]))
+    for k in range(QK_K // BSUM):
+        s = 0
+        for j in range(BSUM * k, BSUM * k + BSUM):
+            s += int(qb[j])
+        bsums[bbase + k] = s
+    return np.float32(1) / iscale
+
+
+def hsum8(a0, a1, a2, a3, a4, a5, a6, a7):
+    """The ``hsum_float_8`` of ggml: eight float32 lanes (any operands that add as float32)."""
+    return ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))

@@ -1,0 +1,269 @@
+"""The GGUF container: GGML tensor types, the header's structure, and a streaming writer.
+
+Reading parses a header that :func:`~.gguf_header.check_buffer` has passed (so every
+count and offset in it fits the file): the key-value pairs with their types
+(:mod:`.gguf_values`), then each tensor's name, dimensions, type and offset.
+Writing lays a file out as the ``gguf`` package and llama.cpp do (GGUF v3,
+little-endian): header, key-value pairs, tensor infos, padding to the alignment,
+then each tensor's bytes padded to the alignment, offsets counted from the start of
+the data. Tensors are streamed one by one (each a sequence of byte chunks), into a
+temporary file that replaces the destination only once it is complete.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import mmap
+import os
+import struct
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError
+from .gguf_header import I2_S_TYPE, check_buffer
+from .gguf_values import GGUFValue, pack_kvs, read_kvs
+
+__all__ = ["ALIGNMENT_KEY", "DEFAULT_ALIGNMENT", "Entry", "FileSlice", "Header", "TensorInfo",
+           "drop_pages",
+           "ggml_type_id", "ggml_type_name", "map_file", "parse_header", "tensor_nbytes",
+           "write_file"]
+
+DEFAULT_ALIGNMENT = 32
+ALIGNMENT_KEY = "general.alignment"
+_VERSION = 3
+
+
+@functools.cache
+def _quant_sizes() -> dict[int, tuple[str, int, int]]:
+    """GGML type id -> (name, values per block, bytes per block), I2_S's included."""
+    from gguf.constants import GGML_QUANT_SIZES
+
+    sizes = {int(t): (t.name, block, size) for t, (block, size) in GGML_QUANT_SIZES.items()}
+    sizes[I2_S_TYPE] = ("I2_S", 1, 1)  # n / 4 + 32 bytes in all: see tensor_nbytes
+    return sizes
+
+
+def ggml_type_name(type_id: int) -> str:
+    """The name of a GGML tensor type id (``0`` -> ``"F32"``, 36 -> ``"I2_S"``)."""
+    try:
+        return _quant_sizes()[type_id][0]
+    except KeyError:
+        raise FormatError(f"unknown GGML type {type_id}") from None
+
+
+def ggml_type_id(name: str) -> int:
+    """The id of a GGML tensor type name (``"TQ2_0"`` -> 35)."""
+    for type_id, (known, _, _) in _quant_sizes().items():
+        if known == name:
+            return type_id
+    raise FormatError(f"unknown GGML type {name!r}")
+
+
+def tensor_nbytes(shape: tuple[int, ...], type_id: int) -> int:
+    """Bytes of a tensor of NumPy ``shape`` stored as GGML type ``type_id``."""
+    n = math.prod(shape)
+    if type_id == I2_S_TYPE:
+        return n // 4 + 32
+    _, block, size = _quant_sizes()[type_id]
+    return n * size // block
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a GGUF file: name, NumPy-order shape, GGML type id, data range."""
+
+    name: str
+    shape: tuple[int, ...]
+    type_id: int
+    start: int  # byte offset in the file
+    nbytes: int
+
+    @property
+    def type_name(self) -> str:
+        """The GGML type's name."""
+        return ggml_type_name(self.type_id)
+
+
+@dataclass(frozen=True)
+class Header:
+    """A parsed GGUF header: metadata, tensors in file order, alignment, byte order."""
+
+    metadata: dict[str, GGUFValue]
+    tensors: list[TensorInfo]
+    alignment: int
+    order: str  # "<" little-endian, ">" a byte-swapped file
+    data_start: int
+
+
+def parse_header(buf: Any) -> Header:
+    """Check the GGUF file in ``buf`` (bytes or an mmap) and parse its header.
+
+    Raises
+    ------
+    FormatError
+        Whatever :func:`~.gguf_header.check_buffer` refuses.
+    """
+    data_start = check_buffer(buf)
+    (version,) = struct.unpack_from("<I", buf, 4)
+    order = ">" if version & 0xFFFF == 0 else "<"
+    n_tensors, n_kv = struct.unpack_from(order + "QQ", buf, 8)
+    metadata, pos = read_kvs(buf, order, 24, n_kv)
+    alignment = metadata[ALIGNMENT_KEY].value if ALIGNMENT_KEY in metadata \
+        else DEFAULT_ALIGNMENT
+    tensors = []
+    for _ in range(n_tensors):
+        (length,) = struct.unpack_from(order + "Q", buf, pos)
+        name = bytes(buf[pos + 8: pos + 8 + length]).decode("utf-8", "surrogateescape")
+        pos += 8 + length
+        (n_dims,) = struct.unpack_from(order + "I", buf, pos)
+        dims = struct.unpack_from(f"{order}{n_dims}Q", buf, pos + 4)
+        type_id, offset = struct.unpack_from(order + "IQ", buf, pos + 4 + 8 * n_dims)
+        pos += 4 + 8 * n_dims + 12
+        shape = tuple(int(d) for d in reversed(dims))
+        tensors.append(TensorInfo(name, shape, type_id, data_start + offset,
+                                  tensor_nbytes(shape, type_id)))
+    return Header(metadata, tensors, alignment, order, data_start)
+
+
+def map_file(path: str | os.PathLike[str]) -> tuple[np.ndarray, Header]:
+    """The file at ``path`` memory-mapped read-only as uint8, and its checked header.
+
+    Raises
+    ------
+    FormatError
+        A file that is not GGUF, truncated or corrupt, or cannot be read (the
+        message says why).
+    """
+    where = f"cannot read GGUF file {os.fspath(path)!r}"
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 24:
+                raw: Any = np.frombuffer(f.read(), np.uint8)
+            else:
+                raw = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
+        return raw, parse_header(raw)
+    except (FormatError, OSError, ValueError, struct.error) as exc:
+        raise FormatError(f"{where}: {exc}") from exc
+
+
+def drop_pages(raw: np.ndarray, start: int, nbytes: int) -> None:
+    """Let the pages of ``raw[start:start + nbytes]`` (from :func:`map_file`) leave memory.
+
+    Read again, they come back from the page cache. Keeps the resident size of a
+    pass over a large file to what is in use.
+    """
+    mapping = getattr(raw.base, "obj", None)
+    if isinstance(mapping, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED") and nbytes > 0:
+        low = start - start % mmap.PAGESIZE
+        mapping.madvise(mmap.MADV_DONTNEED, low, start + nbytes - low)
+
+
+# ------------------------------------------------------------------ writing
+@dataclass
+class Entry:
+    """A tensor to write: its info and a function giving its bytes as chunks."""
+
+    name: str
+    shape: tuple[int, ...]
+    type_id: int
+    nbytes: int
+    chunks: Callable[[], Iterable[Any]]
+
+
+def _padding(n: int, alignment: int) -> bytes:
+    return bytes(-n % alignment)
+
+
+def _header(metadata: Mapping[str, GGUFValue], entries: list[Entry], alignment: int) -> bytes:
+    infos, offset = [], 0
+    for e in entries:
+        raw = e.name.encode("utf-8", "surrogateescape")
+        dims = tuple(reversed(e.shape))
+        infos.append(struct.pack("<Q", len(raw)) + raw
+                     + struct.pack(f"<I{len(dims)}QIQ", len(dims), *dims, e.type_id, offset))
+        offset += e.nbytes + (-e.nbytes % alignment)
+    head = (b"GGUF" + struct.pack("<IQQ", _VERSION, len(entries), len(metadata))
+            + pack_kvs(metadata) + b"".join(infos))
+    return head + _padding(len(head), alignment)
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A chunk that is a range of an open file.
+
+    The kernel copies it (``copy_file_range``): the bytes never pass through this
+    process's memory.
+    """
+
+    fd: int
+    start: int
+    nbytes: int
+
+
+_COPY_PIECE = 16 << 20
+
+
+def _write_all(fd: int, data: Any) -> int:
+    view = memoryview(data).cast("B")
+    done = 0
+    while done < view.nbytes:
+        done += os.write(fd, view[done:])
+    return done
+
+
+def _copy(fd: int, chunk: FileSlice) -> int:
+    """Append ``chunk`` to ``fd``: in the kernel where it can, else read and written."""
+    done = 0
+    while done < chunk.nbytes:
+        n = min(_COPY_PIECE, chunk.nbytes - done)
+        try:
+            copied = os.copy_file_range(chunk.fd, fd, n, chunk.start + done)
+        except (AttributeError, OSError):  # not Linux, or across file systems it cannot
+            copied = _write_all(fd, os.pread(chunk.fd, n, chunk.start + done))
+        if not copied:
+            raise FormatError(f"the source file ends before byte {chunk.start + done + n}")
+        done += copied
+    return done
+
+
+def write_file(path: str | os.PathLike[str], metadata: Mapping[str, GGUFValue],
+               entries: list[Entry], alignment: int,
+               progress: Callable[[Iterable[Entry]], Iterable[Entry]] = iter) -> int:
+    """Write a GGUF file: ``metadata``, then each entry's chunks; return the file's size.
+
+    Chunks are bytes-like, or :class:`FileSlice`. The file is written next to
+    ``path`` under a temporary name and renamed to ``path`` once complete: an
+    error on the way (a tensor that cannot be encoded) leaves no partial file and
+    any earlier file at ``path`` as it was.
+    """
+    path = os.path.abspath(os.fspath(path))
+    temp = os.path.join(os.path.dirname(path),
+                        f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.part")
+    # created as open() creates files (0o666 less the umask), which mkstemp would not
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                 0o666)
+    try:
+        try:
+            size = _write_all(fd, _header(metadata, entries, alignment))
+            for e in progress(entries):
+                written = 0
+                for chunk in e.chunks():
+                    written += _copy(fd, chunk) if isinstance(chunk, FileSlice) \
+                        else _write_all(fd, chunk)
+                if written != e.nbytes:  # pragma: no cover - an encoder's bug
+                    raise FormatError(f"tensor {e.name!r}: {written} bytes written, "
+                                      f"{e.nbytes} announced")
+                size += written + _write_all(fd, _padding(written, alignment))
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
+    return size

@@ -1,0 +1,223 @@
+"""What GGUF reading and writing hand back: a whole model, raw blocks, and a report.
+
+- :class:`GGUFModel`: a file's tensors (a read-only mapping, in file order), its
+  metadata with their GGUF types, each tensor's GGML type and the alignment:
+  everything :func:`~tritnum.io.write_gguf` needs to write the file back.
+- :class:`GGUFBlocks`: the bytes of a tensor whose GGML type tritnum keeps as it is
+  (Q4_K, Q6_K, Q8_0, ...), written back unchanged, dequantized on request.
+- :class:`GGUFReport`: what a write did to each tensor (its type, size, whether it
+  was re-quantized and with what error, why it was kept in float).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError
+from .gguf_container import ALIGNMENT_KEY, DEFAULT_ALIGNMENT
+from .gguf_values import GGUFValue
+
+__all__ = ["GGUFBlocks", "GGUFModel", "GGUFReport", "TensorReport", "alignment_of"]
+
+
+class GGUFBlocks:
+    """A tensor's bytes in a GGML block type tritnum does not decode to ternary.
+
+    ``data`` is the tensor's bytes (flat uint8, a view of the file when read),
+    ``qtype`` the GGML type's name, ``shape`` the logical shape in NumPy order.
+    :meth:`dequantize` (and ``np.asarray``) give float32 values through the
+    ``gguf`` package; :func:`~tritnum.io.write_gguf` writes the bytes unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gguf import GGMLQuantizationType, quants
+    >>> from tritnum.io import GGUFBlocks
+    >>> x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    >>> b = GGUFBlocks(quants.quantize(x, GGMLQuantizationType.Q8_0).reshape(-1), "Q8_0",
+    ...                (2, 32))
+    >>> b
+    GGUFBlocks(qtype='Q8_0', shape=(2, 32), 68 bytes)
+    >>> float(np.abs(np.asarray(b) - x).max()) < 0.01
+    True
+    """
+
+    __slots__ = ("data", "qtype", "shape")
+
+    def __init__(self, data: Any, qtype: str, shape: tuple[int, ...]) -> None:
+        data = np.asarray(data)
+        if data.dtype != np.uint8:
+            raise TypeError(f"GGUFBlocks data must be uint8, got {data.dtype}")
+        self.data = data.reshape(-1)
+        self.qtype = str(qtype)
+        self.shape = tuple(int(d) for d in shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the encoded tensor."""
+        return int(self.data.nbytes)
+
+    def dequantize(self) -> np.ndarray:
+        """The float32 values, decoded by ``gguf.quants.dequantize``.
+
+        Raises
+        ------
+        FormatError
+            A type the ``gguf`` package cannot decode.
+        """
+        from gguf import GGMLQuantizationType, quants
+
+        try:
+            kind = GGMLQuantizationType[self.qtype]
+            rows = self.data.reshape(*self.shape[:-1], -1) if self.shape else self.data
+            values = quants.dequantize(rows, kind)
+        except (KeyError, NotImplementedError, ValueError) as exc:
+            raise FormatError(f"the gguf package cannot decode {self.qtype}: {exc}") from exc
+        return np.asarray(values, np.float32).reshape(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        values = self.dequantize()
+        return values if dtype is None else values.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"GGUFBlocks(qtype={self.qtype!r}, shape={self.shape}, {self.nbytes} bytes)"
+
+
+class GGUFModel(Mapping[str, Any]):
+    """A GGUF file's tensors, metadata, GGML types and alignment, as :func:`read_gguf` reads them.
+
+    A read-only mapping of tensor names to tensors, in the file's order; the
+    attributes are plain dicts that can be edited before writing the model back
+    with :func:`~tritnum.io.write_gguf`.
+
+    Attributes
+    ----------
+    tensors : dict of str to TernaryTensor, numpy.ndarray or GGUFBlocks
+        TQ1_0/TQ2_0/I2_S tensors as TernaryTensors, F32/F16/F64/BF16 and integer
+        tensors as NumPy arrays (BF16 as float32), other block types as
+        :class:`GGUFBlocks`.
+    metadata : dict of str to GGUFValue
+        Every key-value pair of the file, in its order, with its GGUF type.
+    qtypes : dict of str to str
+        Each tensor's GGML type in the file (``"F16"``, ``"TQ2_0"``, ``"Q6_K"``...).
+    layout : str
+        The I2_S layout the file was read with.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tritnum.io import GGUFModel, GGUFValue
+    >>> m = GGUFModel({"norm": np.ones(4, np.float32)},
+    ...               {"general.architecture": GGUFValue("string", "llama")}, {"norm": "F32"})
+    >>> m, list(m), m.alignment, m.architecture  # doctest: +NORMALIZE_WHITESPACE
+    (GGUFModel(1 tensors, 1 metadata keys, architecture='llama', alignment=32), ['norm'], 32,
+     'llama')
+    """
+
+    def __init__(self, tensors: dict[str, Any], metadata: dict[str, GGUFValue],
+                 qtypes: dict[str, str], layout: str = "x86") -> None:
+        self.tensors = tensors
+        self.metadata = metadata
+        self.qtypes = qtypes
+        self.layout = layout
+
+    def __getitem__(self, name: str) -> Any:
+        return self.tensors[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tensors)
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    @property
+    def alignment(self) -> int:
+        """The data alignment: ``general.alignment``, or GGUF's default 32."""
+        return alignment_of(self.metadata)
+
+    @property
+    def architecture(self) -> str | None:
+        """``general.architecture``, if the file has it."""
+        value = self.metadata.get("general.architecture")
+        return None if value is None else value.value
+
+    def __repr__(self) -> str:
+        return (f"GGUFModel({len(self.tensors)} tensors, {len(self.metadata)} metadata keys, "
+                f"architecture={self.architecture!r}, alignment={self.alignment})")
+
+
+@dataclass(frozen=True)
+class TensorReport:
+    """What a write did with one tensor.
+
+    ``source``: what it was (a GGML type, a dtype, ``"ternary"``); ``qtype``: the
+    GGML type written; ``relative_error``: set where it was re-quantized
+    (``||new - old|| / ||old||``), None otherwise; ``note``: why, in words.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    source: str
+    qtype: str
+    nbytes: int
+    relative_error: float | None = None
+    note: str = ""
+
+
+class GGUFReport:
+    """The tensors of a written GGUF file and what happened to each (:class:`TensorReport`).
+
+    Returned by :func:`~tritnum.io.write_gguf` and :func:`~tritnum.io.quantize_gguf`;
+    ``str()`` gives one line per tensor.
+    """
+
+    def __init__(self, path: str, nbytes: int, tensors: dict[str, TensorReport]) -> None:
+        self.path = path
+        self.nbytes = nbytes
+        self.tensors = tensors
+
+    @property
+    def requantized(self) -> dict[str, float]:
+        """Names of the re-quantized tensors and their relative errors."""
+        return {n: r.relative_error for n, r in self.tensors.items()
+                if r.relative_error is not None}
+
+    def counts(self) -> dict[str, int]:
+        """How many tensors were written as each GGML type."""
+        out: dict[str, int] = {}
+        for r in self.tensors.values():
+            out[r.qtype] = out.get(r.qtype, 0) + 1
+        return out
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{n} {q}" for q, n in self.counts().items())
+        text = f"GGUFReport({self.path!r}, {self.nbytes} bytes, {len(self.tensors)} tensors"
+        text += f": {kinds}" if kinds else ""
+        if self.requantized:
+            worst = max(self.requantized.values())
+            text += (f"; {len(self.requantized)} re-quantized, relative error up to "
+                     f"{worst:.2%}")
+        return text + ")"
+
+    def __str__(self) -> str:
+        lines = [repr(self)]
+        for r in self.tensors.values():
+            shape = "x".join(map(str, r.shape)) or "scalar"
+            change = r.qtype if r.source == r.qtype else f"{r.source} -> {r.qtype}"
+            lines.append(f"  {r.name}  [{shape}]  {change}  {r.nbytes} bytes"
+                         + (f"  ({r.note})" if r.note else ""))
+        return "\n".join(lines)
+
+
+def alignment_of(metadata: Mapping[str, GGUFValue]) -> int:
+    """The alignment ``metadata`` sets (a power of two), or 32."""
+    value = metadata.get(ALIGNMENT_KEY)
+    if value is None:
+        return DEFAULT_ALIGNMENT
+    if value.type != "uint32" or value.value <= 0 or value.value & (value.value - 1):
+        raise FormatError(f"{ALIGNMENT_KEY} must be a uint32 power of two, got {value}")
+    return int(value.value)

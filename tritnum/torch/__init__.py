@@ -1,0 +1,36 @@
+"""PyTorch layers on tritnum: ternary quantization-aware training and packed inference.
+
+Needs the ``torch`` extra (``pip install tritnum[torch]``); ``import tritnum`` never
+imports torch, this module does.
+
+- :class:`BitLinear`: an ``nn.Module`` that trains BitNet b1.58 ternary weights
+  (absmean weights, int8 activations per token, straight-through gradients) and, in
+  eval mode, runs tritnum's packed kernels.
+- :func:`convert`: replaces the ``nn.Linear`` layers of a model by BitLinear ones.
+- :func:`export`: a model's weights as TernaryTensors and NumPy arrays, for
+  :func:`tritnum.io.write_gguf`.
+- :mod:`tritnum.torch.compress`: gradient compression with random ternary sketches
+  (:func:`tritnum.compress`) in training: :func:`register_compression` on an optimizer
+  or a module, :func:`ddp_comm_hook` with a :class:`CompressionState` for DDP.
+
+>>> import torch
+>>> from tritnum.torch import convert
+>>> model = convert(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+...                                     torch.nn.Linear(32, 4)))
+>>> [type(m).__name__ for m in model]
+['BitLinear', 'ReLU', 'Linear']
+"""
+
+from __future__ import annotations
+
+from .compress import (
+    CompressionState,
+    GradientCompression,
+    ddp_comm_hook,
+    register_compression,
+)
+from .convert import convert, export
+from .layers import BitLinear
+
+__all__ = ["BitLinear", "CompressionState", "GradientCompression", "convert", "ddp_comm_hook",
+           "export", "register_compression"]
