@@ -66,7 +66,7 @@ def test_buffers_ending_at_a_guard_page(fmt, tail_of_mapping):
 
 
 @pytest.mark.parametrize("wide", [False, pytest.param(True, marks=pytest.mark.skipif(
-    not vsa_search.WIDE, reason="this CPU lacks AVX-512 VPOPCNTDQ: the wide tile is not used"))])
+    not vsa_search.HAS_VPOPCNTDQ, reason="this CPU lacks AVX-512 VPOPCNTDQ (the wide tile)"))])
 def test_search_rows_ending_at_a_guard_page(wide, tail_of_mapping):
     """The tiles read whole vectors past each row's last word: never past the memory's end."""
     rng = np.random.default_rng(3)

@@ -20,8 +20,8 @@ from tritnum._kernels.cpu._llvm.popcount import NARROW_WORDS, WIDE_WORDS, tile_c
 PATHS = [
     pytest.param(False, id="portable"),
     pytest.param(True, id="avx512-vpopcntdq", marks=pytest.mark.skipif(
-        not vsa_search.WIDE, reason="this CPU lacks AVX-512 VPOPCNTDQ: the wide tile is not "
-        "used here")),
+        not vsa_search.HAS_VPOPCNTDQ, reason="this CPU lacks AVX-512 VPOPCNTDQ: the wide tile "
+        "is not used here")),
 ]
 SHAPES = ((3, 2, True, False), (1, 1, True, True), (2, 3, False, False), (1, 4, False, True))
 _counts = tile_counts(SHAPES)

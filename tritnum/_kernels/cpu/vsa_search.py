@@ -38,12 +38,11 @@ rate, about 16 GB/s, adds 6 ms at 100 x 10,000), a few operations per 64 trits.
 
 from __future__ import annotations
 
-import llvmlite.binding as llvm
 import numba
 import numpy as np
-from numba.core import config
 
 from ..._dispatch import register
+from ..._isa import ISA, target_features
 from ..shared import vsa as hv
 from ..shared.select import topk, topk_blocks
 from ._jit import jit
@@ -66,17 +65,10 @@ _count_tile = tile_counts(tuple((tq, tm, wide, nonzeros) for nonzeros in (False,
 _score = jit(inline="always")(hv.score)
 
 
-def _target_has(*features: str) -> bool:
-    """Whether numba compiles for a CPU with ``features`` (the host, unless NUMBA_CPU_NAME says)."""
-    if config.CPU_NAME in (None, "host"):
-        have = llvm.get_host_cpu_features()
-        return all(have.get(f, False) for f in features)
-    flags = (config.CPU_FEATURES or "").split(",")
-    return all(f"+{f}" in flags for f in features)
-
-
-# the wide tile where ``vpopcntq`` counts 8 words in one instruction
-WIDE = _target_has("avx512f", "avx512vpopcntdq")
+# the wide tile where ``vpopcntq`` counts 8 words in one instruction: on the AVX-512 level
+# (a lower TRITNUM_ISA turns it off) of a CPU with VPOPCNTDQ
+HAS_VPOPCNTDQ = {"avx512f", "avx512vpopcntdq"} <= target_features()
+WIDE = ISA == "avx512vnni" and HAS_VPOPCNTDQ
 
 
 @jit(inline="always")
