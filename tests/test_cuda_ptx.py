@@ -193,8 +193,12 @@ def _vsa_signatures():
         "permute_dense": [((arr(nt.int8, 2), idx, arr(nt.int8, 2)), "int8")],
         "permute_planes": [((arr(u64, 3), idx, i64, arr(u64, 3)), "uint64")],
     }
+    sigs["op_dense"] = [((*(kinds["dense"][0],) * 2, idx, idx, i64, kinds["dense"][0], bad),
+                         "dense")]
+    sigs["op_planes"] = [((*(kinds["planes"][0],) * 2, idx, idx, i64, kinds["planes"][0]),
+                          "planes")]
+    sigs["class_sums_dense"] = [((arr(nt.int8, 2), idx, arr(i64, 2)), "int8")]
     for name, (rows, _) in kinds.items():
-        sigs[f"op_{name}"] = [((rows, rows, idx, idx, i64, rows), name)]
         sigs[f"pairs_{name}"] = [((rows, rows, idx, idx, i64, i64, f64), name)]
         sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, arr(i64, 2), arr(nt.float64, 2)),
                                    name)]

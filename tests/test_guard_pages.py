@@ -10,7 +10,7 @@ import pytest
 
 import tritnum as tn
 from tritnum._formats import FORMATS
-from tritnum._kernels.cpu import packing
+from tritnum._kernels.cpu import packing, vsa_search
 from tritnum._kernels.shared.packing import byte_rows
 
 PAGE = mmap.PAGESIZE
@@ -63,3 +63,19 @@ def test_buffers_ending_at_a_guard_page(fmt, tail_of_mapping):
                 bad = packing._unpackbp(src, half, packing._SPREAD, out, 0, tasks)
             assert bad == 0
             np.testing.assert_array_equal(out, trits)
+
+
+@pytest.mark.parametrize("wide", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not vsa_search.HAS_VPOPCNTDQ, reason="this CPU lacks AVX-512 VPOPCNTDQ (the wide tile)"))])
+def test_search_rows_ending_at_a_guard_page(wide, tail_of_mapping):
+    """The tiles read whole vectors past each row's last word: never past the memory's end."""
+    rng = np.random.default_rng(3)
+    for m, d in ((1, 64), (3, 65), (5, 700), (2, 1000), (7, 9)):
+        trits = rng.integers(-1, 2, size=(m, d), dtype=np.int8)
+        planes = tn.pack(trits, "bitplane").data
+        want = tn.vsa.search(trits[:3], trits, 1, "dot", device="numpy")
+        for rows in (trits, planes):
+            guarded = tail_of_mapping(rows.nbytes).view(rows.dtype).reshape(rows.shape)
+            guarded[...] = rows
+            idx, _ = vsa_search.search_tiles(guarded[:3], guarded, 1, 0, d, wide)
+            np.testing.assert_array_equal(idx, want[0])

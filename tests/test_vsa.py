@@ -443,6 +443,22 @@ def test_noncontiguous_readonly_and_other_dtypes(device):
                                   np.sign(view.sum(0)).astype(np.int8))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_bind_checks_values_as_it_reads_them(dtype, device):
+    """int8 values are checked inside the elementwise kernel; each operand and row is named."""
+    a = vsa.random(5, 300, seed=1).astype(dtype)
+    for name, where in (("a", (4, 299)), ("b", (0, 0)), ("b", (2, 150))):
+        x, y = a.copy(), a[::-1].copy()
+        (x if name == "a" else y)[where] = -2
+        for op in (vsa.bind, vsa.unbind, lambda p, q, device: vsa.bind(p, q, rule="mod3",
+                                                                        device=device)):
+            with pytest.raises(tn.InvalidTritsError, match=rf"{name}\[{where[0]}, {where[1]}\]"):
+                op(x, y, device=device)
+    bad = np.full((1, 300), 5, dtype)
+    with pytest.raises(tn.InvalidTritsError, match=r"b\[0, 0\] = 5"):  # nothing is bound
+        vsa.bind(a[:0], bad, device=device)
+
+
 def test_bad_inputs():
     a = vsa.random(2, 10)
     with pytest.raises(tn.ShapeMismatchError) as err:

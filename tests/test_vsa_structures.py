@@ -182,6 +182,37 @@ def test_centroid():
         vsa.Centroid().fit(X, y[:3])
 
 
+@pytest.mark.parametrize(("n", "d", "classes"), [(0, 5, 2), (1, 1, 1), (37, 2500, 5), (9, 70, 12)])
+def test_class_sums_on_every_device(n, d, classes, device):
+    """One pass over the rows: each class's sum, exactly (empty classes stay 0)."""
+    from tritnum._dispatch import call
+    from tritnum._interop import to_host
+
+    rows = vsa.random(n, d, seed=n + d)
+    labels = np.random.default_rng(d).integers(0, classes, n).astype(np.int64)
+    got = to_host(call("vsa.class_sums", device, rows, labels, classes))
+    want = np.stack([rows[labels == c].astype(np.int64).sum(0) for c in range(classes)])
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+
+
+def test_centroid_retraining_matches_the_perceptron_rule(device):
+    """``epochs`` rounds: misclassified samples move from the guessed class to their own."""
+    X = vsa.random(200, 100, seed=4, density=0.4)  # 65 of 200 misclassified at first
+    y = np.arange(200) % 4
+    sums = np.stack([X[y == c].sum(0) for c in range(4)]).astype(np.float64)
+    for _ in range(3):
+        guess = np.argmax((X @ sums.T) / np.linalg.norm(sums, axis=1), axis=1)
+        wrong = guess != y
+        if not wrong.any():
+            break
+        for i in np.flatnonzero(wrong):
+            sums[y[i]] += X[i]
+            sums[guess[i]] -= X[i]
+    clf = vsa.Centroid(epochs=3, device=device).fit(X, y)
+    np.testing.assert_array_equal(clf.sums_, sums)
+
+
 def test_centroid_and_item_memory_on_every_device(device, tmp_path):
     """Centroid and ItemMemory check, unpack and search on the device they are given."""
     X = vsa.random(12, 130, seed=1)

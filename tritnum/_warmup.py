@@ -83,6 +83,7 @@ def _warm_vsa(dev: str) -> None:
         vsa.permute(v, 3, device=dev)
         vsa.similarity(v, v, device=dev)
         vsa.search(v, v, 1, device=dev)
+        vsa.Centroid(device=dev).fit(v, [0, 1])  # the vsa.class_sums kernel
     vsa.negate(np.zeros((2, 3), np.int64), device=dev)
 
 

@@ -1,4 +1,4 @@
-"""tn.vsa at d = 10,000: random, bind, bundle, similarity search, dense and bitplane."""
+"""tn.vsa at d = 10,000: random, bind, bundle, search (1 and 100 queries), Centroid.fit."""
 
 import functools
 
@@ -34,6 +34,8 @@ class VSA:
         self.b = on(hypervectors(1000, fmt, 2))
         self.memory = on(hypervectors(10_000, fmt, 3))
         self.query = on(hypervectors(1, fmt, 4))
+        self.queries = on(hypervectors(100, fmt, 6))
+        self.labels = [i % 10 for i in range(1000)]
         small = on(hypervectors(8, fmt, 5))
         # compile outside the timing
         tn.vsa.random(2, 70, format=fmt, device=device)
@@ -52,6 +54,12 @@ class VSA:
 
     def time_search(self, fmt, device):
         tn.vsa.search(self.query, self.memory, 1, "dot", device=device)
+
+    def time_search_batch(self, fmt, device):
+        tn.vsa.search(self.queries, self.memory, 1, "dot", device=device)
+
+    def time_centroid_fit(self, fmt, device):
+        tn.vsa.Centroid(device=device).fit(self.a, self.labels)
 
     def peakmem_search(self, fmt, device):
         tn.vsa.search(self.query, self.memory, 1, "dot", device=device)

@@ -27,6 +27,7 @@ from .packing import packing_cases
 from .quantize import quantization_cases
 from .torch_layers import torch_cases
 from .vsa import vsa_cases
+from .vsa_torch import batch_search_cases, fit_and_bind_cases
 
 FAMILIES = ("packing", "quantize", "gguf", "matmul", "vsa", "dask", "compress", "torch")
 
@@ -48,7 +49,8 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
             max(256, 256 * round(np.sqrt(rows * cols / 4) / 256)), device),
         "gguf": lambda: gguf_file_cases(quick, device, stack),
         "matmul": lambda: matmul_cases(quick, device),
-        "vsa": lambda: vsa_cases(10_000, device),
+        "vsa": lambda: (vsa_cases(10_000, device) + fit_and_bind_cases(device)
+                        + batch_search_cases(quick, device)),
         "dask": lambda: dask_cases(quick, stack) if device != "cuda" else [],
         "compress": lambda: compression_cases(quick, device),
         "torch": lambda: torch_cases(quick, device),

@@ -75,8 +75,14 @@ def bitplane_only(x: PackedTrits, name: str) -> None:
         )
 
 
-def hypervectors(x: Any, dev: str, name: str = "hypervectors") -> HV:
-    """Check ``x`` (dense trits or bitplane PackedTrits) and see it as rows on ``dev``."""
+def hypervectors(x: Any, dev: str, name: str = "hypervectors", *, kernel_checks: bool = False
+                 ) -> HV:
+    """Check ``x`` (dense trits or bitplane PackedTrits) and see it as rows on ``dev``.
+
+    ``kernel_checks``: int8 values are left to the kernel that reads them, which
+    reports bad ones back (one pass over the data instead of two); other dtypes
+    are still checked here, before they are narrowed to int8.
+    """
     if isinstance(x, PackedTrits):
         bitplane_only(x, name)
         ensure_valid(x, dev)
@@ -84,7 +90,8 @@ def hypervectors(x: Any, dev: str, name: str = "hypervectors") -> HV:
         return HV(rows, x.shape[:-1], x.shape[-1], True, x._like)
     a = trit_array(x, name)
     lead, d = tuple(a.shape)[:-1], int(tuple(a.shape)[-1])
-    if a.size and not call("vsa.check", dev, as_rows(a)):
+    if a.size and not (kernel_checks and a.dtype == np.int8) and not call(
+            "vsa.check", dev, as_rows(a)):
         raise_invalid_trits(a, name)
     rows = for_device(_int8_rows(a, lead, d), dev)
     return HV(rows, lead, d, False, origin(x))

@@ -41,11 +41,14 @@ def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervect
     if lazy(a, b):
         return dask_layer().elementwise(a, b, code, name, device)
     dev = resolve(device, a, b)
-    ha = hypervectors(a, dev, "a")
-    hb = hypervectors(b, dev, "b")
+    ha = hypervectors(a, dev, "a", kernel_checks=True)
+    hb = hypervectors(b, dev, "b", kernel_checks=True)
     _same_kind(ha, hb, name)
     lead, ia, ib = broadcast_rows(ha, hb, name)
-    out = call("vsa.op", dev, ha.rows, hb.rows, ia, ib, code, ha.packed, ha.d)
+    out, ok = call("vsa.op", dev, ha.rows, hb.rows, ia, ib, code, ha.packed, ha.d)
+    if not ok:  # the kernel met a value outside {-1, 0, 1}: name the first one
+        hypervectors(a, dev, "a")
+        hypervectors(b, dev, "b")
     return _wrap(out, lead, ha.d, ha.packed, either(ha, hb))
 
 

@@ -56,21 +56,30 @@ class Centroid:
         self.classes_: np.ndarray = np.empty(0, np.int64)
         self.sums_: np.ndarray | None = None
 
-    def _dense(self, X: Hypervectors, name: str = "X") -> np.ndarray:
-        """Samples ``X`` as host int8 ``(n, d)``, checked and unpacked on the resolved device."""
+    def _rows(self, X: Hypervectors, name: str = "X") -> tuple[Any, str]:
+        """Samples ``X`` as int8 ``(n, d)`` on the resolved device (checked, unpacked), and it."""
         dev = resolve(self.device, X)
         h = hypervectors(X, dev, name)
         if len(h.lead) != 1:
             raise ShapeMismatchError(f"{name} must be (n_samples, d), got shape {h.shape}",
                                      expected="(n, d)", actual=h.shape)
-        rows = call("unpack", dev, h.rows, BITPLANE, h.d)[0] if h.packed else h.rows
-        return to_host(rows)
+        return (call("unpack", dev, h.rows, BITPLANE, h.d)[0] if h.packed else h.rows), dev
 
-    def _check_d(self, X: np.ndarray) -> None:
-        if self.sums_ is not None and X.shape[1] != self.sums_.shape[1]:
+    def _dense(self, X: Hypervectors, name: str = "X") -> np.ndarray:
+        """Samples ``X`` as host int8 ``(n, d)``."""
+        return to_host(self._rows(X, name)[0])
+
+    @staticmethod
+    def _class_sums(rows: Any, dev: str, labels: np.ndarray, classes: int) -> np.ndarray:
+        """The sums of the rows of each class, in one pass over the rows (int64 on the host)."""
+        return to_host(call("vsa.class_sums", dev, rows, np.ascontiguousarray(labels, np.int64),
+                            classes))
+
+    def _check_d(self, d: int) -> None:
+        if self.sums_ is not None and d != self.sums_.shape[1]:
             raise ShapeMismatchError(
-                f"hypervectors of dimension {X.shape[1]}; this classifier was fit on "
-                f"{self.sums_.shape[1]}", expected=self.sums_.shape[1], actual=X.shape[1])
+                f"hypervectors of dimension {d}; this classifier was fit on "
+                f"{self.sums_.shape[1]}", expected=self.sums_.shape[1], actual=d)
 
     def _labels(self, y: Any, n: int) -> np.ndarray:
         y = np.asarray(y)
@@ -90,38 +99,46 @@ class Centroid:
         return (f"Centroid(epochs={self.epochs}, device={self.device!r}, "
                 f"classes={len(self.classes_)})")
 
-    def partial_fit(self, X: Hypervectors, y: Iterable[Any]) -> Centroid:
-        """Add samples ``X`` ``(n, d)`` with labels ``y`` to the class prototypes."""
-        X = self._dense(X)
-        y = self._labels(y, len(X))
-        self._check_d(X)
+    def _add(self, rows: Any, dev: str, y: Any) -> np.ndarray:
+        """Add the rows (int8 on ``dev``) with labels ``y`` to the prototypes; their classes."""
+        y = self._labels(y, rows.shape[0])
+        self._check_d(rows.shape[1])
         classes = np.union1d(self.classes_, y)
-        sums = np.zeros((len(classes), X.shape[1]))
+        sums = np.zeros((len(classes), rows.shape[1]))
         if self.sums_ is not None:
             sums[np.searchsorted(classes, self.classes_)] = self.sums_
-        np.add.at(sums, np.searchsorted(classes, y), X)
+        target = np.searchsorted(classes, y)
+        sums += self._class_sums(rows, dev, target, len(classes))
         self.classes_, self.sums_ = classes, sums
+        return target
+
+    def partial_fit(self, X: Hypervectors, y: Iterable[Any]) -> Centroid:
+        """Add samples ``X`` ``(n, d)`` with labels ``y`` to the class prototypes."""
+        self._add(*self._rows(X), y)
         return self
 
     def fit(self, X: Hypervectors, y: Iterable[Any]) -> Centroid:
         """Start over: prototypes from ``X`` and ``y``, then ``epochs`` of retraining."""
         self.classes_, self.sums_ = np.empty(0, np.asarray(y).dtype), None
-        self.partial_fit(X, y)
-        X = self._dense(X)
-        target = np.searchsorted(self.classes_, np.asarray(y))
+        rows, dev = self._rows(X)
+        target = self._add(rows, dev, y)
+        if not self.epochs:
+            return self
+        X = to_host(rows)
         for _ in range(self.epochs):
             guess = self._scores(X).argmax(axis=1)
-            wrong = guess != target
-            if not wrong.any():
+            wrong = np.flatnonzero(guess != target)
+            if not wrong.size:
                 break
-            np.add.at(self.sums_, target[wrong], X[wrong])
-            np.subtract.at(self.sums_, guess[wrong], X[wrong])
+            moved = X[wrong]  # toward their own class, away from the one they were given
+            self.sums_ += self._class_sums(moved, dev, target[wrong], len(self.classes_))
+            self.sums_ -= self._class_sums(moved, dev, guess[wrong], len(self.classes_))
         return self
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         if self.sums_ is None:
             raise ValueError("Centroid has no classes yet: call fit or partial_fit first")
-        self._check_d(X)
+        self._check_d(X.shape[1])
         norms = np.linalg.norm(self.sums_, axis=1)
         return (X @ self.sums_.T) / np.where(norms > 0, norms, 1.0)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from .._dispatch import call, kernel, place
+from .._dispatch import call, place
 from .._interop import dask_layer, to_host
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
@@ -28,9 +27,6 @@ from ._hv import (
 from ._hv import same_kind as _same_kind
 
 __all__ = ["search", "similarity"]
-
-SEARCH_BLOCK_SCORES = 1 << 22  # query x memory scores held at once by search
-
 
 def _metric(metric: str) -> int:
     return _hv_math.METRICS[choice(metric, "metric", _hv_math.METRICS)]
@@ -175,17 +171,7 @@ def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: Metr
     hq = hypervectors(queries, dev, "queries")
     hm = hypervectors(memory, dev, "memory")
     k = search_k(hq, hm, k)
-    m = hm.lead[0]
-    q = math.prod(hq.lead)
-    step = max(1, SEARCH_BLOCK_SCORES // m)
-    search_kernel = kernel("vsa.search", dev)
-    parts = [search_kernel(hq.rows[q0:q0 + step], hm.rows, k, code, hq.packed, hq.d)
-             for q0 in range(0, q, step)]
-    if parts:
-        idx = np.concatenate([p[0] for p in parts])
-        s = np.concatenate([p[1] for p in parts])
-    else:
-        idx, s = np.zeros((0, k), np.int64), np.zeros((0, k))
+    idx, s = call("vsa.search", dev, hq.rows, hm.rows, k, code, hq.packed, hq.d)
     s = _scores_out(s, code)
     like = either(hq, hm)
     return place(idx, like, (*hq.lead, k)), place(s, like, (*hq.lead, k))

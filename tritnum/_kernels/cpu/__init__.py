@@ -1,3 +1,3 @@
 """CPU kernels compiled with ``numba.njit`` (imported on first use)."""
 
-from . import compress, gguf, matmul, packing, q8k, quantize, vsa  # noqa: F401  (registers the kernels)
+from . import compress, gguf, matmul, packing, q8k, quantize, vsa, vsa_search  # noqa: F401  (registers the kernels)

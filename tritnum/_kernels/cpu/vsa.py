@@ -4,6 +4,7 @@ Dense hypervectors are int8 rows; "bitplane" rows are ``(2, nw)`` uint64 words
 and are worked on a word (64 trits) at a time: AND/OR/XOR for binding,
 ``llvm.ctpop`` for similarity, carry-save (Harley-Seal) bit-sliced counters for
 bundling. The arithmetic is :mod:`..shared.vsa`, shared with the CUDA kernels.
+Search has its own module, :mod:`.vsa_search`.
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ import numpy as np
 
 from ..._dispatch import register
 from ..shared import vsa as hv
-from ..shared.select import topk
 from ._jit import jit
-from ._llvm.cache import prefetch_row, rows_ahead
-from ._llvm.popcount import dot_planes, popcount
+from ._llvm.popcount import popcount
 from ._parallel import run
 
 CHUNK = 4096  # int8 columns per bundle task
 WORDS = 32  # words per bit-sliced bundle task
-MEMORY_ROWS = 256  # memory rows per search task
+SUM_COLUMNS = 1024  # int8 columns per class-sum task (classes x 4 KB of int32 sums)
 
 
 @jit(inline="always")
@@ -122,16 +121,40 @@ def check(rows: np.ndarray) -> bool:
 
 
 # ---------------------------------------------------------------- bind and co.
+@jit(inline="always")
+def _op_row(x, y, o, op):
+    """``o = op(x, y)``; returns whether every ``x`` and ``y`` was a trit."""
+    ok = True
+    for j in range(o.shape[0]):
+        u = x[j]
+        v = y[j]
+        ok &= (u >= -1) & (u <= 1) & (v >= -1) & (v <= 1)
+        o[j] = _op_trits(u, v, op)
+    return ok
+
+
 @jit()
 def _op_dense(a, b, ia, ib, op, out, t0, t1):
-    d = out.shape[1]
+    """Rows ``out[t] = op(a[ia[t]], b[ib[t]])`` and the count of rows meeting a non-trit.
+
+    ``op`` is a constant in each loop (it vectorizes) and the inputs are checked
+    as they are read (one pass over them instead of a check pass and this one).
+    """
+    bad = 0
     for t in range(t0, t1):
         x = a[ia[t]]
         y = b[ib[t]]
         o = out[t]
-        for j in range(d):
-            o[j] = _op_trits(x[j], y[j], op)
-    return 0
+        if op == hv.MUL:
+            ok = _op_row(x, y, o, hv.MUL)
+        elif op == hv.NEG:
+            ok = _op_row(x, y, o, hv.NEG)
+        elif op == hv.SUB3:
+            ok = _op_row(x, y, o, hv.SUB3)
+        else:
+            ok = _op_row(x, y, o, hv.ADD3)
+        bad += not ok
+    return bad
 
 
 @jit()
@@ -147,12 +170,12 @@ def _op_planes(a, b, ia, ib, op, out, t0, t1):
 
 
 @register("vsa.op", "cpu")
-def op(a, b, ia, ib, code: int, packed: bool, d: int) -> np.ndarray:
+def op(a, b, ia, ib, code: int, packed: bool, d: int) -> tuple[np.ndarray, bool]:
     out = np.empty((len(ia), *a.shape[1:]), a.dtype)
-    if out.size:
-        kernel = _op_planes if packed else _op_dense
-        run(kernel, len(ia), 3 * out.nbytes, a, b, ia, ib, code, out, light=True)
-    return out
+    if not out.size:
+        return out, packed or (check(a) and check(b))  # rows that nothing reads: checked here
+    kernel = _op_planes if packed else _op_dense
+    return out, run(kernel, len(ia), 3 * out.nbytes, a, b, ia, ib, code, out, light=True) == 0
 
 
 # ------------------------------------------------------------------------ bundle
@@ -256,6 +279,31 @@ def bundle(vs, weights, packed: bool, d: int) -> np.ndarray:
     return out
 
 
+# ------------------------------------------------------------------- class sums
+@jit()
+def _class_sums(rows, labels, out, t0, t1):
+    """Columns ``[SUM_COLUMNS t, ...)`` of the class sums, every row read once per task."""
+    n, d = rows.shape
+    for t in range(t0, t1):
+        lo = t * SUM_COLUMNS
+        width = min(SUM_COLUMNS, d - lo)
+        for i in range(n):
+            x = rows[i, lo:lo + width]
+            o = out[labels[i], lo:lo + width]
+            for j in range(width):
+                o[j] += x[j]
+    return 0
+
+
+@register("vsa.class_sums", "cpu")
+def class_sums(rows, labels, classes: int) -> np.ndarray:
+    n, d = rows.shape
+    out = np.zeros((classes, d), hv.votes_dtype(n))  # int32 lanes while they cannot wrap
+    if out.size and n:
+        run(_class_sums, -(-d // SUM_COLUMNS), rows.nbytes, rows, labels, out)
+    return out.astype(np.int64, copy=False)
+
+
 # ----------------------------------------------------------------------- permute
 @jit()
 def _permute_dense(rows, shifts, out, t0, t1):
@@ -314,55 +362,3 @@ def similarity(a, b, ia, ib, metric: int, packed: bool, d: int) -> np.ndarray:
         kernel = _pairs_planes if packed else _pairs_dense
         run(kernel, len(ia), len(ia) * a[0].nbytes, a, b, ia, ib, metric, d, out)
     return out
-
-
-@jit(inline="always")
-def _task(t, m):
-    """Query and memory rows ``[lo, hi)`` of search task t."""
-    chunks = (m + MEMORY_ROWS - 1) // MEMORY_ROWS
-    lo = (t % chunks) * MEMORY_ROWS
-    return t // chunks, lo, min(m, lo + MEMORY_ROWS)
-
-
-@jit()
-def _scores_dense(queries, memory, metric, d, out, t0, t1):
-    ahead = rows_ahead(memory)
-    for t in range(t0, t1):
-        q, lo, hi = _task(t, memory.shape[0])
-        for i in range(lo, hi):
-            if i + ahead < hi:
-                prefetch_row(memory, i + ahead)
-            out[q, i] = _pair_trits(queries[q], memory[i], metric, d)
-    return 0
-
-
-@jit()
-def _scores_planes(queries, memory, metric, d, out, t0, t1):
-    """Scores of query-memory pairs; "dot" through the byte-wise SIMD popcount.
-
-    Rows are prefetched ``rows_ahead`` rows before they are scored (twice the speed
-    on a memory beyond the cache).
-    """
-    nw = memory.shape[2]
-    ahead = rows_ahead(memory)
-    for t in range(t0, t1):
-        q, lo, hi = _task(t, memory.shape[0])
-        for i in range(lo, hi):
-            if i + ahead < hi:
-                prefetch_row(memory, i + ahead)
-            if metric == hv.DOT:
-                out[q, i] = np.float64(dot_planes(queries, 2 * nw * q, memory, 2 * nw * i, nw))
-            else:
-                out[q, i] = _pair_words(queries[q], memory[i], metric, d)
-    return 0
-
-
-@register("vsa.search", "cpu")
-def search(queries, memory, k: int, metric: int, packed: bool, d: int):
-    q, m = len(queries), len(memory)
-    s = np.empty((q, m))
-    if q:
-        kernel = _scores_planes if packed else _scores_dense
-        queries, memory = np.ascontiguousarray(queries), np.ascontiguousarray(memory)
-        run(kernel, q * -(-m // MEMORY_ROWS), q * memory.nbytes, queries, memory, metric, d, s)
-    return topk(s, k)

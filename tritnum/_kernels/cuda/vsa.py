@@ -16,7 +16,7 @@ from numba import cuda, float64, int64, uint64
 
 from ..._dispatch import register
 from ..shared import vsa as hv
-from ..shared.select import topk
+from ..shared.select import topk_blocks
 from ._launch import THREADS, blocks, flag, is_set
 
 KMAX = 16  # the most matches per query a search block keeps
@@ -93,12 +93,16 @@ def check_rows(rows, bad):
 
 
 @cuda.jit
-def op_dense(a, b, ia, ib, op, out):
+def op_dense(a, b, ia, ib, op, out, bad):
     n, d = out.shape
     for i in range(cuda.grid(1), n * d, cuda.gridsize(1)):
         t = i // d
         j = i - t * d
-        out[t, j] = _op_trits(a[ia[t], j], b[ib[t], j], op)
+        x = a[ia[t], j]
+        y = b[ib[t], j]
+        if x < -1 or x > 1 or y < -1 or y > 1:
+            bad[0] = 1  # the inputs are checked as they are read
+        out[t, j] = _op_trits(x, y, op)
 
 
 @cuda.jit
@@ -146,6 +150,14 @@ def bundle_planes(vs, top, out):
                     carry &= x
                     k += 1
         out[r, 0, w], out[r, 1, w] = _majority_word(cnt, 0, top)
+
+
+@cuda.jit
+def class_sums_dense(rows, labels, out):
+    n, d = rows.shape
+    for j in range(cuda.grid(1), d, cuda.gridsize(1)):  # a thread owns a column: no atomics
+        for i in range(n):
+            out[labels[i], j] += rows[i, j]
 
 
 @cuda.jit
@@ -289,12 +301,16 @@ def check(rows: Any) -> bool:
 
 
 @register("vsa.op", "cuda")
-def op(a, b, ia, ib, code: int, packed: bool, d: int) -> Any:
+def op(a, b, ia, ib, code: int, packed: bool, d: int) -> tuple[Any, bool]:
     out = cuda.device_array((ia.shape[0], *tuple(a.shape)[1:]), a.dtype)
-    if out.size:
-        kernel = op_planes if packed else op_dense
-        kernel[blocks(out.size // (2 if packed else 1)), THREADS](a, b, ia, ib, code, out)
-    return out
+    if not out.size:
+        return out, packed or (check(a) and check(b))  # rows that nothing reads: checked here
+    if packed:
+        op_planes[blocks(out.size // 2), THREADS](a, b, ia, ib, code, out)
+        return out, True
+    bad = flag()
+    op_dense[blocks(out.size), THREADS](a, b, ia, ib, code, out, bad)
+    return out, not is_set(bad)
 
 
 @register("vsa.bundle", "cuda")
@@ -309,6 +325,14 @@ def bundle(vs, weights, packed: bool, d: int) -> Any:
             if w is None:
                 w = cuda.to_device(np.ones(max(n, 1), hv.votes_dtype(n)))
             bundle_dense[blocks(out.size), THREADS](vs, w, out)
+    return out
+
+
+@register("vsa.class_sums", "cuda")
+def class_sums(rows, labels, classes: int) -> Any:
+    out = cuda.to_device(np.zeros((classes, rows.shape[1]), np.int64))
+    if out.size and rows.shape[0]:
+        class_sums_dense[blocks(rows.shape[1]), THREADS](rows, labels, out)
     return out
 
 
@@ -335,10 +359,13 @@ def similarity(a, b, ia, ib, metric: int, packed: bool, d: int) -> Any:
 def search(queries, memory, k: int, metric: int, packed: bool, d: int):
     q, m = queries.shape[0], memory.shape[0]
     if k > KMAX or q == 0:
-        ia = cuda.to_device(np.repeat(np.arange(q, dtype=np.int64), m))
-        ib = cuda.to_device(np.tile(np.arange(m, dtype=np.int64), q))
-        s = similarity(queries, memory, ia, ib, metric, packed, d).copy_to_host()
-        return topk(s.reshape(q, m), k)
+        def scores(q0: int, q1: int) -> np.ndarray:
+            ia = cuda.to_device(np.repeat(np.arange(q0, q1, dtype=np.int64), m))
+            ib = cuda.to_device(np.tile(np.arange(m, dtype=np.int64), q1 - q0))
+            s = similarity(queries, memory, ia, ib, metric, packed, d).copy_to_host()
+            return s.reshape(q1 - q0, m)
+
+        return topk_blocks(scores, q, m, k)
     idx = cuda.device_array((q, k), np.int64)
     scores = cuda.device_array((q, k), np.float64)
     kernel = search_planes if packed else search_dense

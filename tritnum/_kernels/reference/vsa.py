@@ -13,7 +13,7 @@ import numpy as np
 
 from ..._dispatch import register
 from ..shared import vsa as hv
-from ..shared.select import topk
+from ..shared.select import topk_blocks
 from ..shared.vsa import hashes, random_trits, to_planes, to_trits
 
 
@@ -66,10 +66,12 @@ def op_dense(x: np.ndarray, y: np.ndarray, op: int) -> np.ndarray:
 
 
 @register("vsa.op", "numpy")
-def op(a, b, ia, ib, code: int, packed: bool, d: int) -> np.ndarray:
+def op(a, b, ia, ib, code: int, packed: bool, d: int) -> tuple[np.ndarray, bool]:
+    """The elementwise ``code`` of row pairs, and whether every dense input was a trit."""
+    ok = packed or (check(a) and check(b))
     x = _dense(a, packed, d)[ia]
     y = _dense(b, packed, d)[ib]
-    return _out(op_dense(x, y, code), packed)
+    return _out(op_dense(x, y, code), packed), ok
 
 
 @register("vsa.bundle", "numpy")
@@ -84,6 +86,14 @@ def bundle(vs, weights, packed: bool, d: int) -> np.ndarray:
         for i in range(n):  # in order: float sums are the same on every backend
             total += weights[i] * dense[i]
     return _out(np.sign(total), packed)
+
+
+@register("vsa.class_sums", "numpy")
+def class_sums(rows, labels, classes: int) -> np.ndarray:
+    """``out[c]``: the sum of the int8 rows labelled ``c`` (int64 ``(classes, d)``)."""
+    out = np.zeros((classes, rows.shape[1]), np.int64)
+    np.add.at(out, labels, rows)
+    return out
 
 
 @register("vsa.permute", "numpy")
@@ -119,5 +129,6 @@ def search(queries, memory, k: int, metric: int, packed: bool, d: int):
     x = _dense(queries, packed, d)
     y = _dense(memory, packed, d)
     q, m = len(x), len(y)
-    s = scores(np.repeat(x, m, axis=0), np.tile(y, (q, 1)), metric, d).reshape(q, m)
-    return topk(s, k)
+    return topk_blocks(lambda q0, q1: scores(np.repeat(x[q0:q1], m, axis=0),
+                                             np.tile(y, (q1 - q0, 1)), metric, d
+                                             ).reshape(q1 - q0, m), q, m, k)

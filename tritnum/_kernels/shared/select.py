@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+
+SEARCH_BLOCK_SCORES = 1 << 22  # query x memory scores a search holds at once
 
 
 def topk(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -23,3 +27,18 @@ def topk(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         order = np.argsort(-np.take_along_axis(s, idx, axis=1), axis=1, kind="stable")
         idx = np.take_along_axis(idx, order, axis=1)
     return idx.astype(np.int64), np.take_along_axis(s, idx, axis=1)
+
+
+def topk_blocks(scores: Callable[[int, int], np.ndarray], q: int, m: int, k: int,
+                multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`topk` of ``q`` rows of ``m`` scores made a block of rows at a time.
+
+    ``scores(q0, q1)`` gives rows ``q0 .. q1`` (``(q1 - q0, m)``); blocks hold at
+    most ``SEARCH_BLOCK_SCORES`` scores (at least one row, or ``multiple`` rows, and
+    start at multiples of ``multiple``).
+    """
+    step = max(1, SEARCH_BLOCK_SCORES // max(m, 1) // multiple) * multiple
+    parts = [topk(scores(q0, min(q, q0 + step)), k) for q0 in range(0, q, step)]
+    if not parts:
+        return np.zeros((0, k), np.int64), np.zeros((0, k))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

@@ -3,7 +3,8 @@
 One module per job:
 
 - :mod:`.gemv`: the 2bit GEMV's SIMD dot product and decoder (LLVM vector IR).
-- :mod:`.popcount`: popcounts, of one word and of two bit-plane rows' product.
+- :mod:`.popcount`: popcounts, of one word and of tiles of query x memory bit-plane rows.
+- :mod:`.planes`: int8 trits to bit-plane words, 64 at a time.
 - :mod:`.unaligned`: word loads and stores at any byte offset.
 - :mod:`.cache`: cache control, prefetching rows and streaming (non-temporal) stores.
 

@@ -1,4 +1,15 @@
-"""Popcounts as LLVM IR: of one uint64 word, and of the product of two bit-plane rows."""
+"""Popcounts as LLVM IR: of one uint64 word, and of a tile of query x memory bit-plane rows.
+
+The tile is the inner kernel of the CPU search (:mod:`..vsa_search`). A query
+row comes as two planes ``A`` (non-zero: plus | minus) and ``S`` (minus), a
+memory row as its stored planes ``P`` (plus) and ``M`` (minus). Per word of a
+pair, ``AB = A & (P | M)`` marks the positions where both are non-zero and
+``X = AB & (S ^ M)`` those where their signs differ, so the dot product is
+``popc(AB) - 2 popc(X)``, the number of equal positions
+``d - nnz(a) - nnz(b) + 2 popc(AB) - popc(X)``, and cosine follows from the dot:
+two popcounts and two logic operations (``vpand`` and one ``vpternlogq`` on
+AVX-512) per word pair, whatever the metric.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +18,11 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import I8, I16, I64, load, pointer, vector
+from . import I8, I16, I32, I64, pointer, vector
+
+WIDE_WORDS = 8  # uint64 words per vector of the wide tile (<8 x i64>: one AVX-512 register)
+NARROW_WORDS = 4  # per vector of the portable tile (<32 x i8>: one AVX2 register)
+NARROW_STEPS = 31  # narrow vectors summed in byte counters before they are widened (31 * 8 < 256)
 
 
 @intrinsic
@@ -20,75 +35,186 @@ def popcount(typingctx, x):
     return types.uint64(types.uint64), codegen
 
 
-def _word_vector(builder, base, offset):
-    """Four uint64 words from ``base + offset`` as 32 bytes."""
-    return load(builder, base, offset, vector(I8, 32), 1)
+def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, mbase, mstride,
+               mplane, nwords, obase):
+    """IR of one tile shape (see :func:`tile_counts`), at the builder's position."""
+    vt = vector(I64, WIDE_WORDS) if wide else vector(I8, 8 * NARROW_WORDS)
+    words = WIDE_WORDS if wide else NARROW_WORDS
+    it = nwords.type
+    full = builder.udiv(nwords, ir.Constant(it, words))
+    rest = builder.urem(nwords, ir.Constant(it, words))
+    ctpop = cgutils.get_or_insert_function(
+        module, ir.FunctionType(vt, [vt]), f"llvm.ctpop.v{vt.count}i{vt.element.width}")
+    accs = [cgutils.alloca_once(builder, vt) for _ in range(2 * tq * tm + nonzeros * tm)]
+    # the word of each lane, against the words left in the last, partial vector
+    lane_words = ir.Constant(vt, [ir.Constant(vt.element, i * words // vt.count)
+                                  for i in range(vt.count)])
+    tail = builder.icmp_unsigned("<", lane_words, _splat(builder, vt, builder.trunc(
+        rest, vt.element) if vt.element.width < it.width else rest))
+
+    masked_load = cgutils.get_or_insert_function(
+        module, ir.FunctionType(vt, [vt.as_pointer(), I32, tail.type, vt]),
+        f"llvm.masked.load.v{vt.count}i{vt.element.width}.p0v{vt.count}i{vt.element.width}")
+
+    def vec(base, offset, mask=None):
+        ptr = builder.bitcast(builder.gep(base, [offset]), vt.as_pointer())
+        if mask is None:
+            return builder.load(ptr, align=8)
+        return builder.call(masked_load, [ptr, ir.Constant(I32, 8), mask,
+                                          ir.Constant(vt, None)])
+
+    def add(acc, bits):
+        builder.store(builder.add(builder.load(acc), builder.call(ctpop, [bits])), acc)
+
+    def step(v, mask=None):
+        """Add the counts of vector ``v`` of every pair to the accumulators.
+
+        ``mask``: the lanes of the last vector that hold words of the memory rows
+        (only those are loaded: the rest read as 0 and never touch memory).
+        """
+        w = builder.mul(v, ir.Constant(v.type, words))
+        rows = []
+        for r in range(tm):
+            at = builder.add(builder.mul(ir.Constant(I64, r), mstride), w)
+            minus = vec(mbase, builder.add(at, mplane), mask)
+            rows.append((builder.or_(vec(mbase, at, mask), minus), minus))
+            if nonzeros:
+                add(accs[2 * tq * tm + r], rows[r][0])
+        for j in range(tq):
+            at = builder.add(builder.mul(ir.Constant(I64, j), qstride), w)
+            a, s = vec(qbase, at), vec(qbase, builder.add(at, qplane))
+            for r, (nonzero, minus) in enumerate(rows):
+                both = builder.and_(a, nonzero)
+                t = 2 * (j * tm + r)
+                add(accs[t], both)
+                add(accs[t + 1], builder.and_(both, builder.xor(s, minus)))
+
+    def clear():
+        for acc in accs:
+            builder.store(ir.Constant(vt, None), acc)
+
+    def last_step():
+        with builder.if_then(builder.icmp_unsigned("!=", rest, ir.Constant(it, 0))):
+            step(full, tail)
+
+    if wide:
+        clear()
+        with cgutils.for_range(builder, full) as loop:
+            step(loop.index)
+        last_step()
+        sums = [builder.load(acc) for acc in accs]
+        sums += [ir.Constant(vt, None)] * (-len(sums) % WIDE_WORDS)
+        for g in range(0, len(sums), WIDE_WORDS):
+            builder.store(_sum_lanes(builder, sums[g:g + WIDE_WORDS]), builder.bitcast(
+                builder.gep(obase, [ir.Constant(I64, g)]), vt.as_pointer()), align=8)
+        return
+    wide16 = vector(I16, vt.count)
+    reduce = cgutils.get_or_insert_function(
+        module, ir.FunctionType(I16, [wide16]), "llvm.vector.reduce.add.v32i16")
+    totals = [cgutils.alloca_once_value(builder, ir.Constant(I64, 0)) for _ in accs]
+
+    def flush():
+        for acc, total in zip(accs, totals, strict=True):
+            part = builder.call(reduce, [builder.zext(builder.load(acc), wide16)])
+            builder.store(builder.add(builder.load(total), builder.zext(part, I64)), total)
+
+    span = ir.Constant(it, NARROW_STEPS)
+    chunks = builder.udiv(builder.add(full, ir.Constant(it, NARROW_STEPS - 1)), span)
+    with cgutils.for_range(builder, chunks) as chunk:
+        clear()
+        first = builder.mul(chunk.index, span)
+        last = builder.add(first, span)
+        last = builder.select(builder.icmp_unsigned("<", full, last), full, last)
+        with cgutils.for_range_slice(builder, first, last, ir.Constant(it, 1)) as (v, _):
+            step(v)
+        flush()
+    clear()
+    last_step()
+    flush()
+    for t, total in enumerate(totals):
+        builder.store(builder.load(total), builder.gep(obase, [ir.Constant(I64, t)]))
 
 
-@intrinsic
-def dot_planes(typingctx, a, aoff, b, boff, nw):
-    """The dot product of two bit-plane rows: ``sum popc(P) - popc(N)`` over ``nw`` words.
+def _sum_lanes(builder, vs):
+    """Eight ``<8 x i64>`` vectors to one whose lane ``i`` is the sum of ``vs[i]``.
 
-    ``a`` and ``b`` are uint64 arrays holding rows of ``2 * nw`` words from
-    ``aoff`` and ``boff`` (plus plane, then minus plane); ``P = ap & bp | am & bm``
-    marks products +1 and ``N = ap & bm | am & bp`` products -1. Four words at a
-    time, counted per byte (``ctpop`` on bytes: a table lookup on AVX2) into
-    byte accumulators that are widened only every 31 steps (31 * 8 < 256).
+    A transposing tree: at each level pairs of vectors trade halves of their
+    partial sums and add, 21 shuffles and adds instead of 8 reductions of 7.
     """
-    if not (isinstance(a, types.Array) and a.dtype == types.uint64
-            and isinstance(b, types.Array) and b.dtype == types.uint64):
-        return None
-    sig = types.int64(a, types.intp, b, types.intp, types.intp)
+    width = 4
+    while len(vs) > 1:
+        lo, hi = [], []
+        for first in range(0, 8, 2 * width):  # lanes of a, then of b, that each level keeps
+            lo += [first + i for i in range(width)]
+            hi += [first + width + i for i in range(width)]
+        lo += [8 + i for i in lo]
+        hi += [8 + i for i in hi]
+        vs = [builder.add(builder.shuffle_vector(a, b, ir.Constant(vector(I32, 8), lo)),
+                          builder.shuffle_vector(a, b, ir.Constant(vector(I32, 8), hi)))
+              for a, b in zip(vs[::2], vs[1::2], strict=True)]
+        width //= 2
+    return vs[0]
 
-    def codegen(context, builder, sig, args):
-        ap = pointer(context, builder, sig.args[0], args[0], args[1], I64)
-        bp = pointer(context, builder, sig.args[2], args[2], args[3], I64)
-        nw = args[4]
-        module = builder.module
-        v32 = vector(I8, 32)
-        ctpop8 = cgutils.get_or_insert_function(module, ir.FunctionType(v32, [v32]),
-                                                "llvm.ctpop.v32i8")
-        reduce16 = cgutils.get_or_insert_function(
-            module, ir.FunctionType(I16, [vector(I16, 32)]), "llvm.vector.reduce.add.v32i16")
-        ctpop64 = cgutils.get_or_insert_function(module, ir.FunctionType(I64, [I64]),
-                                                 "llvm.ctpop.I64")
-        total = cgutils.alloca_once_value(builder, ir.Constant(I64, 0))
-        four = ir.Constant(nw.type, 4)
-        vectors = builder.udiv(nw, four)
-        chunks = builder.udiv(builder.add(vectors, ir.Constant(nw.type, 30)),
-                              ir.Constant(nw.type, 31))
-        accs = [cgutils.alloca_once(builder, v32) for _ in range(2)]
 
-        def planes(w):
-            return ([_word_vector(builder, ap, w), _word_vector(builder, ap, builder.add(w, nw))],
-                    [_word_vector(builder, bp, w), _word_vector(builder, bp, builder.add(w, nw))])
+def _splat(builder, vt, scalar):
+    """``scalar`` in every lane of a vector of type ``vt``."""
+    one = builder.insert_element(ir.Constant(vt, None), scalar, ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vt, None),
+                                  ir.Constant(vector(I32, vt.count), [0] * vt.count))
 
-        with cgutils.for_range(builder, chunks) as chunk:
-            for acc in accs:
-                builder.store(ir.Constant(v32, None), acc)
-            first = builder.mul(chunk.index, ir.Constant(nw.type, 31))
-            last = builder.select(builder.icmp_unsigned("<", vectors, builder.add(
-                first, ir.Constant(nw.type, 31))), vectors, builder.add(first, ir.Constant(
-                    nw.type, 31)))
-            with cgutils.for_range_slice(builder, first, last, ir.Constant(nw.type, 1)) as (v, _):
-                (xp, xm), (yp, ym) = planes(builder.mul(v, four))
-                pos = builder.or_(builder.and_(xp, yp), builder.and_(xm, ym))
-                neg = builder.or_(builder.and_(xp, ym), builder.and_(xm, yp))
-                for acc, bits in zip(accs, (pos, neg), strict=True):
-                    builder.store(builder.add(builder.load(acc), builder.call(ctpop8, [bits])),
-                                  acc)
-            sums = [builder.zext(builder.call(reduce16, [builder.zext(builder.load(acc), vector(
-                I16, 32))]), I64) for acc in accs]
-            builder.store(builder.add(builder.load(total), builder.sub(*sums)), total)
-        with cgutils.for_range_slice(builder, builder.mul(vectors, four), nw,
-                                     ir.Constant(nw.type, 1)) as (w, _):
-            def word(base, off):
-                return builder.load(builder.gep(base, [off]))
-            xp, xm = word(ap, w), word(ap, builder.add(w, nw))
-            yp, ym = word(bp, w), word(bp, builder.add(w, nw))
-            pos = builder.call(ctpop64, [builder.or_(builder.and_(xp, yp), builder.and_(xm, ym))])
-            neg = builder.call(ctpop64, [builder.or_(builder.and_(xp, ym), builder.and_(xm, yp))])
-            builder.store(builder.add(builder.load(total), builder.sub(pos, neg)), total)
-        return builder.load(total)
 
-    return sig, codegen
+def tile_counts(shapes: tuple[tuple[int, int, bool, bool], ...]):
+    """An intrinsic counting ``popc(AB)`` and ``popc(X)`` for tiles of queries x memory rows.
+
+    ``counts(shape, q, qoff, qstride, qplane, m, moff, mstride, mplane, nwords, out)``
+    runs the tile ``shapes[shape] = (tq, tm, wide, nonzeros)``. Query ``j < tq`` has
+    its ``A`` plane at flat word ``qoff + j * qstride`` of the uint64 array ``q`` and
+    its ``S`` plane ``qplane`` words further; memory row ``r < tm`` has ``P`` at
+    ``moff + r * mstride`` of ``m`` and ``M`` ``mplane`` words further. Each plane has
+    ``nwords`` words, read in vectors of ``WIDE_WORDS`` (``wide``) or ``NARROW_WORDS``:
+    the last vector of the memory rows is loaded masked (nothing past the rows is
+    read), the query's whole (it must be readable: padded). ``out[2 t]`` and
+    ``out[2 t + 1]`` (int64) receive the two counts of pair ``t = j * tm + r``; with
+    ``nonzeros``, ``out[2 tq tm + r]`` the non-zeros of memory row ``r`` (two
+    operations more per row and vector, on data already in registers). The wide tile
+    writes whole groups of 8 counts: ``out`` must have room for their number rounded
+    up to a multiple of 8. (One intrinsic for all shapes: a numba function wrapping
+    the call would reference-count its arrays on every tile.)
+
+    Every vector of the ``tm`` memory rows is loaded once for the ``tq`` queries
+    (register blocking). ``wide``: ``ctpop`` on ``<8 x i64>`` (``vpopcntq`` with
+    AVX-512 VPOPCNTDQ) into 64-bit lanes. Portable: ``ctpop`` on ``<32 x i8>``
+    (a ``vpshufb`` table lookup on AVX2, ``vpopcntb`` with AVX-512 BITALG) into
+    byte counters widened every ``NARROW_STEPS`` vectors. Not bounds-checked.
+    """
+
+    @intrinsic
+    def counts(typingctx, shape, q, qoff, qstride, qplane, m, moff, mstride, mplane, nwords,
+               out):
+        if not all(isinstance(a, types.Array) for a in (q, m, out)):
+            return None
+        if q.dtype != types.uint64 or m.dtype != types.uint64 or out.dtype != types.int64:
+            return None
+        ip = types.intp
+        sig = types.void(ip, q, ip, ip, ip, m, ip, ip, ip, ip, out)
+
+        def codegen(context, builder, sig, args):
+            shape, qarr, qoff, qstride, qplane, marr, moff, mstride, mplane, nwords, oarr = args
+            qbase = pointer(context, builder, sig.args[1], qarr, qoff, I64)
+            mbase = pointer(context, builder, sig.args[5], marr, moff, I64)
+            obase = pointer(context, builder, sig.args[10], oarr, ir.Constant(I64, 0), I64)
+            done = builder.append_basic_block("tile.done")
+            switch = builder.switch(shape, done)
+            for i, (tq, tm, wide, nonzeros) in enumerate(shapes):
+                block = builder.append_basic_block(f"tile.{i}")
+                switch.add_case(ir.Constant(shape.type, i), block)
+                builder.position_at_end(block)
+                _tile_code(builder, builder.module, tq, tm, wide, nonzeros, qbase, qstride,
+                           qplane, mbase, mstride, mplane, nwords, obase)
+                builder.branch(done)
+            builder.position_at_end(done)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return counts
