@@ -49,12 +49,12 @@ def available(features: frozenset[str] | None = None) -> tuple[str, ...]:
 
 def select(requested: str | None, features: frozenset[str] | None = None) -> str:
     """The level to compile for: the highest available one, or ``requested`` if it is available."""
-    levels = available(features)
+    have = target_features() if features is None else features
+    levels = available(have)
     if requested is None:
         return levels[-1]
     if requested not in levels:
-        missing = ", ".join(sorted(REQUIRES[requested] - (target_features() if features is None
-                                                          else features)))
+        missing = ", ".join(sorted(REQUIRES[requested] - have))
         raise ValueError(f"TRITNUM_ISA={requested!r}: this CPU lacks {missing}; it has "
                          f"{', '.join(levels)}")
     return requested

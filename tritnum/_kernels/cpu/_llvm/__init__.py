@@ -8,10 +8,10 @@ One module per job:
 - :mod:`.unaligned`: word loads and stores at any byte offset.
 - :mod:`.cache`: cache control, prefetching rows and streaming (non-temporal) stores.
 
-This module holds the IR helpers they share: the scalar types, :func:`vector`
-and :func:`splat` constants, the one pointer helper :func:`pointer`, :func:`load`
-and :func:`horizontal_sum`. Nothing here is bounds-checked: the callers keep every
-access in bounds.
+This module holds the IR helpers they share: the scalar types, :func:`vector`,
+:func:`splat` constants and :func:`broadcast` of a run-time scalar, the one pointer
+helper :func:`pointer`, :func:`load` and :func:`horizontal_sum`. Nothing here is
+bounds-checked: the callers keep every access in bounds.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-F32 = ir.FloatType()
+F32, F64 = ir.FloatType(), ir.DoubleType()
 
 
 def vector(t: ir.Type, n: int) -> ir.VectorType:
@@ -28,6 +28,13 @@ def vector(t: ir.Type, n: int) -> ir.VectorType:
 
 def splat(t: ir.Type, n: int, v: int) -> ir.Constant:
     return ir.Constant(vector(t, n), [ir.Constant(t, v)] * n)
+
+
+def broadcast(builder, value, n: int):
+    """The run-time scalar ``value`` in every lane of an ``n``-lane vector."""
+    one = builder.insert_element(ir.Constant(vector(value.type, n), None), value,
+                                 ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, one, ir.Constant(vector(I32, n), [0] * n))
 
 
 def pointer(context, builder, arrty, arr, offset, elt):

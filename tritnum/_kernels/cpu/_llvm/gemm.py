@@ -46,9 +46,19 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...._isa import ISA
-from . import I8, I16, I32, I64, horizontal_sum, load, pointer, splat, vector
-
-F64 = ir.DoubleType()
+from . import (
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    broadcast,
+    horizontal_sum,
+    load,
+    pointer,
+    splat,
+    vector,
+)
 
 
 @dataclass(frozen=True)
@@ -71,13 +81,6 @@ TILE = TILES.get(ISA)  # None on the portable level: the int8 GEMM stays on BLAS
 
 def _const(value):
     return ir.Constant(I64, value)
-
-
-def _splat_word(builder, word, lanes):
-    """The int32 ``word`` in every lane."""
-    vi = vector(I32, lanes)
-    v = builder.insert_element(ir.Constant(vi, None), word, ir.Constant(I32, 0))
-    return builder.shuffle_vector(v, v, ir.Constant(vector(I32, lanes), [0] * lanes))
 
 
 def _doubles(builder, base, offset, lanes):
@@ -152,7 +155,7 @@ def make_tile(tile: Tile):
                 s = seg.index
                 sums = builder.gep(xp, [builder.mul(s, _const(rows))])
                 for r in range(rows):
-                    start = _splat_word(builder, builder.neg(builder.load(
+                    start = broadcast(builder, builder.neg(builder.load(
                         builder.gep(sums, [_const(r)]))), lanes)
                     for j in range(per_row):
                         builder.store(start, accs[r * per_row + j])
@@ -167,7 +170,7 @@ def make_tile(tile: Tile):
                         codes = [builder.and_(builder.lshr(p, splat(I32, lanes, 2 * n))
                                               if n else p, mask) for p in packed]
                         for r in range(rows):
-                            q = _splat_word(builder, load(
+                            q = broadcast(builder, load(
                                 builder, ap, builder.add(at, _const(16 * r + 4 * n)), I32, 1),
                                 lanes)
                             for j in range(per_row):

@@ -41,7 +41,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...._isa import ISA
-from . import F32, I8, I16, I32, horizontal_sum, load, pointer, splat, vector
+from . import F32, F64, I8, I16, I32, broadcast, horizontal_sum, load, pointer, splat, vector
 
 
 @dataclass(frozen=True)
@@ -253,16 +253,6 @@ def make_dot(target: Target):
     return dot
 
 
-F64 = ir.DoubleType()
-
-
-def _broadcast(builder, value, n):
-    """A vector of ``n`` copies of the scalar ``value``."""
-    vec = builder.insert_element(ir.Constant(vector(value.type, n), None), value,
-                                 ir.Constant(I32, 0))
-    return builder.shuffle_vector(vec, vec, ir.Constant(vector(I32, n), [0] * n))
-
-
 def _sum_lanes(target: Target, is_float: bool) -> int:
     if is_float:
         return target.lanes
@@ -309,7 +299,7 @@ def make_scaled_dot(target: Target):
                     part = builder.sitofp(
                         _SUM_INT8[target.int8](builder, wg, xg, nblocks, size), vd)
                 scale = builder.fpext(builder.load(builder.gep(sp, [g])), F64)
-                scaled = builder.fmul(part, _broadcast(builder, scale, lanes), flags=("contract",))
+                scaled = builder.fmul(part, broadcast(builder, scale, lanes), flags=("contract",))
                 builder.store(builder.fadd(builder.load(total), scaled, flags=("contract",)),
                               total)
                 if not is_float:
@@ -417,9 +407,7 @@ def _dot_q8k(builder, w, xs, csums, xds, scales, groups, per_scale, avx2):
                 chunk_sums = load(builder, csum, builder.mul(b, ir.Constant(b.type, 8)), v8i32, 4)
                 lanes = builder.sub(builder.sext(lanes, v8i32), chunk_sums)
                 scale = builder.fmul(builder.load(builder.gep(xd, [b])), weight_scale)
-                splat = builder.insert_element(ir.Constant(v8f, None), scale, ir.Constant(I32, 0))
-                splat = builder.shuffle_vector(splat, splat, ir.Constant(vector(I32, 8), [0] * 8))
-                product = builder.fmul(builder.sitofp(lanes, v8f), splat)
+                product = builder.fmul(builder.sitofp(lanes, v8f), broadcast(builder, scale, 8))
                 builder.store(builder.fadd(builder.load(acc), product), acc)
     return [horizontal_sum(builder, builder.load(acc), builder.fadd) for acc in accs]
 

@@ -18,7 +18,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import I8, I16, I32, I64, pointer, vector
+from . import I8, I16, I32, I64, broadcast, pointer, vector
 
 WIDE_WORDS = 8  # uint64 words per vector of the wide tile (<8 x i64>: one AVX-512 register)
 NARROW_WORDS = 4  # per vector of the portable tile (<32 x i8>: one AVX2 register)
@@ -49,8 +49,8 @@ def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, 
     # the word of each lane, against the words left in the last, partial vector
     lane_words = ir.Constant(vt, [ir.Constant(vt.element, i * words // vt.count)
                                   for i in range(vt.count)])
-    tail = builder.icmp_unsigned("<", lane_words, _splat(builder, vt, builder.trunc(
-        rest, vt.element) if vt.element.width < it.width else rest))
+    tail = builder.icmp_unsigned("<", lane_words, broadcast(builder, builder.trunc(
+        rest, vt.element) if vt.element.width < it.width else rest, vt.count))
 
     masked_load = cgutils.get_or_insert_function(
         module, ir.FunctionType(vt, [vt.as_pointer(), I32, tail.type, vt]),
@@ -154,13 +154,6 @@ def _sum_lanes(builder, vs):
               for a, b in zip(vs[::2], vs[1::2], strict=True)]
         width //= 2
     return vs[0]
-
-
-def _splat(builder, vt, scalar):
-    """``scalar`` in every lane of a vector of type ``vt``."""
-    one = builder.insert_element(ir.Constant(vt, None), scalar, ir.Constant(I32, 0))
-    return builder.shuffle_vector(one, ir.Constant(vt, None),
-                                  ir.Constant(vector(I32, vt.count), [0] * vt.count))
 
 
 def tile_counts(shapes: tuple[tuple[int, int, bool, bool], ...]):
