@@ -41,8 +41,8 @@ def plain_array(value: Any, where: str) -> tuple[np.ndarray, bool]:
 
 
 def bfloat16_to_float32(bits: np.ndarray) -> np.ndarray:
-    """float32 values of bfloat16 ``bits`` (uint16): exact, a float32 is a longer bfloat16."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
+    """float32 values of bfloat16 ``bits`` (uint16 of either byte order), exactly."""
+    return (bits.astype("<u4") << 16).view("<f4")
 
 
 def float32_to_bfloat16(a: np.ndarray) -> np.ndarray:

@@ -30,6 +30,7 @@ import numpy as np
 from .._validate import choice
 from ..errors import FormatError, ShapeMismatchError
 from ..quantize import TernaryTensor
+from .arrays import bfloat16_to_float32
 from .gguf_blocks import QTYPES, check_shape, encode_ternary, ternary_loss, to_gguf_blocks
 from .gguf_container import Entry, ggml_type_id, ggml_type_name, tensor_nbytes
 from .gguf_model import GGUFBlocks
@@ -97,7 +98,7 @@ def float_bytes(x: np.ndarray, qtype: str) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if qtype == "BF16":
             out = bfloat16_bits(np.asarray(x, np.float32))
-            held = (out.astype("<u4") << 16).view("<f4")
+            held = bfloat16_to_float32(out)
         else:
             out = held = np.asarray(x, _FLOAT_DTYPES[qtype])
         lost = np.isfinite(np.asarray(x)) & ~np.isfinite(held)

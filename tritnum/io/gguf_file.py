@@ -23,6 +23,7 @@ from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..quantize import TernaryTensor
 from ..typing import Format, I2SLayout
 from . import gguf_i2s as i2s
+from .arrays import bfloat16_to_float32
 from .gguf_blocks import QTYPES, from_gguf_blocks
 from .gguf_container import (
     ALIGNMENT_KEY,
@@ -66,7 +67,7 @@ def _tensor(raw: np.ndarray, info: TensorInfo, order: str, format: str, layout: 
         raise FormatError(f"{where}: tensor {info.name!r}: {kind} in a big-endian file "
                           "(only plain tensors are read from those)")
     if kind == "BF16":  # exactly float32's upper half
-        return (data.view("<u2").astype("<u4") << 16).view("<f4").reshape(info.shape)
+        return bfloat16_to_float32(data.view("<u2")).reshape(info.shape)
     if kind in QTYPES:
         try:
             return from_gguf_blocks(data, kind, info.shape, layout=layout, ternary=True,

@@ -41,6 +41,7 @@ from .._validate import choice
 from ..errors import FormatError, ShapeMismatchError
 from ..typing import GGUFQType, I2SLayout
 from . import gguf_i2s as i2s
+from .arrays import bfloat16_to_float32
 from .gguf_blocks import QTYPES
 from .gguf_container import (
     Entry,
@@ -145,7 +146,7 @@ def _kept(info: TensorInfo, qtype: str, layout: str, wanted: Callable[[str], boo
 def _floats(data: np.ndarray, source: str) -> np.ndarray:
     """Float values of a raw F32/F16/BF16 slice (BF16 widened to float32, exactly)."""
     view = data.view(_FLOAT_SOURCES[source])
-    return (view.astype("<u4") << 16).view("<f4") if source == "BF16" else view
+    return bfloat16_to_float32(view) if source == "BF16" else view
 
 
 def _quantized(raw: np.ndarray, info: TensorInfo, qtype: str, layout: str) -> Iterator[Any]:
