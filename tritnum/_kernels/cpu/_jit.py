@@ -1,16 +1,55 @@
-"""The ``njit`` settings every CPU kernel uses."""
+"""The ``njit`` settings every CPU kernel uses, and a disk cache that sees their helpers.
+
+numba keys a cached kernel on its own file's time stamp and bytecode. The kernels
+here are built from helpers in other files (the LLVM IR writers of ``_llvm``, the
+block codecs of ``shared``, functions of other kernel modules inlined), so after an
+edit to one of those alone (a ``git checkout``, an editable install) numba's own key
+would hand back the kernel compiled from the old helper. The key here also holds
+:data:`SOURCES`, a hash of every CPU and shared kernel source file.
+"""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import numba
+from numba.core.caching import FunctionCache
 
 from ..._config import CACHE
 from ..._isa import CACHEABLE
 
+_KERNELS = Path(__file__).resolve().parents[1]
 
-def jit(**options):
-    """``numba.njit`` with tritnum's cache setting; lazy, no signature.
+
+def sources_hash(root: Path = _KERNELS) -> str:
+    """SHA-256 of the names and bytes of the ``.py`` files in ``root/cpu`` and ``root/shared``."""
+    digest = hashlib.sha256()
+    for path in sorted(p for part in ("cpu", "shared") for p in (root / part).rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+SOURCES = sources_hash()
+
+
+class _Cache(FunctionCache):
+    """numba's per-function disk cache, its index key extended by :data:`SOURCES`."""
+
+    def _index_key(self, sig: Any, codegen: Any) -> tuple:
+        return (*super()._index_key(sig, codegen), SOURCES)
+
+
+def jit(**options: Any) -> Callable[[Callable], Any]:
+    """``numba.njit(nogil=True, **options)``, lazy, no signature, cached on disk.
 
     The disk cache is on unless ``TRITNUM_CACHE=0`` or a forced ``TRITNUM_ISA``.
     """
-    return numba.njit(cache=CACHE and CACHEABLE, nogil=True, **options)
+    def decorate(func: Callable) -> Any:
+        kernel = numba.njit(nogil=True, **options)(func)
+        if CACHE and CACHEABLE:
+            kernel._cache = _Cache(kernel.py_func)  # what cache=True does, with our key
+        return kernel
+    return decorate
