@@ -90,3 +90,17 @@ def test_ternary_tensor_rows_keep_their_scales(group_size):
         np.testing.assert_array_equal(part.dequantize(), t.dequantize()[key])
     x = np.random.default_rng(2).standard_normal((3, 32)).astype(np.float32)
     np.testing.assert_allclose(tn.linear(x, t[1:4]), tn.linear(x, t)[:, 1:4], rtol=1e-6)
+
+
+@pytest.mark.parametrize("group_size", [None, 8, 32])
+def test_the_scales_by_row_are_made_once_and_cannot_be_changed(group_size):
+    w = np.random.default_rng(3).standard_normal((4, 32)).astype(np.float32)
+    t = tn.quantize(w, group_size=group_size)
+    rows = t._scales_by_row()
+    expected = np.broadcast_to(t.scales, (4, 1)) if group_size is None else t.scales
+    np.testing.assert_array_equal(rows, expected)
+    assert rows.dtype == np.float32 and rows.shape == (4, 32 // (group_size or 32))
+    assert t._scales_by_row() is rows and not rows.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        rows[0, 0] = 2
+    assert t[1:3]._scales_by_row().shape == (2, rows.shape[1])  # a new tensor: its own

@@ -122,14 +122,6 @@ def _bias(bias: Any, out: int) -> Any:
     return _vector(b, "bias", (out,))
 
 
-def _scale_rows(w: TernaryTensor) -> np.ndarray:
-    """The weight scales as ``(out, groups)`` float32 (one group for per-tensor scales)."""
-    out = w.shape[0]
-    if w.group_size is None:
-        return np.full((out, 1), w.scales, np.float32)
-    return np.ascontiguousarray(w.scales.reshape(out, -1))
-
-
 @implements("matmul")
 def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activations = "float",
            x_scale: Any = None, device: str = "auto") -> Any:
@@ -255,7 +247,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     if m == 0 or out == 0 or n == 0:
         y = np.zeros((m, out), np.float32) + (0 if b is None else to_host(b))
         return place(y, like, (*lead, out))
-    weights = (w.packed.data, w.packed._format, n, _scale_rows(w), b)
+    weights = (w.packed.data, w.packed._format, n, w._scales_by_row(), b)
     if mode == "q8_k":
         q, d, bsums = call("quantize_q8k", dev, _float32_rows(rows))
         if not np.isfinite(to_host(d)).all():

@@ -8,7 +8,7 @@ from ..._dispatch import register
 from ..._formats import Format
 from ..shared.floatbits import block_absmax_bits
 from ..shared.packing import byte_rows
-from ..shared.quantize import kept_amax
+from ..shared.quantize import EPS, kept_amax
 from . import packing
 from ._jit import jit
 from ._parallel import run
@@ -106,14 +106,35 @@ def _row_amax(x, out, t0, t1):
     return 0
 
 
+@jit(inline="always")
+def _quantize_row(x, amax, q, r):
+    """bitnet.cpp's quantize_row_i8_s in float32 on row r: rint(x * (127 / amax)), clipped."""
+    iscale = np.float32(127) / amax[r]
+    for j in range(x.shape[1]):
+        v = np.rint(np.float32(x[r, j]) * iscale)
+        q[r, j] = np.int8(min(max(v, np.float32(-128)), np.float32(127)))
+
+
 @jit()
 def _quantize_rows(x, amax, q, t0, t1):
-    """bitnet.cpp's quantize_row_i8_s in float32: rint(x * (127 / amax)), clipped."""
     for r in range(t0, t1):
-        iscale = np.float32(127) / amax[r]
-        for j in range(x.shape[1]):
-            v = np.rint(np.float32(x[r, j]) * iscale)
-            q[r, j] = np.int8(min(max(v, np.float32(-128)), np.float32(127)))
+        _quantize_row(x, amax, q, r)
+    return 0
+
+
+@jit()
+def _absmax_quantize_rows(x, bits, amax, amax_bits, q, t0, t1):
+    """Per float32 row: its max |x| (floored at ``EPS``; NaN stays NaN), then the row quantized.
+
+    One visit per row while it is in cache, and one kernel call for the whole job:
+    quantizing one row of 1024 values took 2.7 µs of CPU time in two passes (two
+    kernel calls and NumPy's floor between them), 1.8 µs here (Zen 5).
+    """
+    for r in range(t0, t1):
+        amax_bits[r] = _absmax_bits(bits[r], 0, bits.shape[1])
+        if amax[r] < np.float32(EPS):
+            amax[r] = np.float32(EPS)
+        _quantize_row(x, amax, q, r)
     return 0
 
 
@@ -147,13 +168,17 @@ def quantize_activations(x: np.ndarray, per_tensor: bool) -> tuple[np.ndarray, n
     x = _widened(x)
     rows = x.shape[0]
     amax = np.empty(rows, np.float32)
+    q = np.empty(x.shape, np.int8)
+    if x.dtype == np.float32 and not per_tensor:
+        run(_absmax_quantize_rows, rows, x.nbytes, x, x.view(np.uint32), amax,
+            amax.view(np.uint32), q)
+        return q, amax
     if x.dtype == np.float32:
         run(_row_amax_bits, rows, x.nbytes, x.view(np.uint32), amax.view(np.uint32))
     else:
         run(_row_amax, rows, x.nbytes, x, amax)
     if per_tensor:
         amax = np.full(rows, amax.max(initial=np.float32(0)), np.float32)
-    amax = np.maximum(amax, np.float32(1e-5))  # NaN stays NaN
-    q = np.empty(x.shape, np.int8)
+    amax = np.maximum(amax, np.float32(EPS))  # NaN stays NaN
     run(_quantize_rows, rows, x.nbytes, x, amax, q)
     return q, kept_amax(amax, per_tensor)
