@@ -200,8 +200,10 @@ def _vsa_signatures():
     sigs["class_sums_dense"] = [((arr(nt.int8, 2), idx, arr(i64, 2)), "int8")]
     for name, (rows, _) in kinds.items():
         sigs[f"pairs_{name}"] = [((rows, rows, idx, idx, i64, i64, f64), name)]
-        sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, arr(i64, 2), arr(nt.float64, 2)),
-                                   name)]
+        sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, i64, arr(nt.float64, 3),
+                                    arr(i64, 3)), name)]
+    sigs["search_merge"] = [((arr(nt.float64, 3), arr(i64, 3), i64, arr(nt.float64, 2),
+                              arr(i64, 2)), "float64")]
     return sigs
 
 

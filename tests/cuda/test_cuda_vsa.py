@@ -14,7 +14,13 @@ from numba import cuda
 
 import tritnum as tn
 from tritnum import vsa
-from tritnum._kernels.cuda.vsa import KMAX  # k above it: scores on the GPU, top-k on host
+from tritnum._kernels.cuda._launch import THREADS
+from tritnum._kernels.cuda.vsa import (  # k above KMAX: scores on the GPU, top-k on host
+    KMAX,
+    QTILE,
+    SEARCH_BLOCKS,
+    search_tiles,
+)
 from tritnum.testing import trit_arrays
 
 # the simulator runs the hash on NumPy uint64 scalars, which warn when a product wraps
@@ -104,6 +110,33 @@ def test_search(fmt, k, metric):
     want_idx, want_scores = vsa.search(queries, mem, k, metric, device="numpy")
     np.testing.assert_array_equal(idx, want_idx)
     np.testing.assert_array_equal(scores, want_scores)
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+@pytest.mark.parametrize(("m", "k", "metric"), [(100, KMAX, "dot"), (300, 4, "cosine"),
+                                                (300, KMAX, "hamming"), (260, 1, "dot")])
+def test_search_tiles_and_ties(fmt, m, k, metric):
+    """Memory tiles of THREADS rows (one tile at m = 100, three at 300, merged on the GPU)
+    and two query tiles; runs of equal rows across tile edges and all-zero rows make ties
+    that must go to the lower index, exactly as the NumPy reference."""
+    mem = vsa.random(m, 70, seed=m, density=0.3)
+    mem[m // 2 - 20:m // 2 + 20] = mem[5]  # equal to row 5 (m = 260: across the edge at 128)
+    mem[m // 4:m // 4 + 10] = 0  # zeros: cosine 0, dot 0, equal Hamming scores
+    queries = np.concatenate([mem[[5, m // 4, m - 1]], vsa.random(QTILE, 70, seed=1, density=0.1)])
+    queries[-1] = 0
+    idx, scores = vsa.search(kind(queries, fmt), kind(mem, fmt), k, metric, device="cuda")
+    want_idx, want_scores = vsa.search(queries, mem, k, metric, device="numpy")
+    np.testing.assert_array_equal(idx, want_idx)
+    np.testing.assert_array_equal(scores, want_scores)
+
+
+@pytest.mark.parametrize(("q", "m"), [(1, 1), (1, 10_000), (9, 300), (100_000, 10_000)])
+def test_search_tiles_cover_the_memory_and_fill_the_gpu(q, m):
+    qtiles, rows = search_tiles(q, m)
+    assert qtiles == -(-q // QTILE) and rows % THREADS == 0
+    mtiles = -(-m // rows)
+    assert (mtiles - 1) * rows < m <= mtiles * rows  # every row in one tile, no empty tile
+    assert mtiles * qtiles >= min(SEARCH_BLOCKS, -(-m // THREADS) * qtiles)
 
 
 @pytest.mark.parametrize("fmt", KINDS)

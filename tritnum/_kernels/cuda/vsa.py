@@ -17,10 +17,9 @@ from numba import cuda, float64, int64, uint64
 from ..._dispatch import register
 from ..shared import vsa as hv
 from ..shared.select import topk_blocks
-from ._launch import THREADS, blocks, flag, is_set
+from ._launch import MAX_BLOCKS, THREADS, blocks, flag, is_set
 
-KMAX = 16  # the most matches per query a search block keeps
-SLOTS = KMAX + 1  # per-thread list: KMAX entries and a sentinel
+KMAX = 16  # the most matches per query the search kernels keep (more: top-k on the host)
 
 
 def _device(fn: Any, **names: Any) -> Any:
@@ -203,70 +202,184 @@ def _better(s1, i1, s2, i2):
 
 
 @cuda.jit(device=True, inline="always")
-def _keep(best_s, best_i, k, s, i):
-    """Insert (s, i) into the sorted best-k list when it ranks before its last entry."""
-    if not _better(s, i, best_s[k - 1], best_i[k - 1]):
-        return
+def _keep(best_s, best_i, t, k, s, i):
+    """Insert (s, i) into the sorted list ``best[t, :k]`` when it ranks before its last entry.
+
+    Returns whether it did (a sorted source can stop at its first refusal).
+    """
+    if not _better(s, i, best_s[t, k - 1], best_i[t, k - 1]):
+        return False
     p = k - 1
-    while p > 0 and _better(s, i, best_s[p - 1], best_i[p - 1]):
-        best_s[p] = best_s[p - 1]
-        best_i[p] = best_i[p - 1]
+    while p > 0 and _better(s, i, best_s[t, p - 1], best_i[t, p - 1]):
+        best_s[t, p] = best_s[t, p - 1]
+        best_i[t, p] = best_i[t, p - 1]
         p -= 1
-    best_s[p] = s
-    best_i[p] = i
+    best_s[t, p] = s
+    best_i[t, p] = i
+    return True
 
 
 @cuda.jit(device=True, inline="always")
-def _merge(sh_s, sh_i, k, q, out_idx, out_score):
-    """Thread 0: the best k of the per-thread sorted lists in shared memory."""
-    heads = cuda.local.array(THREADS, int64)
-    for t in range(THREADS):
-        heads[t] = 0
-    for o in range(k):
-        pick = 0
-        for t in range(1, THREADS):
-            if _better(sh_s[t, heads[t]], sh_i[t, heads[t]],
-                       sh_s[pick, heads[pick]], sh_i[pick, heads[pick]]):
-                pick = t
-        out_idx[q, o] = sh_i[pick, heads[pick]]
-        out_score[q, o] = sh_s[pick, heads[pick]]
-        heads[pick] += 1
+def _reset(best_s, best_i, t, k):
+    for p in range(k):  # sentinels rank after every real score (scores are finite)
+        best_s[t, p] = -np.inf
+        best_i[t, p] = 1 << 62
 
 
 @cuda.jit(device=True, inline="always")
-def _reset(best_s, best_i, k):
-    for t in range(k + 1):  # one sentinel past k: merge may look at it
-        best_s[t] = -np.inf
-        best_i[t] = 1 << 62
+def _block_topk(best_s, best_i, t, k, sh_s, sh_i, tid):
+    """The best ``k`` of every thread's sorted list ``best[t, :k]``, in ``sh[0, :k]``.
+
+    A tree of pairwise merges in shared memory: log2(THREADS) rounds of ``k``
+    steps (thread ``tid`` merges lists ``tid`` and ``tid + step``), so no thread
+    scans the whole block. Call from every thread of the block; ``sh`` is
+    ``(THREADS, KMAX)`` and is rewritten.
+    """
+    for p in range(k):
+        sh_s[tid, p] = best_s[t, p]
+        sh_i[tid, p] = best_i[t, p]
+    cuda.syncthreads()
+    step = THREADS // 2
+    while step > 0:
+        if tid < step:
+            a = 0
+            b = 0
+            for p in range(k):  # merged into best[t] (free now), then copied back
+                if _better(sh_s[tid + step, b], sh_i[tid + step, b], sh_s[tid, a], sh_i[tid, a]):
+                    best_s[t, p] = sh_s[tid + step, b]
+                    best_i[t, p] = sh_i[tid + step, b]
+                    b += 1
+                else:
+                    best_s[t, p] = sh_s[tid, a]
+                    best_i[t, p] = sh_i[tid, a]
+                    a += 1
+            for p in range(k):
+                sh_s[tid, p] = best_s[t, p]
+                sh_i[tid, p] = best_i[t, p]
+        cuda.syncthreads()
+        step //= 2
 
 
-def _search_kernel(pair: Any) -> Any:
-    """A search kernel scoring pairs of rows with ``pair`` (dense or bit-plane)."""
+@cuda.jit(device=True, inline="always")
+def _tile_dense(queries, q0, nq, row, metric, d, out):
+    """Scores of dense ``row`` against queries ``q0 .. q0 + nq`` into ``out[:nq]``."""
+    for t in range(nq):
+        out[t] = _pair_trits(queries[q0 + t], row, metric, d)
+
+
+@cuda.jit(device=True, inline="always")
+def _tile_planes(queries, q0, nq, row, metric, d, out):
+    """Scores of bit-plane ``row`` against queries ``q0 .. q0 + nq`` into ``out[:nq]``.
+
+    Each memory word is loaded once for the ``QTILE`` queries (their words are
+    the same for every thread of the block: broadcast loads); the counters of
+    the fixed-size tile unroll into registers. ``a`` counts agreements minus
+    disagreements (Hamming: differing trits), ``za`` the query's non-zeros.
+    """
+    a = cuda.local.array(QTILE, int64)
+    neg = cuda.local.array(QTILE, int64)
+    za = cuda.local.array(QTILE, int64)
+    for t in range(QTILE):
+        a[t] = 0
+        neg[t] = 0
+        za[t] = 0
+    zb = 0
+    for w in range(row.shape[1]):
+        bp = row[0, w]
+        bm = row[1, w]
+        zb += cuda.popc(bp | bm)
+        for t in range(QTILE):
+            if t < nq:
+                ap = queries[q0 + t, 0, w]
+                am = queries[q0 + t, 1, w]
+                if metric == hv.HAMMING:
+                    a[t] += cuda.popc((ap ^ bp) | (am ^ bm))
+                else:
+                    a[t] += cuda.popc((ap & bp) | (am & bm))
+                    neg[t] += cuda.popc((ap & bm) | (am & bp))
+                    za[t] += cuda.popc(ap | am)
+    for t in range(QTILE):
+        if t < nq:
+            out[t] = _score(metric, a[t] - neg[t], za[t], zb, d - a[t], d)
+
+
+QTILE = 8  # queries a search block scores against each memory row it loads
+SEARCH_BLOCKS = 1024  # blocks a search aims for (query tiles x memory tiles): every SM busy
+
+
+def _search_kernel(tile: Any) -> Any:
+    """The first search pass: the best ``k`` of each (query tile, memory tile), per query.
+
+    Block ``(x, y)`` takes memory rows ``x * rows .. (x + 1) * rows`` and queries
+    ``y * QTILE ..``; its threads stride over the rows, score each against the
+    tile's queries with ``tile`` and keep a sorted best-``k`` list per query
+    (ties to the lower index); :func:`_block_topk` merges the block's lists.
+    The result goes to ``part[q, x, :k]``: one list per memory tile, which
+    :func:`search_merge` merges (or which is the answer when there is one tile).
+
+    Floor (bit planes, ``q`` queries, ``m x nw`` words): the memory is read
+    ``ceil(q / QTILE)`` times (``16 m nw`` bytes each, from HBM or L2) and
+    ``q m nw`` times 3-5 popcounts; the queries come from L1.
+    """
 
     @cuda.jit
-    def search(queries, memory, k, metric, d, out_idx, out_score):
+    def search(queries, memory, k, metric, d, rows, part_s, part_i):
         tid = cuda.threadIdx.x
-        best_s = cuda.local.array(SLOTS, float64)
-        best_i = cuda.local.array(SLOTS, int64)
-        sh_s = cuda.shared.array((THREADS, SLOTS), float64)
-        sh_i = cuda.shared.array((THREADS, SLOTS), int64)
-        for q in range(cuda.blockIdx.x, queries.shape[0], cuda.gridDim.x):
-            _reset(best_s, best_i, k)
-            for i in range(tid, memory.shape[0], THREADS):
-                _keep(best_s, best_i, k, pair(queries[q], memory[i], metric, d), i)
-            for t in range(k + 1):
-                sh_s[tid, t] = best_s[t]
-                sh_i[tid, t] = best_i[t]
-            cuda.syncthreads()
-            if tid == 0:
-                _merge(sh_s, sh_i, k, q, out_idx, out_score)
-            cuda.syncthreads()
+        best_s = cuda.local.array((QTILE, KMAX), float64)
+        best_i = cuda.local.array((QTILE, KMAX), int64)
+        sc = cuda.local.array(QTILE, float64)
+        sh_s = cuda.shared.array((THREADS, KMAX), float64)
+        sh_i = cuda.shared.array((THREADS, KMAX), int64)
+        nq_all = queries.shape[0]
+        m = memory.shape[0]
+        for qt in range(cuda.blockIdx.y, (nq_all + QTILE - 1) // QTILE, cuda.gridDim.y):
+            q0 = qt * QTILE
+            nq = min(QTILE, nq_all - q0)
+            for mt in range(cuda.blockIdx.x, part_s.shape[1], cuda.gridDim.x):
+                for t in range(QTILE):
+                    _reset(best_s, best_i, t, k)
+                for i in range(mt * rows + tid, min(m, (mt + 1) * rows), THREADS):
+                    tile(queries, q0, nq, memory[i], metric, d, sc)
+                    for t in range(nq):
+                        _keep(best_s, best_i, t, k, sc[t], i)
+                for t in range(nq):
+                    _block_topk(best_s, best_i, t, k, sh_s, sh_i, tid)
+                    if tid < k:
+                        part_s[q0 + t, mt, tid] = sh_s[0, tid]
+                        part_i[q0 + t, mt, tid] = sh_i[0, tid]
+                    cuda.syncthreads()  # sh is rewritten for the next query
 
     return search
 
 
-search_dense = _search_kernel(_pair_trits)
-search_planes = _search_kernel(_pair_words)
+search_dense = _search_kernel(_tile_dense)
+search_planes = _search_kernel(_tile_planes)
+
+
+@cuda.jit
+def search_merge(part_s, part_i, k, out_s, out_i):
+    """The second search pass: per query (a block each), the best ``k`` of its tiles' lists.
+
+    Each thread folds the sorted lists of tiles ``tid, tid + THREADS, ..`` into its
+    own (stopping at a list's first entry that does not make it), then
+    :func:`_block_topk`. Floor: ``16 q tiles k`` bytes read, ``16 q k`` written.
+    """
+    tid = cuda.threadIdx.x
+    best_s = cuda.local.array((1, KMAX), float64)
+    best_i = cuda.local.array((1, KMAX), int64)
+    sh_s = cuda.shared.array((THREADS, KMAX), float64)
+    sh_i = cuda.shared.array((THREADS, KMAX), int64)
+    for q in range(cuda.blockIdx.x, part_s.shape[0], cuda.gridDim.x):
+        _reset(best_s, best_i, 0, k)
+        for x in range(tid, part_s.shape[1], THREADS):
+            for p in range(k):
+                if not _keep(best_s, best_i, 0, k, part_s[q, x, p], part_i[q, x, p]):
+                    break
+        _block_topk(best_s, best_i, 0, k, sh_s, sh_i, tid)
+        if tid < k:
+            out_s[q, tid] = sh_s[0, tid]
+            out_i[q, tid] = sh_i[0, tid]
+        cuda.syncthreads()
 
 
 # ------------------------------------------------------------------ wrappers
@@ -366,8 +479,23 @@ def search(queries, memory, k: int, metric: int, packed: bool, d: int):
             return s.reshape(q1 - q0, m)
 
         return topk_blocks(scores, q, m, k)
-    idx = cuda.device_array((q, k), np.int64)
-    scores = cuda.device_array((q, k), np.float64)
+    qtiles, rows = search_tiles(q, m)
+    mtiles = -(-m // rows)
+    part_s = cuda.device_array((q, mtiles, k), np.float64)
+    part_i = cuda.device_array((q, mtiles, k), np.int64)
     kernel = search_planes if packed else search_dense
-    kernel[min(q, 4096), THREADS](queries, memory, k, metric, d, idx, scores)
-    return idx.copy_to_host(), scores.copy_to_host()
+    grid = (min(mtiles, MAX_BLOCKS), min(qtiles, MAX_BLOCKS))
+    kernel[grid, THREADS](queries, memory, k, metric, d, rows, part_s, part_i)
+    if mtiles == 1:
+        return part_i[:, 0].copy_to_host(), part_s[:, 0].copy_to_host()
+    out_s = cuda.device_array((q, k), np.float64)
+    out_i = cuda.device_array((q, k), np.int64)
+    search_merge[min(q, MAX_BLOCKS), THREADS](part_s, part_i, k, out_s, out_i)
+    return out_i.copy_to_host(), out_s.copy_to_host()
+
+
+def search_tiles(q: int, m: int) -> tuple[int, int]:
+    """Query tiles, and memory rows per tile (a multiple of THREADS): about SEARCH_BLOCKS blocks."""
+    qtiles = -(-q // QTILE)
+    want = max(1, SEARCH_BLOCKS // qtiles)  # memory tiles per query tile
+    return qtiles, THREADS * max(1, -(-m // (want * THREADS)))
