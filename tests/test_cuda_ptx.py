@@ -21,7 +21,8 @@ import os
 
 import pytest
 
-CC = (8, 0)
+CC = (8, 0)  # the probe's target; every kernel compiles for each of CCS
+CCS = ((8, 0), (9, 0))  # A100, H100/H200
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
 KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
                                                                    "matmul", "q8k"))
@@ -238,10 +239,31 @@ def test_every_kernel_has_signatures(kernels):
     )
 
 
+@pytest.mark.parametrize("cc", CCS, ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
 @pytest.mark.parametrize(("name", "signature"), CASES)
-def test_kernel_compiles_to_ptx(cuda, kernels, name, signature):
+def test_kernel_compiles_to_ptx(cuda, kernels, name, signature, cc):
     assert name in kernels, f"{KERNEL_MODULES} have no kernel {name!r}"
-    ptx, resty = cuda.compile_ptx(kernels[name].py_func, signature, cc=CC)
+    ptx, resty = cuda.compile_ptx(kernels[name].py_func, signature, cc=cc)
     assert str(resty) == "none"
-    assert ".target sm_80" in ptx
+    assert f".target sm_{cc[0]}{cc[1]}" in ptx
     assert ".entry" in ptx
+
+
+def _local_bytes(cuda, kernel, signature) -> int:
+    """Bytes of local memory (the stack frame NVVM could not keep in registers) on sm_90."""
+    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+    return sum(int(line.rsplit("[", 1)[1].split("]")[0])
+               for line in ptx.splitlines() if "__local_depot" in line and ".local" in line)
+
+
+def test_bit_counters_stay_in_registers(cuda, kernels):
+    """The bundle's bit-sliced counters and the search tile's popcount counters unroll into
+    registers: local memory holds only the search's per-thread top-k lists (indexed at run
+    time, so local by necessity)."""
+    from tritnum._kernels.cuda.vsa import KMAX, QTILE
+
+    [(bundle_sig, _)] = SIGNATURES["bundle_planes"]
+    assert _local_bytes(cuda, kernels["bundle_planes"], bundle_sig) == 0
+    [(search_sig, _)] = SIGNATURES["search_planes"]
+    lists = 2 * QTILE * KMAX * 8 + QTILE * 8  # best scores, best indices, the tile's scores
+    assert _local_bytes(cuda, kernels["search_planes"], search_sig) <= lists

@@ -16,9 +16,13 @@ import tritnum as tn
 from tritnum import vsa
 from tritnum._kernels.cuda._launch import THREADS
 from tritnum._kernels.cuda.vsa import (  # k above KMAX: scores on the GPU, top-k on host
+    CHUNK,
     KMAX,
+    MAX_SLICES,
     QTILE,
     SEARCH_BLOCKS,
+    bundle_planes,
+    bundle_slices,
     search_tiles,
 )
 from tritnum.testing import trit_arrays
@@ -83,6 +87,33 @@ def test_bundle(fmt, n):
     w = np.linspace(-1, 2, n)
     same(vsa.bundle(V, weights=w, device="cuda"), vsa.bundle(V, weights=w, device="numpy"))
     same(vsa.bundle(V, axis=1, device="cuda"), vsa.bundle(V, axis=1, device="numpy"))
+
+
+@pytest.mark.parametrize(("n", "slices"), [(70, 4), (200, 8), (2000, MAX_SLICES)])
+def test_bundle_split_over_slices(n, slices):
+    """Vectors split over several threads per word column, their votes added in shared
+    memory; even counts give ties (0). Two rows, 70 trits: two word columns each."""
+    assert bundle_slices(n) == slices
+    vs = vsa.random(n * 2, 70, seed=n, density=0.3).reshape(n, 2, 70)
+    vs[:, 1, :5] = vs[0, 1, :5]  # unanimous columns: the largest counts
+    V = kind(vs, "bitplane")
+    same(vsa.bundle(V, device="cuda"), vsa.bundle(vs, device="numpy"))
+
+
+def test_bundle_counters_flush_past_their_width():
+    """One thread counting more than CHUNK vectors: the register counters flush and restart."""
+    n = CHUNK + 45
+    vs = np.ones((n, 1, 70), np.int8)
+    vs[:CHUNK - 10, 0, :3] = -1  # -245 + 55: minus wins
+    vs[:n // 2, 0, 3] = 0  # half zero, the rest +1
+    vs[0, 0, 4] = 0  # n - 1 = 299 votes +1
+    vs[:, 0, 5:8] = 0  # single votes around the flush: each decides its column
+    vs[CHUNK - 1, 0, 5], vs[CHUNK, 0, 6], vs[n - 1, 0, 7] = 1, -1, 1
+    planes = cuda.to_device(kind(vs, "bitplane").data.reshape(n, 1, 2, -1))
+    out = cuda.device_array((1, 2, planes.shape[3]), np.uint64)
+    bundle_planes[1, THREADS](planes, 1, out)
+    got = tn.PackedTrits(out.copy_to_host(), (1, 70), "bitplane").unpack()
+    np.testing.assert_array_equal(got, vsa.bundle(vs, device="numpy"))
 
 
 @pytest.mark.parametrize("fmt", KINDS)
