@@ -26,7 +26,8 @@ CCS = ((8, 0), (9, 0))  # A100, H100/H200
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
 KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
                                                                    "matmul", "q8k"))
-KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress")
+KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress",
+                   "tritnum._kernels.cuda.gemm")
 
 
 def _unavailable(reason: str) -> None:
@@ -135,6 +136,9 @@ def _signatures():
         **_compress_signatures(),
         "gemv_rows": _matmul_signatures(),
         "gemm_tiles": _matmul_signatures(),
+        "scale_group": [((nt.Array(part, 2, "C"), f32_rows, i64, f32, f32,
+                          nt.Array(nt.float64, 2, "C"), f32_rows), str(part))
+                        for part in (nt.int32, nt.float32)],  # torch's int8 and float sums
         "quantize_q8k_blocks": [((f32_rows, trits_out, f32_rows, nt.Array(nt.int16, 2, "C")),
                                  "float32")],
         "q8k_lanes": [((trits_out, f32_rows, nt.Array(nt.int16, 2, "C"), rows_u8, i64, i64,
