@@ -90,8 +90,10 @@ def test_decoded_once_per_device_array(monkeypatch):
     w = weights(8, 32, "2bit", None)
     data = cuda.to_device(w.packed.data)
     for _ in range(2):
-        gemm._weights(CPU, data, w.packed._format, 32, True)
-    gemm._weights(CPU, data, w.packed._format, 32, False)  # float32 trits: decoded again
+        gemm._weights(CPU, data, w.packed._format, 32, 1, True)
+    blocks = gemm._weights(CPU, data, w.packed._format, 32, 4, False)  # float32: again
+    assert blocks.shape == (4, 8, 8) and blocks.is_contiguous()  # a block per scale group
+    np.testing.assert_array_equal(blocks[1].numpy(), w.packed.unpack()[:, 8:16])
     assert len(calls) == 2 and len(gemm._decoded[id(data)]) == 2
     del data
     gc.collect()
