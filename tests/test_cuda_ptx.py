@@ -205,7 +205,7 @@ def _vsa_signatures():
     sigs["class_sums_dense"] = [((arr(nt.int8, 2), idx, arr(i64, 2)), "int8")]
     for name, (rows, _) in kinds.items():
         sigs[f"pairs_{name}"] = [((rows, rows, idx, idx, i64, i64, f64), name)]
-        sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, i64, arr(nt.float64, 3),
+        sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, i64, i64, arr(nt.float64, 3),
                                     arr(i64, 3)), name)]
     sigs["search_merge"] = [((arr(nt.float64, 3), arr(i64, 3), i64, arr(nt.float64, 2),
                               arr(i64, 2)), "float64")]
@@ -268,6 +268,7 @@ def test_bit_counters_stay_in_registers(cuda, kernels):
 
     [(bundle_sig, _)] = SIGNATURES["bundle_planes"]
     assert _local_bytes(cuda, kernels["bundle_planes"], bundle_sig) == 0
-    [(search_sig, _)] = SIGNATURES["search_planes"]
-    lists = 2 * QTILE * KMAX * 8 + QTILE * 8  # best scores, best indices, the tile's scores
-    assert _local_bytes(cuda, kernels["search_planes"], search_sig) <= lists
+    lists = 2 * QTILE * KMAX * 8  # best scores and indices
+    for name in ("search_planes", "search_dense"):
+        [(search_sig, _)] = SIGNATURES[name]
+        assert _local_bytes(cuda, kernels[name], search_sig) <= lists, name

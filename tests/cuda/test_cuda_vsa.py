@@ -14,15 +14,18 @@ from numba import cuda
 
 import tritnum as tn
 from tritnum import vsa
+from tritnum._kernels.cuda import vsa as vsa_kernels
 from tritnum._kernels.cuda._launch import THREADS
 from tritnum._kernels.cuda.vsa import (  # k above KMAX: scores on the GPU, top-k on host
     CHUNK,
     KMAX,
+    MAX_LANES,
     MAX_SLICES,
     QTILE,
     SEARCH_BLOCKS,
     bundle_planes,
     bundle_slices,
+    search_lanes,
     search_tiles,
 )
 from tritnum.testing import trit_arrays
@@ -144,16 +147,19 @@ def test_search(fmt, k, metric):
 
 
 @pytest.mark.parametrize("fmt", KINDS)
-@pytest.mark.parametrize(("m", "k", "metric"), [(100, KMAX, "dot"), (300, 4, "cosine"),
-                                                (300, KMAX, "hamming"), (260, 1, "dot")])
-def test_search_tiles_and_ties(fmt, m, k, metric):
-    """Memory tiles of THREADS rows (one tile at m = 100, three at 300, merged on the GPU)
-    and two query tiles; runs of equal rows across tile edges and all-zero rows make ties
-    that must go to the lower index, exactly as the NumPy reference."""
-    mem = vsa.random(m, 70, seed=m, density=0.3)
-    mem[m // 2 - 20:m // 2 + 20] = mem[5]  # equal to row 5 (m = 260: across the edge at 128)
+@pytest.mark.parametrize(("m", "k", "metric", "lanes"), [
+    (100, KMAX, "dot", 1), (300, KMAX, "hamming", 1), (260, 1, "dot", 2), (150, 3, "cosine", 4)])
+def test_search_tiles_and_ties(monkeypatch, fmt, m, k, metric, lanes):
+    """Memory tiles (one at m = 100 with one lane, several merged on the GPU), two query
+    tiles, rows shared by 1-4 lanes (every lane with words: d = 64 lanes + 6); runs of
+    equal rows across tile edges and all-zero rows make ties that must go to the lower
+    index, as the reference."""
+    monkeypatch.setattr(vsa_kernels, "search_lanes", lambda q, m, width: lanes)
+    d = 64 * lanes + 6
+    mem = vsa.random(m, d, seed=m, density=0.3)
+    mem[m // 2 - 20:m // 2 + 20] = mem[5]  # equal to row 5, across tile edges
     mem[m // 4:m // 4 + 10] = 0  # zeros: cosine 0, dot 0, equal Hamming scores
-    queries = np.concatenate([mem[[5, m // 4, m - 1]], vsa.random(QTILE, 70, seed=1, density=0.1)])
+    queries = np.concatenate([mem[[5, m // 4, m - 1]], vsa.random(QTILE, d, seed=1, density=0.1)])
     queries[-1] = 0
     idx, scores = vsa.search(kind(queries, fmt), kind(mem, fmt), k, metric, device="cuda")
     want_idx, want_scores = vsa.search(queries, mem, k, metric, device="numpy")
@@ -161,13 +167,21 @@ def test_search_tiles_and_ties(fmt, m, k, metric):
     np.testing.assert_array_equal(scores, want_scores)
 
 
-@pytest.mark.parametrize(("q", "m"), [(1, 1), (1, 10_000), (9, 300), (100_000, 10_000)])
-def test_search_tiles_cover_the_memory_and_fill_the_gpu(q, m):
-    qtiles, rows = search_tiles(q, m)
-    assert qtiles == -(-q // QTILE) and rows % THREADS == 0
+def test_search_lanes():
+    assert search_lanes(1, 10_000, 157) == 8  # one query: ~1024 blocks of 128 threads
+    assert search_lanes(1, 100, 157) == MAX_LANES
+    assert search_lanes(1, 100, 3) == 2  # no more lanes than words
+    assert search_lanes(1000, 100_000, 157) == 1  # batches: a row per thread
+
+
+@pytest.mark.parametrize(("q", "m", "lanes"), [(1, 1, 1), (1, 10_000, 8), (9, 300, 4),
+                                               (100_000, 10_000, 1)])
+def test_search_tiles_cover_the_memory_and_fill_the_gpu(q, m, lanes):
+    qtiles, rows = search_tiles(q, m, lanes)
+    assert qtiles == -(-q // QTILE) and rows % (THREADS // lanes) == 0
     mtiles = -(-m // rows)
     assert (mtiles - 1) * rows < m <= mtiles * rows  # every row in one tile, no empty tile
-    assert mtiles * qtiles >= min(SEARCH_BLOCKS, -(-m // THREADS) * qtiles)
+    assert mtiles * qtiles >= min(SEARCH_BLOCKS, -(-m // (THREADS // lanes)) * qtiles)
 
 
 @pytest.mark.parametrize("fmt", KINDS)

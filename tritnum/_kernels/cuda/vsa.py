@@ -317,30 +317,38 @@ def _block_topk(best_s, best_i, t, k, sh_s, sh_i, tid):
 
 
 @cuda.jit(device=True, inline="always")
-def _tile_dense(queries, q0, nq, row, metric, d, out):
-    """Scores of dense ``row`` against queries ``q0 .. q0 + nq`` into ``out[:nq]``."""
-    for t in range(nq):
-        out[t] = _pair_trits(queries[q0 + t], row, metric, d)
+def _tile_dense(queries, q0, nq, row, metric, lane, lanes, cnt):
+    """Counts of int8 ``row`` against queries ``q0 .. q0 + nq``, columns ``lane::lanes``.
+
+    ``cnt[0, t]``: the dot product (Hamming: differing trits), ``cnt[1, t]`` 0,
+    ``cnt[2, t]`` the query's non-zeros; returns the row's non-zeros.
+    """
+    zb = 0
+    for j in range(lane, row.shape[0], lanes):
+        y = row[j]
+        zb += y != 0
+        for t in range(QTILE):
+            if t < nq:
+                x = queries[q0 + t, j]
+                if metric == hv.HAMMING:
+                    cnt[0, t] += x != y
+                else:
+                    cnt[0, t] += int32(x) * int32(y)
+                    cnt[2, t] += x != 0
+    return zb
 
 
 @cuda.jit(device=True, inline="always")
-def _tile_planes(queries, q0, nq, row, metric, d, out):
-    """Scores of bit-plane ``row`` against queries ``q0 .. q0 + nq`` into ``out[:nq]``.
+def _tile_planes(queries, q0, nq, row, metric, lane, lanes, cnt):
+    """Counts of bit-plane ``row`` against queries ``q0 .. q0 + nq``, words ``lane::lanes``.
 
-    Each memory word is loaded once for the ``QTILE`` queries (their words are
-    the same for every thread of the block: broadcast loads); the counters of
-    the fixed-size tile unroll into registers. ``a`` counts agreements minus
-    disagreements (Hamming: differing trits), ``za`` the query's non-zeros.
+    Each memory word is loaded once for the ``QTILE`` queries (their words are the
+    same for every row of the block: broadcast loads). ``cnt[0, t]`` counts agreeing
+    non-zeros (Hamming: differing trits), ``cnt[1, t]`` disagreeing ones, ``cnt[2, t]``
+    the query's non-zeros; returns the row's non-zeros.
     """
-    a = cuda.local.array(QTILE, int64)
-    neg = cuda.local.array(QTILE, int64)
-    za = cuda.local.array(QTILE, int64)
-    for t in range(QTILE):
-        a[t] = 0
-        neg[t] = 0
-        za[t] = 0
     zb = 0
-    for w in range(row.shape[1]):
+    for w in range(lane, row.shape[1], lanes):
         bp = row[0, w]
         bm = row[1, w]
         zb += cuda.popc(bp | bm)
@@ -349,43 +357,52 @@ def _tile_planes(queries, q0, nq, row, metric, d, out):
                 ap = queries[q0 + t, 0, w]
                 am = queries[q0 + t, 1, w]
                 if metric == hv.HAMMING:
-                    a[t] += cuda.popc((ap ^ bp) | (am ^ bm))
+                    cnt[0, t] += cuda.popc((ap ^ bp) | (am ^ bm))
                 else:
-                    a[t] += cuda.popc((ap & bp) | (am & bm))
-                    neg[t] += cuda.popc((ap & bm) | (am & bp))
-                    za[t] += cuda.popc(ap | am)
-    for t in range(QTILE):
-        if t < nq:
-            out[t] = _score(metric, a[t] - neg[t], za[t], zb, d - a[t], d)
+                    cnt[0, t] += cuda.popc((ap & bp) | (am & bm))
+                    cnt[1, t] += cuda.popc((ap & bm) | (am & bp))
+                    cnt[2, t] += cuda.popc(ap | am)
+    return zb
 
 
 QTILE = 8  # queries a search block scores against each memory row it loads
 SEARCH_BLOCKS = 1024  # blocks a search aims for (query tiles x memory tiles): every SM busy
+MAX_LANES = 16  # threads that may share one memory row (a power of two dividing THREADS)
 
 
 def _search_kernel(tile: Any) -> Any:
     """The first search pass: the best ``k`` of each (query tile, memory tile), per query.
 
     Block ``(x, y)`` takes memory rows ``x * rows .. (x + 1) * rows`` and queries
-    ``y * QTILE ..``; its threads stride over the rows, score each against the
-    tile's queries with ``tile`` and keep a sorted best-``k`` list per query
-    (ties to the lower index); :func:`_block_topk` merges the block's lists.
-    The result goes to ``part[q, x, :k]``: one list per memory tile, which
-    :func:`search_merge` merges (or which is the answer when there is one tile).
+    ``y * QTILE ..``. ``lanes`` adjacent threads share a row (coalesced loads of
+    adjacent words; many lanes when there are few rows per thread, one for batches),
+    so a pass scores ``THREADS // lanes`` rows: each lane counts its columns with
+    ``tile`` (int32 counters in registers), the lanes' counts are summed in shared
+    memory, and lane 0 scores the row (the shared :func:`..shared.vsa.score`) and
+    keeps a sorted best-``k`` list per query (ties to the lower index).
+    :func:`_block_topk` merges the block's lists into ``part[q, x, :k]``, one per
+    memory tile, which :func:`search_merge` merges (or which is the answer when
+    there is one tile).
 
-    Floor (bit planes, ``q`` queries, ``m x nw`` words): the memory is read
-    ``ceil(q / QTILE)`` times (``16 m nw`` bytes each, from HBM or L2) and
-    ``q m nw`` times 3-5 popcounts; the queries come from L1.
+    Floor (bit planes, ``q`` queries, ``m x nw`` words): the memory once (``16 m nw``
+    bytes; the kernel reads it ``ceil(q / QTILE)`` times, from L2 when it fits) and
+    ``2 q m nw`` popcounts for a dot product (3 for cosine, 1 for Hamming). Counts are
+    int32: ``d < 2**31``.
     """
 
     @cuda.jit
-    def search(queries, memory, k, metric, d, rows, part_s, part_i):
+    def search(queries, memory, k, metric, d, rows, lanes, part_s, part_i):
         tid = cuda.threadIdx.x
+        slot = tid // lanes  # the row among the pass's rows
+        lane = tid - slot * lanes
+        slots = THREADS // lanes
         best_s = cuda.local.array((QTILE, KMAX), float64)
         best_i = cuda.local.array((QTILE, KMAX), int64)
-        sc = cuda.local.array(QTILE, float64)
+        cnt = cuda.local.array((3, QTILE), int32)
         sh_s = cuda.shared.array((THREADS, KMAX), float64)
         sh_i = cuda.shared.array((THREADS, KMAX), int64)
+        red = cuda.shared.array((3, QTILE, THREADS), int32)  # the lanes' counts
+        red_zb = cuda.shared.array(THREADS, int32)
         nq_all = queries.shape[0]
         m = memory.shape[0]
         for qt in range(cuda.blockIdx.y, (nq_all + QTILE - 1) // QTILE, cuda.gridDim.y):
@@ -394,10 +411,37 @@ def _search_kernel(tile: Any) -> Any:
             for mt in range(cuda.blockIdx.x, part_s.shape[1], cuda.gridDim.x):
                 for t in range(QTILE):
                     _reset(best_s, best_i, t, k)
-                for i in range(mt * rows + tid, min(m, (mt + 1) * rows), THREADS):
-                    tile(queries, q0, nq, memory[i], metric, d, sc)
-                    for t in range(nq):
-                        _keep(best_s, best_i, t, k, sc[t], i)
+                end = min(m, (mt + 1) * rows)
+                for base in range(mt * rows, end, slots):  # the same passes for every thread
+                    i = base + slot
+                    for t in range(QTILE):
+                        cnt[0, t] = 0
+                        cnt[1, t] = 0
+                        cnt[2, t] = 0
+                    zb = 0
+                    if i < end:
+                        zb = tile(queries, q0, nq, memory[i], metric, lane, lanes, cnt)
+                    if lanes > 1:
+                        for t in range(QTILE):
+                            red[0, t, tid] = cnt[0, t]
+                            red[1, t, tid] = cnt[1, t]
+                            red[2, t, tid] = cnt[2, t]
+                        red_zb[tid] = zb
+                        cuda.syncthreads()
+                        if lane == 0:
+                            for o in range(tid + 1, tid + lanes):
+                                for t in range(QTILE):
+                                    cnt[0, t] += red[0, t, o]
+                                    cnt[1, t] += red[1, t, o]
+                                    cnt[2, t] += red[2, t, o]
+                                zb += red_zb[o]
+                        cuda.syncthreads()  # red[] is rewritten by the next pass
+                    if lane == 0 and i < end:
+                        for t in range(QTILE):  # a fixed count: cnt[] stays in registers
+                            if t < nq:
+                                a = cnt[0, t]
+                                _keep(best_s, best_i, t, k,
+                                      _score(metric, a - cnt[1, t], cnt[2, t], zb, d - a, d), i)
                 for t in range(nq):
                     _block_topk(best_s, best_i, t, k, sh_s, sh_i, tid)
                     if tid < k:
@@ -537,13 +581,14 @@ def search(queries, memory, k: int, metric: int, packed: bool, d: int):
             return s.reshape(q1 - q0, m)
 
         return topk_blocks(scores, q, m, k)
-    qtiles, rows = search_tiles(q, m)
+    lanes = search_lanes(q, m, queries.shape[queries.ndim - 1])
+    qtiles, rows = search_tiles(q, m, lanes)
     mtiles = -(-m // rows)
     part_s = cuda.device_array((q, mtiles, k), np.float64)
     part_i = cuda.device_array((q, mtiles, k), np.int64)
     kernel = search_planes if packed else search_dense
     grid = (min(mtiles, MAX_BLOCKS), min(qtiles, MAX_BLOCKS))
-    kernel[grid, THREADS](queries, memory, k, metric, d, rows, part_s, part_i)
+    kernel[grid, THREADS](queries, memory, k, metric, d, rows, lanes, part_s, part_i)
     if mtiles == 1:
         return part_i[:, 0].copy_to_host(), part_s[:, 0].copy_to_host()
     out_s = cuda.device_array((q, k), np.float64)
@@ -552,8 +597,25 @@ def search(queries, memory, k: int, metric: int, packed: bool, d: int):
     return out_i.copy_to_host(), out_s.copy_to_host()
 
 
-def search_tiles(q: int, m: int) -> tuple[int, int]:
-    """Query tiles, and memory rows per tile (a multiple of THREADS): about SEARCH_BLOCKS blocks."""
+def search_lanes(q: int, m: int, width: int) -> int:
+    """Threads per memory row, a power of two: 1 for batches, more for few rows.
+
+    Enough for about SEARCH_BLOCKS full blocks, at most MAX_LANES and the row's
+    ``width`` (words or trits).
+    """
+    want = SEARCH_BLOCKS * THREADS // (m * -(-q // QTILE))
+    lanes = 1
+    while 2 * lanes <= min(want, MAX_LANES, width):
+        lanes *= 2
+    return lanes
+
+
+def search_tiles(q: int, m: int, lanes: int = 1) -> tuple[int, int]:
+    """Query tiles, and memory rows per tile: about SEARCH_BLOCKS blocks.
+
+    A tile is whole passes of ``THREADS // lanes`` rows.
+    """
     qtiles = -(-q // QTILE)
+    slots = THREADS // lanes
     want = max(1, SEARCH_BLOCKS // qtiles)  # memory tiles per query tile
-    return qtiles, THREADS * max(1, -(-m // (want * THREADS)))
+    return qtiles, slots * max(1, -(-m // (want * slots)))
