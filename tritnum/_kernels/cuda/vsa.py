@@ -1,10 +1,12 @@
-"""CUDA VSA kernels: one thread per trit, word or pair (grid-stride), one block per query.
+"""CUDA VSA kernels: elementwise ones grid-stride; search and bundle spread over the GPU.
 
 The arithmetic is :mod:`..shared.vsa`, shared with the CPU kernels, compiled as inline
-device functions with ``cuda.popc`` on uint64 words. ``search`` streams the
-memory through a block per query: each thread keeps the best ``k`` of the rows
-it scored, and the block merges them (up to ``KMAX``; a larger ``k`` scores
-every pair on the GPU and selects on the host).
+device functions with ``cuda.popc`` on uint64 words. ``search`` runs a grid of memory
+tiles x query tiles (:func:`_search_kernel`), keeps the best ``k`` per block on the
+device and merges the tiles' lists in a second kernel (:func:`search_merge`), up to
+``KMAX`` (a larger ``k`` scores every pair on the GPU and selects on the host).
+``bundle`` on bit planes splits the vectors over threads with counters in registers
+(:func:`bundle_planes`).
 """
 
 from __future__ import annotations
