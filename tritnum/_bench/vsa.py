@@ -88,7 +88,7 @@ def vsa_cases(d: int, device: str) -> list[Case]:
     cases += [Case("vsa", f"{name} dense", fn, baselines[name][0], baselines[name][1], None, 5,
                    None, _work(name, d, n_memory, n_bind, planes=False))
               for name, fn in dense_runs.items()]
-    if device == "cuda":
+    if on == "cuda":  # the batched rows on the CPU are vsa_torch.batch_search_cases
         cases.append(_batch_search_case(th, d))
     return cases
 
