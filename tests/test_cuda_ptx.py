@@ -21,11 +21,13 @@ import os
 
 import pytest
 
-CC = (8, 0)
+CC = (8, 0)  # the probe's target; every kernel compiles for each of CCS
+CCS = ((8, 0), (9, 0))  # A100, H100/H200
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
 KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
                                                                    "matmul", "q8k"))
-KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress")
+KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress",
+                   "tritnum._kernels.cuda.gemm")
 
 
 def _unavailable(reason: str) -> None:
@@ -134,6 +136,9 @@ def _signatures():
         **_compress_signatures(),
         "gemv_rows": _matmul_signatures(),
         "gemm_tiles": _matmul_signatures(),
+        "scale_group": [((nt.Array(part, 2, "C"), f32_rows, i64, f32, f32,
+                          nt.Array(nt.float64, 2, "C"), f32_rows), str(part))
+                        for part in (nt.int32, nt.float32)],  # torch's int8 and float sums
         "quantize_q8k_blocks": [((f32_rows, trits_out, f32_rows, nt.Array(nt.int16, 2, "C")),
                                  "float32")],
         "q8k_lanes": [((trits_out, f32_rows, nt.Array(nt.int16, 2, "C"), rows_u8, i64, i64,
@@ -200,8 +205,10 @@ def _vsa_signatures():
     sigs["class_sums_dense"] = [((arr(nt.int8, 2), idx, arr(i64, 2)), "int8")]
     for name, (rows, _) in kinds.items():
         sigs[f"pairs_{name}"] = [((rows, rows, idx, idx, i64, i64, f64), name)]
-        sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, arr(i64, 2), arr(nt.float64, 2)),
-                                   name)]
+        sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, i64, i64, arr(nt.float64, 3),
+                                    arr(i64, 3)), name)]
+    sigs["search_merge"] = [((arr(nt.float64, 3), arr(i64, 3), i64, arr(nt.float64, 2),
+                              arr(i64, 2)), "float64")]
     return sigs
 
 
@@ -236,10 +243,32 @@ def test_every_kernel_has_signatures(kernels):
     )
 
 
+@pytest.mark.parametrize("cc", CCS, ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
 @pytest.mark.parametrize(("name", "signature"), CASES)
-def test_kernel_compiles_to_ptx(cuda, kernels, name, signature):
+def test_kernel_compiles_to_ptx(cuda, kernels, name, signature, cc):
     assert name in kernels, f"{KERNEL_MODULES} have no kernel {name!r}"
-    ptx, resty = cuda.compile_ptx(kernels[name].py_func, signature, cc=CC)
+    ptx, resty = cuda.compile_ptx(kernels[name].py_func, signature, cc=cc)
     assert str(resty) == "none"
-    assert ".target sm_80" in ptx
+    assert f".target sm_{cc[0]}{cc[1]}" in ptx
     assert ".entry" in ptx
+
+
+def _local_bytes(cuda, kernel, signature) -> int:
+    """Bytes of local memory (the stack frame NVVM could not keep in registers) on sm_90."""
+    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
+    return sum(int(line.rsplit("[", 1)[1].split("]")[0])
+               for line in ptx.splitlines() if "__local_depot" in line and ".local" in line)
+
+
+def test_bit_counters_stay_in_registers(cuda, kernels):
+    """The bundle's bit-sliced counters and the search tile's popcount counters unroll into
+    registers: local memory holds only the search's per-thread top-k lists (indexed at run
+    time, so local by necessity)."""
+    from tritnum._kernels.cuda.vsa import KMAX, QTILE
+
+    [(bundle_sig, _)] = SIGNATURES["bundle_planes"]
+    assert _local_bytes(cuda, kernels["bundle_planes"], bundle_sig) == 0
+    lists = 2 * QTILE * KMAX * 8  # best scores and indices
+    for name in ("search_planes", "search_dense"):
+        [(search_sig, _)] = SIGNATURES[name]
+        assert _local_bytes(cuda, kernels[name], search_sig) <= lists, name

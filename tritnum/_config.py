@@ -4,6 +4,9 @@
 ``TRITNUM_CACHE``   ``0`` turns off numba's on-disk kernel cache (on by default).
 ``TRITNUM_ISA``     force a lower SIMD level for the CPU kernels: ``portable``, ``avx2``,
                     ``avxvnni`` (default: the best the CPU has; see ``_kernels/cpu/_isa.py``).
+``TRITNUM_CUDA_GEMM`` ``torch``: ``linear`` with many rows on CUDA decodes the weights once and
+                    runs PyTorch's cuBLAS GEMMs (more GPU memory; see
+                    ``_kernels/cuda/gemm.py``); ``numba`` (default): tritnum's own kernel.
 """
 
 from __future__ import annotations
@@ -42,3 +45,17 @@ def _read_isa() -> str | None:
 
 
 ISA: str | None = _read_isa()  # whether the CPU has it is checked when the kernels load
+
+CUDA_GEMMS = ("numba", "torch")
+
+
+def _read_cuda_gemm() -> str:
+    value = os.environ.get("TRITNUM_CUDA_GEMM", "numba").strip().lower() or "numba"
+    if value not in CUDA_GEMMS:
+        raise ValueError(
+            f"TRITNUM_CUDA_GEMM={value!r} is not a GEMM backend; use one of {', '.join(CUDA_GEMMS)}"
+        )
+    return value
+
+
+CUDA_GEMM: str = _read_cuda_gemm()

@@ -14,7 +14,20 @@ from numba import cuda
 
 import tritnum as tn
 from tritnum import vsa
-from tritnum._kernels.cuda.vsa import KMAX  # k above it: scores on the GPU, top-k on host
+from tritnum._kernels.cuda import vsa as vsa_kernels
+from tritnum._kernels.cuda._launch import THREADS
+from tritnum._kernels.cuda.vsa import (  # k above KMAX: scores on the GPU, top-k on host
+    CHUNK,
+    KMAX,
+    MAX_LANES,
+    MAX_SLICES,
+    QTILE,
+    SEARCH_BLOCKS,
+    bundle_planes,
+    bundle_slices,
+    search_lanes,
+    search_tiles,
+)
 from tritnum.testing import trit_arrays
 
 # the simulator runs the hash on NumPy uint64 scalars, which warn when a product wraps
@@ -79,6 +92,33 @@ def test_bundle(fmt, n):
     same(vsa.bundle(V, axis=1, device="cuda"), vsa.bundle(V, axis=1, device="numpy"))
 
 
+@pytest.mark.parametrize(("n", "slices"), [(70, 4), (200, 8), (2000, MAX_SLICES)])
+def test_bundle_split_over_slices(n, slices):
+    """Vectors split over several threads per word column, their votes added in shared
+    memory; even counts give ties (0). Two rows, 70 trits: two word columns each."""
+    assert bundle_slices(n) == slices
+    vs = vsa.random(n * 2, 70, seed=n, density=0.3).reshape(n, 2, 70)
+    vs[:, 1, :5] = vs[0, 1, :5]  # unanimous columns: the largest counts
+    V = kind(vs, "bitplane")
+    same(vsa.bundle(V, device="cuda"), vsa.bundle(vs, device="numpy"))
+
+
+def test_bundle_counters_flush_past_their_width():
+    """One thread counting more than CHUNK vectors: the register counters flush and restart."""
+    n = CHUNK + 45
+    vs = np.ones((n, 1, 70), np.int8)
+    vs[:CHUNK - 10, 0, :3] = -1  # -245 + 55: minus wins
+    vs[:n // 2, 0, 3] = 0  # half zero, the rest +1
+    vs[0, 0, 4] = 0  # n - 1 = 299 votes +1
+    vs[:, 0, 5:8] = 0  # single votes around the flush: each decides its column
+    vs[CHUNK - 1, 0, 5], vs[CHUNK, 0, 6], vs[n - 1, 0, 7] = 1, -1, 1
+    planes = cuda.to_device(kind(vs, "bitplane").data.reshape(n, 1, 2, -1))
+    out = cuda.device_array((1, 2, planes.shape[3]), np.uint64)
+    bundle_planes[1, THREADS](planes, 1, out)
+    got = tn.PackedTrits(out.copy_to_host(), (1, 70), "bitplane").unpack()
+    np.testing.assert_array_equal(got, vsa.bundle(vs, device="numpy"))
+
+
 @pytest.mark.parametrize("fmt", KINDS)
 @pytest.mark.parametrize("shifts", [0, 1, -5, 64, [3, -70]])
 def test_permute(fmt, shifts):
@@ -104,6 +144,44 @@ def test_search(fmt, k, metric):
     want_idx, want_scores = vsa.search(queries, mem, k, metric, device="numpy")
     np.testing.assert_array_equal(idx, want_idx)
     np.testing.assert_array_equal(scores, want_scores)
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+@pytest.mark.parametrize(("m", "k", "metric", "lanes"), [
+    (100, KMAX, "dot", 1), (300, KMAX, "hamming", 1), (260, 1, "dot", 2), (150, 3, "cosine", 4)])
+def test_search_tiles_and_ties(monkeypatch, fmt, m, k, metric, lanes):
+    """Memory tiles (one at m = 100 with one lane, several merged on the GPU), two query
+    tiles, rows shared by 1-4 lanes (every lane with words: d = 64 lanes + 6); runs of
+    equal rows across tile edges and all-zero rows make ties that must go to the lower
+    index, as the reference."""
+    monkeypatch.setattr(vsa_kernels, "search_lanes", lambda q, m, width: lanes)
+    d = 64 * lanes + 6
+    mem = vsa.random(m, d, seed=m, density=0.3)
+    mem[m // 2 - 20:m // 2 + 20] = mem[5]  # equal to row 5, across tile edges
+    mem[m // 4:m // 4 + 10] = 0  # zeros: cosine 0, dot 0, equal Hamming scores
+    queries = np.concatenate([mem[[5, m // 4, m - 1]], vsa.random(QTILE, d, seed=1, density=0.1)])
+    queries[-1] = 0
+    idx, scores = vsa.search(kind(queries, fmt), kind(mem, fmt), k, metric, device="cuda")
+    want_idx, want_scores = vsa.search(queries, mem, k, metric, device="numpy")
+    np.testing.assert_array_equal(idx, want_idx)
+    np.testing.assert_array_equal(scores, want_scores)
+
+
+def test_search_lanes():
+    assert search_lanes(1, 10_000, 157) == 8  # one query: ~1024 blocks of 128 threads
+    assert search_lanes(1, 100, 157) == MAX_LANES
+    assert search_lanes(1, 100, 3) == 2  # no more lanes than words
+    assert search_lanes(1000, 100_000, 157) == 1  # batches: a row per thread
+
+
+@pytest.mark.parametrize(("q", "m", "lanes"), [(1, 1, 1), (1, 10_000, 8), (9, 300, 4),
+                                               (100_000, 10_000, 1)])
+def test_search_tiles_cover_the_memory_and_fill_the_gpu(q, m, lanes):
+    qtiles, rows = search_tiles(q, m, lanes)
+    assert qtiles == -(-q // QTILE) and rows % (THREADS // lanes) == 0
+    mtiles = -(-m // rows)
+    assert (mtiles - 1) * rows < m <= mtiles * rows  # every row in one tile, no empty tile
+    assert mtiles * qtiles >= min(SEARCH_BLOCKS, -(-m // (THREADS // lanes)) * qtiles)
 
 
 @pytest.mark.parametrize("fmt", KINDS)

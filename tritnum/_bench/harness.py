@@ -21,6 +21,7 @@ class Case:
     bar: float | None = None  # required speedup, if any
     repeats: int | None = None  # fewer for slow baselines
     note: Callable[[float], str] | None = None  # more figures from tritnum's median seconds
+    work: Any = None  # a gpu.Work: the floor that --device cuda rows are reported against
 
 
 @dataclass

@@ -21,8 +21,11 @@ def gpu_line() -> str:
 
     name = cuda.get_current_device().name  # bytes in older numba-cuda
     name = name.decode() if isinstance(name, bytes) else name
+    from .._config import CUDA_GEMM
+
     return (f"on the GPU: {name}; each side's data lives "
-            "where it runs and its time includes waiting for the GPU; no bars (2 CPU cores)")
+            "where it runs and its time includes waiting for the GPU; no bars (2 CPU cores); "
+            f"linear's GEMM: {CUDA_GEMM} (TRITNUM_CUDA_GEMM)")
 
 
 def cpu_times() -> list[int] | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .gpu import gpu_torch, put
+from .gpu import Work, gpu_torch, put
 from .harness import Case, time_call
 
 
@@ -108,7 +108,9 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
             cases.append(Case(
                 "matmul", f"linear {kind} {out}x{n} {act}",
                 lambda x=xd, w=w, a=act: linear(x, w, activations=a, device=device),
-                base_name, base, bar, 5 if rows > 1 else None, note))
+                base_name, base, bar, 5 if rows > 1 else None, note,
+                Work(w.packed.nbytes + x.nbytes + 4 * rows * out, 2 * rows * n * out,
+                     "int8" if act == "int8" else "fp16")))
     return cases + q8k_cases(quick, device, rng)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._formats import FORMATS
-from .gpu import put
+from .gpu import Work, put
 from .harness import Case
 
 
@@ -21,23 +21,26 @@ def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
     cases = []
     for name in FORMATS:
         packed, packed_host = pack(trits, name, device=device), pack(host, name)
+        work = Work(host.nbytes + packed_host.nbytes)  # trits read, codes written (or back)
         # DESIGN §7 bars: 2bit pack <= 1.25x and unpack <= 1x the bit baselines, others <= 2x
         pack_bar, unpack_bar = (0.8, 1.0) if name == "2bit" else (0.5, 0.5)
         cases += [
             Case("packing", f"pack {name}", lambda n=name: pack(trits, n, device=device),
-                 "np.packbits", lambda: np.packbits(bools), pack_bar),
+                 "np.packbits", lambda: np.packbits(bools), pack_bar, work=work),
             Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
-                 "np.unpackbits", lambda: np.unpackbits(bits), unpack_bar),
+                 "np.unpackbits", lambda: np.unpackbits(bits), unpack_bar, work=work),
             Case("packing", f"pack {name}", lambda n=name: pack(trits, n, device=device),
-                 "numpy reference", lambda n=name: pack(host, n, device="numpy"), 10.0, 3),
+                 "numpy reference", lambda n=name: pack(host, n, device="numpy"), 10.0, 3,
+                 work=work),
             Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
                  "numpy reference", lambda h=packed_host: unpack(h, device="numpy"),
-                 10.0, 3),
+                 10.0, 3, work=work),
         ]
     for src, dst in [("2bit", "base3"), ("base3", "bitplane"), ("bitplane", "2bit")]:
         packed, packed_host = pack(trits, src, device=device), pack(host, src)
         cases.append(Case(
             "packing", f"{src} -> {dst}", lambda p=packed, d=dst: p.to(d, device=device),
-            "numpy reference", lambda p=packed_host, d=dst: p.to(d, device="numpy"), None, 3))
+            "numpy reference", lambda p=packed_host, d=dst: p.to(d, device="numpy"), None, 3,
+            work=Work(packed_host.nbytes + packed_host.to(dst).nbytes)))
     return cases
 

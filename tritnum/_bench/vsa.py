@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .gpu import gpu_torch, put
+from .gpu import Work, gpu_torch, put
 from .harness import Case
 
 
@@ -76,7 +76,8 @@ def vsa_cases(d: int, device: str) -> list[Case]:
                         lambda: th.random(n_bind, d, "MAP", device=on)),
     }
     cases = [Case("vsa", f"{name} bitplane", fn, baselines[name][0], baselines[name][1], bar,
-                  5, memory_note if name.startswith("random") else None)
+                  5, memory_note if name.startswith("random") else None,
+                  _work(name, pmem.nbytes // n_memory, n_memory, n_bind))
              for name, (fn, bar) in ours.items()]
     dense_runs = {
         "search 1 x 10k (dot)": lambda: search(dq, dmem, 1, "dot", device=device),
@@ -84,7 +85,40 @@ def vsa_cases(d: int, device: str) -> list[Case]:
         "bind 1000 pairs": lambda: bind(da, db, device=device),
         "random 1000": lambda: random(n_bind, d, device=device),
     }
-    cases += [Case("vsa", f"{name} dense", fn, baselines[name][0], baselines[name][1], None, 5)
+    cases += [Case("vsa", f"{name} dense", fn, baselines[name][0], baselines[name][1], None, 5,
+                   None, _work(name, d, n_memory, n_bind, planes=False))
               for name, fn in dense_runs.items()]
+    if on == "cuda":  # the batched rows on the CPU are vsa_torch.batch_search_cases
+        cases.append(_batch_search_case(th, d))
     return cases
+
+
+def _work(name: str, row: int, n_memory: int, n: int, planes: bool = True) -> Work:
+    """The floor of a VSA row of ``row`` bytes per hypervector.
+
+    A dot search on bit planes also counts 2 popcounts per word column and row; the
+    other rows (and int8 rows) are bound by memory alone.
+    """
+    if name.startswith("search"):
+        return Work(row * (n_memory + 1), n_memory * row // 8 if planes else 0, "popc")
+    moved = {"bundle": n + 1, "bind": 3 * n, "random": n}[name.split()[0]]
+    return Work(row * moved)
+
+
+def _batch_search_case(th: Any, d: int) -> Case:
+    """1,000 queries x 100,000 rows on the GPU against torchhd's dot (one float32 GEMM)."""
+    import torch
+
+    from ..packing import pack
+    from ..vsa import random, search
+
+    nq, m = 1000, 100_000
+    mem, q = random(m, d, seed=11, device="cuda"), random(nq, d, seed=12, device="cuda")
+    pmem, pq = pack(mem, "bitplane"), pack(q, "bitplane")
+    tmem, tq = (torch.as_tensor(x, device="cuda").float() for x in (mem, q))
+    row = pmem.nbytes // m
+    return Case("vsa", f"search {nq} x {m // 1000}k (dot) bitplane",
+                lambda: search(pq, pmem, 1, "dot", device="cuda"),
+                "torchhd dot_similarity f32", lambda: th.dot_similarity(tq, tmem), None, 3,
+                None, Work(row * (m + nq), nq * m * row // 8, "popc"))
 

@@ -16,6 +16,8 @@ number of activation rows ``m`` and the weights:
 - **GEMM** (:func:`gemm_tiles`, more rows): compute-bound. A 2-D grid of
   ``TILE x TILE`` output tiles; per step along ``n`` a tile of weights is
   decoded once into shared memory as float32 trits, beside a tile of ``x``.
+  With ``TRITNUM_CUDA_GEMM=torch`` the weights are decoded once instead and
+  PyTorch's cuBLAS runs the GEMM on the tensor cores (:mod:`.gemm`).
 
 Exactness. Products and per-tile sums are float32 on the GEMM path: a trit
 times an int8 value is an integer of at most 128 in magnitude and ``TILE``
@@ -285,8 +287,13 @@ def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias:
         gemv_rows[min(out, MAX_BLOCKS), GEMV_THREADS](
             x, xscale, rows, fmt.code, half, n, scales, bias, y)
     else:
-        grid = (min(-(-out // TILE), MAX_BLOCKS), min(-(-m // TILE), MAX_BLOCKS))
-        gemm_tiles[grid, (TILE, TILE)](x, xscale, rows, fmt.code, half, n, scales, bias, y)
+        from . import gemm  # decoded weights and torch's cuBLAS, opt-in; it imports _finish
+
+        if gemm.use_torch(m, n, out, scales.shape[1], xscale.shape[0] != 0):
+            gemm.linear(x, xscale, w, fmt, n, scales, bias, y)
+        else:
+            grid = (min(-(-out // TILE), MAX_BLOCKS), min(-(-m // TILE), MAX_BLOCKS))
+            gemm_tiles[grid, (TILE, TILE)](x, xscale, rows, fmt.code, half, n, scales, bias, y)
     return y
 
 
