@@ -1,0 +1,111 @@
+"""CPU Q8_K GEMM (many activation rows; contract: :mod:`..reference.q8k`), from AVX2 on.
+
+The integer GEMM's register tile (:mod:`._llvm.gemm`) with ggml's partition of
+each block's sum into eight lanes and their float32 combine
+(:mod:`._llvm.q8k_gemm`), organised as :mod:`.int8_gemm`: the activations are
+laid out once per call, padded to whole tiles of ``TILE.rows`` rows (zero
+values, chunk sums and scales); each thread takes tiles of ``TILE.cols`` weight
+rows, copies ``tile_blocks`` of them into the panel layout, where they stay in
+cache while every activation tile passes them. Weights are "2bit" (converted by
+the caller) and the scales one per (row, block).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..shared.q8k import QK_K
+from ._jit import jit
+from ._llvm.gemm import TILE
+from ._llvm.q8k_gemm import LANES, MAGIC, STEPS, lay_out_q8k, q8k_panel, q8k_tile
+from ._parallel import run
+from .int8_gemm import PANEL_BYTES
+
+WEIGHT_BYTES = QK_K // 4  # 2bit bytes of one block of a weight row
+
+
+def applies() -> bool:
+    """Whether the CPU level has the integer tile (the portable one keeps the dot products)."""
+    return TILE is not None
+
+
+@jit()
+def _weight_panel(w, cols, b0, b1, panel):
+    """Weight rows of tiles ``b0..b1`` (of ``cols`` rows) in the panel layout; 0 past the last."""
+    out, units = w.shape
+    blocks = units // WEIGHT_BYTES
+    for nb in range(b0, b1):
+        for j in range(cols):
+            o = nb * cols + j
+            for blk in range(blocks):
+                p = (((nb - b0) * blocks + blk) * STEPS * cols + j) * 4
+                if o < out:
+                    q8k_panel(w, o * units + blk * WEIGHT_BYTES, panel, p, cols * 4)
+                else:
+                    for s in range(STEPS):
+                        for i in range(4):
+                            panel[p + s * cols * 4 + i] = 0
+
+
+@jit()
+def _activation_rows(q, a, t0, t1):
+    """Rows ``t0..t1`` of ``q`` into ``a`` ``(tiles, steps, TILE.rows, 16)``."""
+    rows = a.shape[2]
+    for row in range(t0, t1):
+        mb, r = divmod(row, rows)
+        for blk in range(q.shape[1] // QK_K):
+            lay_out_q8k(q, row * q.shape[1] + blk * QK_K, a,
+                        ((mb * a.shape[1] + blk * STEPS) * rows + r) * 16, rows * 16)
+    return 0
+
+
+@jit()
+def _gemm_tiles(a, csum, dx, w, dw, tile_blocks, y, t0, t1):
+    """Tiles ``t0..t1`` of ``TILE.cols`` weight rows: ``y[r, o]`` for every activation row."""
+    m, out = y.shape
+    steps, rows, cols = a.shape[1], a.shape[2], dw.shape[2]
+    blocks = steps // STEPS
+    panel = np.empty(tile_blocks * steps * cols * 4, np.uint8)
+    c = np.empty(LANES * rows * cols, np.float32)
+    for b0 in range(t0, t1, tile_blocks):
+        b1 = min(t1, b0 + tile_blocks)
+        _weight_panel(w, cols, b0, b1, panel)
+        for mb in range(a.shape[0]):
+            for nb in range(b0, b1):
+                q8k_tile(a, mb * steps * rows * 16, panel, (nb - b0) * steps * cols * 4, blocks,
+                         csum, mb * blocks * LANES * rows, dx, mb * blocks * rows,
+                         dw, nb * blocks * cols, c)
+                o0 = nb * cols
+                for r in range(min(rows, m - mb * rows)):
+                    yr = y[mb * rows + r]
+                    for j in range(min(cols, out - o0)):
+                        yr[o0 + j] = c[r * cols + j]
+    return 0
+
+
+def _tiles(v: np.ndarray, size: int) -> np.ndarray:
+    """``v`` ``(n, blocks, ...)`` zero-padded to whole tiles of ``size``, ``(tiles, blocks, ..., size)``."""
+    tiles = -(-v.shape[0] // size)
+    padded = np.zeros((tiles * size,) + v.shape[1:], v.dtype)
+    padded[:v.shape[0]] = v
+    tiled = padded.reshape((tiles, size) + v.shape[1:])
+    return np.ascontiguousarray(np.moveaxis(tiled, 1, -1))
+
+
+def gemm_q8k(q: np.ndarray, d: np.ndarray, csum: np.ndarray, w: np.ndarray,
+             scales: np.ndarray) -> np.ndarray:
+    """float32 ``(m, out)``: ``linear_q8k`` of Q8_K rows ``q``, ``d``, chunk sums ``csum``
+    ``(m, K / 32)`` and "2bit" weights ``w`` with ``scales`` ``(out, groups)``."""
+    m, k = q.shape
+    out = w.shape[0]
+    blocks = k // QK_K
+    rows, cols = TILE.rows, TILE.cols
+    a = np.zeros((-(-m // rows), blocks * STEPS, rows, 16), np.int8)
+    run(_activation_rows, m, q.nbytes, np.ascontiguousarray(q), a)
+    starts = _tiles(MAGIC - csum.reshape(m, blocks, LANES), rows)
+    dw = _tiles(np.repeat(scales, blocks // scales.shape[1], axis=1), cols)
+    tile_blocks = max(1, PANEL_BYTES // (cols * blocks * STEPS * 4))
+    y = np.empty((m, out), np.float32)
+    run(_gemm_tiles, -(-out // cols), w.nbytes, a, starts, _tiles(d, rows), w, dw,
+        tile_blocks, y)
+    return y
