@@ -18,7 +18,6 @@ from test_q8k import QK_K, gguf_weights, hostile_rows, llama_cpp
 
 import tritnum as tn
 from tritnum import _isa as isa
-from tritnum._kernels.cpu import q8k as cpu_q8k
 from tritnum._kernels.cpu._llvm import gemm, q8k_gemm
 from tritnum._kernels.cpu.matmul import GEMV_MAX_ROWS
 

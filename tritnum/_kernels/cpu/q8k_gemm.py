@@ -84,18 +84,21 @@ def _gemm_tiles(a, csum, dx, w, dw, tile_blocks, y, t0, t1):
 
 
 def _tiles(v: np.ndarray, size: int) -> np.ndarray:
-    """``v`` ``(n, blocks, ...)`` zero-padded to whole tiles of ``size``, ``(tiles, blocks, ..., size)``."""
+    """``v`` ``(n, ...)`` zero-padded to whole tiles of ``size`` rows: ``(tiles, ..., size)``."""
     tiles = -(-v.shape[0] // size)
-    padded = np.zeros((tiles * size,) + v.shape[1:], v.dtype)
+    padded = np.zeros((tiles * size, *v.shape[1:]), v.dtype)
     padded[:v.shape[0]] = v
-    tiled = padded.reshape((tiles, size) + v.shape[1:])
+    tiled = padded.reshape(tiles, size, *v.shape[1:])
     return np.ascontiguousarray(np.moveaxis(tiled, 1, -1))
 
 
 def gemm_q8k(q: np.ndarray, d: np.ndarray, csum: np.ndarray, w: np.ndarray,
              scales: np.ndarray) -> np.ndarray:
-    """float32 ``(m, out)``: ``linear_q8k`` of Q8_K rows ``q``, ``d``, chunk sums ``csum``
-    ``(m, K / 32)`` and "2bit" weights ``w`` with ``scales`` ``(out, groups)``."""
+    """float32 ``(m, out)``: ``linear_q8k`` without the bias, :func:`applies` levels only.
+
+    For Q8_K rows ``q``, ``d``, their chunk sums ``csum`` ``(m, K / 32)`` and "2bit"
+    weights ``w`` with ``scales`` ``(out, groups)``.
+    """
     m, k = q.shape
     out = w.shape[0]
     blocks = k // QK_K

@@ -116,7 +116,8 @@ def make_q8k_tile(tile: Tile):
                         ptr = lane_acc(lane.index, i)
                         builder.store(builder.fadd(builder.load(ptr, align=1), product), ptr,
                                       align=1)
-            for i in range(rows * per_row):  # hsum_float_8: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))
+            # hsum_float_8: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))
+            for i in range(rows * per_row):
                 v = [builder.load(lane_acc(_const(lane), i), align=1) for lane in range(LANES)]
                 total = builder.fadd(
                     builder.fadd(builder.fadd(v[0], v[4]), builder.fadd(v[2], v[6])),
