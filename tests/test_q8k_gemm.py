@@ -18,7 +18,7 @@ from test_q8k import QK_K, gguf_weights, hostile_rows, llama_cpp
 
 import tritnum as tn
 from tritnum import _isa as isa
-from tritnum._kernels.cpu._llvm import gemm, q8k_gemm
+from tritnum._kernels.cpu._llvm import q8k_gemm
 from tritnum._kernels.cpu.matmul import GEMV_MAX_ROWS
 
 F32 = np.float32
@@ -34,17 +34,23 @@ def _runner(kernel):
 
 
 TILES = {level: (tile, _runner(q8k_gemm.make_q8k_tile(tile)))
-         for level, tile in gemm.TILES.items()}
+         for level, tile in q8k_gemm.TILES.items()}
 
 
 @njit
-def _panel(w, b, stride):
-    q8k_gemm.q8k_panel(w, 1, b, 2, stride)
+def _panel(w, b, stride, lane_stride):
+    q8k_gemm.q8k_panel(w, 1, b, 2, stride, lane_stride)
 
 
 @njit
-def _lay_out(q, a, stride):
-    q8k_gemm.lay_out_q8k(q, 3, a, 2, stride)
+def _lay_out(q, a, stride, lane_stride):
+    q8k_gemm.lay_out_q8k(q, 3, a, 2, stride, lane_stride)
+
+
+def steps_of(v, first, size, stride, lane_stride):
+    """The 16 steps of ``size`` bytes that a block's layout put at ``first``, in order 2 L + h."""
+    at = [first + s // 2 * lane_stride + s % 2 * stride for s in range(16)]
+    return np.stack([v[i:i + size] for i in at]), max(at) + size
 
 
 def ggml_lanes(codes, q):
@@ -60,15 +66,16 @@ def test_panels_meet_in_ggml_lanes(seed):
     w = rng.integers(0, 256, 64 + 5, dtype=np.uint8)
     q = rng.integers(-128, 128, QK_K + 7, dtype=np.int8)
     stride = 4 + int(rng.integers(0, 3))
-    b = np.full(2 + 16 * stride + 3, 0xAB, np.uint8)
-    a = np.full(2 + 16 * (stride + 12) + 3, 99, np.int8)
-    _panel(w, b, stride)
-    _lay_out(q, a, stride + 12)
-    assert (b[:2] == 0xAB).all() and (b[2 + 15 * stride + 4:] == 0xAB).all()
-    assert (a[:2] == 99).all() and (a[2 + 15 * (stride + 12) + 16:] == 99).all()
-    steps_w = np.stack([b[2 + s * stride:2 + s * stride + 4] for s in range(16)])  # (s, byte)
-    steps_q = np.stack([a[2 + s * (stride + 12):2 + s * (stride + 12) + 16]
-                        for s in range(16)]).reshape(16, 4, 4)  # (s, n, byte)
+    lane_stride = 2 * stride + 4 * int(rng.integers(0, 3))
+    b = np.full(2 + 16 * lane_stride + 3, 0xAB, np.uint8)
+    a = np.full(2 + 16 * (lane_stride + 24) + 3, 99, np.int8)
+    _panel(w, b, stride, lane_stride)
+    _lay_out(q, a, stride + 12, lane_stride + 24)
+    steps_w, end_w = steps_of(b, 2, 4, stride, lane_stride)  # (s, byte)
+    steps_q, end_q = steps_of(a, 2, 16, stride + 12, lane_stride + 24)
+    steps_q = steps_q.reshape(16, 4, 4)  # (s, n, byte)
+    assert (b[:2] == 0xAB).all() and (b[end_w:] == 0xAB).all()
+    assert (a[:2] == 99).all() and (a[end_q:] == 99).all()
     # the weight bytes of step s are PANEL_ORDER's, the activations their values 4 byte + n
     np.testing.assert_array_equal(steps_w.reshape(-1), w[1:65][list(q8k_gemm.PANEL_ORDER)])
     step_sums = np.einsum("sbn,snb->s", codes_of(steps_w).astype(np.int64),
@@ -78,10 +85,11 @@ def test_panels_meet_in_ggml_lanes(seed):
                                   ggml_lanes(codes, q[3:3 + QK_K].astype(np.int64)))
 
 
-@pytest.mark.parametrize("level", sorted(gemm.TILES))
+@pytest.mark.parametrize("level", sorted(q8k_gemm.TILES))
 @given(blocks=st.integers(0, 3), seed=st.integers(0, 2**32 - 1))
 def test_micro_kernel_matches_the_float32_combine(level, blocks, seed):
-    """c[r, j]: per block and lane, float32(OFFSET + int sum) - OFFSET, times dx * dw, added."""
+    """c[r, j]: per block and lane (steps (lane, block, half)), the int32 sum minus the
+    chunk sum, times dx * dw, added in float32 lane by lane, then hsum_float_8."""
     needs(level)
     tile, run = TILES[level]
     rows, cols, steps = tile.rows, tile.cols, 16 * blocks
@@ -96,12 +104,12 @@ def test_micro_kernel_matches_the_float32_combine(level, blocks, seed):
     sp = np.concatenate([np.zeros(2, np.int32), (q8k_gemm.MAGIC - chunk).reshape(-1)])
     xp = np.concatenate([np.full(1, np.nan, F32), dx.reshape(-1)])
     wp = np.concatenate([np.full(4, np.nan, F32), dw.reshape(-1)])
-    c = np.full(8 * rows * cols + 3, 7.0, F32)
+    c = np.full((8 + blocks) * rows * cols + 3, 7.0, F32)
     run(ap, bp, sp, xp, wp, c, blocks)
     codes = codes_of(b).astype(np.int64)  # (t, j, byte, n)
     q = a.reshape(steps, rows, 4, 4).astype(np.int64)  # (t, r, n, byte)
-    sums = np.einsum("tjbn,trnb->trj", codes, q).reshape(blocks, 8, 2, rows, cols).sum(2)
-    lanes = (sums - chunk[..., None]).astype(F32)  # (block, lane, r, j)
+    sums = np.einsum("tjbn,trnb->trj", codes, q).reshape(8, blocks, 2, rows, cols).sum(2)
+    lanes = (sums.swapaxes(0, 1) - chunk[..., None]).astype(F32)  # (block, lane, r, j)
     acc = np.zeros((8, rows, cols), F32)
     for blk in range(blocks):
         acc += lanes[blk] * (dx[blk][:, None] * dw[blk][None, :])

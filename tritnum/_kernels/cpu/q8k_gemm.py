@@ -16,8 +16,7 @@ import numpy as np
 
 from ..shared.q8k import QK_K
 from ._jit import jit
-from ._llvm.gemm import TILE
-from ._llvm.q8k_gemm import LANES, MAGIC, STEPS, lay_out_q8k, q8k_panel, q8k_tile
+from ._llvm.q8k_gemm import LANES, MAGIC, STEPS, TILE, lay_out_q8k, q8k_panel, q8k_tile
 from ._parallel import run
 from .int8_gemm import PANEL_BYTES
 
@@ -31,31 +30,38 @@ def applies() -> bool:
 
 @jit()
 def _weight_panel(w, cols, b0, b1, panel):
-    """Weight rows of tiles ``b0..b1`` (of ``cols`` rows) in the panel layout; 0 past the last."""
+    """Weight rows of tiles ``b0..b1`` (of ``cols`` rows) in the panel layout; 0 past the last.
+
+    Step ``(L * blocks + b) * 2 + h`` holds lane ``L``'s half ``h`` of block ``b``.
+    """
     out, units = w.shape
     blocks = units // WEIGHT_BYTES
+    steps = blocks * STEPS
     for nb in range(b0, b1):
         for j in range(cols):
             o = nb * cols + j
+            p = ((nb - b0) * steps * cols + j) * 4
+            if o >= out:
+                for t in range(steps):
+                    for i in range(4):
+                        panel[p + t * cols * 4 + i] = 0
+                continue
             for blk in range(blocks):
-                p = (((nb - b0) * blocks + blk) * STEPS * cols + j) * 4
-                if o < out:
-                    q8k_panel(w, o * units + blk * WEIGHT_BYTES, panel, p, cols * 4)
-                else:
-                    for s in range(STEPS):
-                        for i in range(4):
-                            panel[p + s * cols * 4 + i] = 0
+                q8k_panel(w, o * units + blk * WEIGHT_BYTES, panel, p + 2 * blk * cols * 4,
+                          cols * 4, 2 * blocks * cols * 4)
 
 
 @jit()
 def _activation_rows(q, a, t0, t1):
-    """Rows ``t0..t1`` of ``q`` into ``a`` ``(tiles, steps, TILE.rows, 16)``."""
+    """Rows ``t0..t1`` of ``q`` into ``a`` ``(tiles, steps, TILE.rows, 16)``, as the panel."""
     rows = a.shape[2]
+    blocks = q.shape[1] // QK_K
     for row in range(t0, t1):
         mb, r = divmod(row, rows)
-        for blk in range(q.shape[1] // QK_K):
+        for blk in range(blocks):
             lay_out_q8k(q, row * q.shape[1] + blk * QK_K, a,
-                        ((mb * a.shape[1] + blk * STEPS) * rows + r) * 16, rows * 16)
+                        ((mb * a.shape[1] + 2 * blk) * rows + r) * 16, rows * 16,
+                        2 * blocks * rows * 16)
     return 0
 
 
@@ -66,7 +72,7 @@ def _gemm_tiles(a, csum, dx, w, dw, tile_blocks, y, t0, t1):
     steps, rows, cols = a.shape[1], a.shape[2], dw.shape[2]
     blocks = steps // STEPS
     panel = np.empty(tile_blocks * steps * cols * 4, np.uint8)
-    c = np.empty(LANES * rows * cols, np.float32)
+    c = np.empty((LANES + blocks) * rows * cols, np.float32)
     for b0 in range(t0, t1, tile_blocks):
         b1 = min(t1, b0 + tile_blocks)
         _weight_panel(w, cols, b0, b1, panel)

@@ -35,8 +35,9 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ...._isa import ISA
 from . import F32, I8, I32, broadcast, load, pointer, vector
-from .gemm import TILE, Tile, _const, _multiply_add, _step
+from .gemm import Tile, _const, _multiply_add, _step
 
 LANES = 8  # ggml's int32 lanes per block
 # int32 lane sums (|v| < 2**14) converted without vcvtdq2ps: the float32 whose bits are
@@ -54,8 +55,11 @@ def make_q8k_tile(tile: Tile):
     ``q8k_tile(a, aoff, b, boff, blocks, starts, soff, dx, xoff, dw, woff, c)``: ``a``
     and ``b`` as :func:`.gemm.make_tile`'s panels, ``16 * blocks`` steps; ``starts``
     int32 ``[blocks][LANES][R]`` (``MAGIC`` minus the lanes' chunk sums), ``dx`` float32
-    ``[blocks][R]``, ``dw`` float32 ``[blocks][C]``; ``c`` float32 of ``LANES * R * C``
-    elements: the result ``[R][C]`` in its first ``R * C``.
+    ``[blocks][R]``, ``dw`` float32 ``[blocks][C]``; ``c`` float32 of ``(LANES + blocks)
+    * R * C`` elements: the result ``[R][C]`` in its first ``R * C``, the rest scratch.
+    Step ``(L * blocks + b) * 2 + h`` of the panels holds lane ``L``'s half ``h`` of
+    block ``b``: one lane after another, each over all blocks, its float32 sums in
+    registers.
     """
     lanes, rows, cols = tile.lanes, tile.rows, tile.cols
     per_row = cols // lanes
@@ -78,6 +82,12 @@ def make_q8k_tile(tile: Tile):
             wp = pointer(context, builder, sig.args[9], args[9], args[10], F32)
             cp = pointer(context, builder, sig.args[11], args[11], _const(0), F32)
 
+            def scale(block, i):
+                """The scale vector ``i`` of ``block``, past the lanes in ``c``."""
+                return builder.bitcast(builder.gep(cp, [builder.add(
+                    builder.mul(block, _const(rows * cols)),
+                    _const(LANES * rows * cols + lanes * i))]), vf.as_pointer())
+
             def lane_acc(lane, i):
                 return builder.bitcast(builder.gep(cp, [builder.add(
                     builder.mul(lane, _const(rows * cols)), _const(lanes * i))]),
@@ -86,11 +96,8 @@ def make_q8k_tile(tile: Tile):
             multiply_add = _multiply_add(builder, tile)
             offset = ir.Constant(vf, [ir.Constant(F32, float(OFFSET))] * lanes)
             accs = [cgutils.alloca_once(builder, vi) for _ in range(rows * per_row)]
-            scales = [cgutils.alloca_once(builder, vf) for _ in range(rows * per_row)]
-            for lane in range(LANES):
-                for i in range(rows * per_row):
-                    builder.store(ir.Constant(vf, None), lane_acc(_const(lane), i), align=1)
-            with cgutils.for_range(builder, args[4]) as block:
+            sums = [cgutils.alloca_once(builder, vf) for _ in range(rows * per_row)]
+            with cgutils.for_range(builder, args[4]) as block:  # the scales, past the lanes
                 bk = block.index
                 weight = [load(builder, wp, builder.add(builder.mul(bk, _const(cols)),
                                                         _const(lanes * j)), vf, 1)
@@ -99,8 +106,15 @@ def make_q8k_tile(tile: Tile):
                     xd = broadcast(builder, load(builder, xp, builder.add(
                         builder.mul(bk, _const(rows)), _const(r)), F32, 1), lanes)
                     for j in range(per_row):
-                        builder.store(builder.fmul(xd, weight[j]), scales[r * per_row + j])
-                with cgutils.for_range(builder, _const(LANES)) as lane:
+                        i = r * per_row + j
+                        builder.store(builder.fmul(xd, weight[j]),
+                                      scale(bk, i), align=1)
+            with cgutils.for_range(builder, _const(LANES)) as lane:
+                for acc in sums:
+                    builder.store(ir.Constant(vf, None), acc)
+                with cgutils.for_range(builder, args[4]) as block:
+                    bk = block.index
+                    first = builder.add(builder.mul(lane.index, args[4]), bk)
                     seg = builder.add(builder.mul(bk, _const(LANES)), lane.index)
                     for r in range(rows):
                         start = broadcast(builder, load(builder, sp, builder.add(
@@ -108,14 +122,14 @@ def make_q8k_tile(tile: Tile):
                         for j in range(per_row):
                             builder.store(start, accs[r * per_row + j])
                     for h in range(2):
-                        t = builder.add(builder.mul(seg, _const(2)), _const(h))
+                        t = builder.add(builder.mul(first, _const(2)), _const(h))
                         _step(builder, tile, ap, bp, t, accs, multiply_add)
-                    for i, acc in enumerate(accs):
+                    for i, (acc, total) in enumerate(zip(accs, sums, strict=True)):
                         exact = builder.fsub(builder.bitcast(builder.load(acc), vf), offset)
-                        product = builder.fmul(exact, builder.load(scales[i]))
-                        ptr = lane_acc(lane.index, i)
-                        builder.store(builder.fadd(builder.load(ptr, align=1), product), ptr,
-                                      align=1)
+                        product = builder.fmul(exact, builder.load(scale(bk, i), align=1))
+                        builder.store(builder.fadd(builder.load(total), product), total)
+                for i, total in enumerate(sums):
+                    builder.store(builder.load(total), lane_acc(lane.index, i), align=1)
             # hsum_float_8: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))
             for i in range(rows * per_row):
                 v = [builder.load(lane_acc(_const(lane), i), align=1) for lane in range(LANES)]
@@ -130,16 +144,22 @@ def make_q8k_tile(tile: Tile):
     return q8k_tile
 
 
+def _step_at(builder, base, s, stride, lane_stride):
+    """Where step ``s = 2 L + h`` of a block goes: ``base + L * lane_stride + h * stride``."""
+    return builder.gep(base, [builder.add(builder.mul(_const(s // 2), lane_stride),
+                                          builder.mul(_const(s % 2), stride))])
+
+
 @intrinsic
-def q8k_panel(typingctx, w, woff, b, boff, stride):
+def q8k_panel(typingctx, w, woff, b, boff, stride, lane_stride):
     """One block's 64 weight bytes (from byte ``woff`` of ``w``) as 16 steps of 4 bytes.
 
-    Step ``s`` (bytes ``PANEL_ORDER[4 s .. 4 s + 3]``) goes to byte ``boff + s * stride``
-    of ``b``.
+    Step ``s = 2 L + h`` (bytes ``PANEL_ORDER[4 s .. 4 s + 3]``) goes to byte
+    ``boff + L * lane_stride + h * stride`` of ``b``.
     """
     if not all(isinstance(t, types.Array) and t.dtype == types.uint8 for t in (w, b)):
         return None
-    sig = types.none(w, types.intp, b, types.intp, types.intp)
+    sig = types.none(w, types.intp, b, types.intp, types.intp, types.intp)
 
     def codegen(context, builder, sig, args):
         src = pointer(context, builder, sig.args[0], args[0], args[1], I8)
@@ -149,7 +169,7 @@ def q8k_panel(typingctx, w, woff, b, boff, stride):
         order = ir.Constant(vector(I32, 64), list(PANEL_ORDER))
         words = builder.bitcast(builder.shuffle_vector(block, block, order), vector(I32, STEPS))
         for s in range(STEPS):
-            ptr = builder.gep(dst, [builder.mul(_const(s), args[4])])
+            ptr = _step_at(builder, dst, s, args[4], args[5])
             builder.store(builder.extract_element(words, ir.Constant(I32, s)),
                           builder.bitcast(ptr, I32.as_pointer()), align=1)
         return context.get_dummy_value()
@@ -158,17 +178,17 @@ def q8k_panel(typingctx, w, woff, b, boff, stride):
 
 
 @intrinsic
-def lay_out_q8k(typingctx, q, qoff, a, aoff, stride):
+def lay_out_q8k(typingctx, q, qoff, a, aoff, stride, lane_stride):
     """One block's 256 int8 activations (from element ``qoff`` of ``q``) as 16 steps.
 
     Step ``s = 2 L + h`` meets the weight bytes ``L + 8 (4 h + i)`` (:data:`PANEL_ORDER`):
     the 4 values of byte ``k`` are ``4 k .. 4 k + 3``; as in :func:`.gemm.lay_out`, of
     the step's 16 bytes ``4 n + i`` holds value ``n`` of its byte ``i``. Step ``s``
-    goes to byte ``aoff + s * stride`` of ``a``.
+    goes to byte ``aoff + L * lane_stride + h * stride`` of ``a``.
     """
     if not all(isinstance(t, types.Array) and t.dtype == types.int8 for t in (q, a)):
         return None
-    sig = types.none(q, types.intp, a, types.intp, types.intp)
+    sig = types.none(q, types.intp, a, types.intp, types.intp, types.intp)
 
     def codegen(context, builder, sig, args):
         src = pointer(context, builder, sig.args[0], args[0], args[1], I8)
@@ -178,11 +198,16 @@ def lay_out_q8k(typingctx, q, qoff, a, aoff, stride):
         for s in range(STEPS):
             order = [4 * PANEL_ORDER[4 * s + i % 4] + i // 4 for i in range(16)]
             run = builder.shuffle_vector(block, block, ir.Constant(vector(I32, 16), order))
-            ptr = builder.gep(dst, [builder.mul(_const(s), args[4])])
+            ptr = _step_at(builder, dst, s, args[4], args[5])
             builder.store(run, builder.bitcast(ptr, vector(I8, 16).as_pointer()), align=1)
         return context.get_dummy_value()
 
     return sig, codegen
 
 
+# Float32 lane sums stay in registers beside the int32 ones: 12 + 12 of 32 zmm (the int8 GEMM's
+# 8 x 32 would need 32), 4 + 4 of 16 ymm
+TILES = {"avx2": Tile(8, 2, 16, "maddubs"), "avxvnni": Tile(8, 2, 16),
+         "avx512vnni": Tile(16, 6, 32)}
+TILE = TILES.get(ISA)
 q8k_tile = make_q8k_tile(TILE) if TILE is not None else None
