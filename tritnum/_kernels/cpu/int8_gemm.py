@@ -100,6 +100,17 @@ def _gemm_blocks(a, xsum, w, seg, scales, xscale, tile_blocks, y, t0, t1):
     return 0
 
 
+def column_tiles(v: np.ndarray, size: int) -> np.ndarray:
+    """``v`` ``(n, ...)`` zero-padded to whole tiles of ``size`` rows, ``(tiles, ..., size)``.
+
+    (A copy in one pass: gathering the padded rows first took 10x longer.)
+    """
+    tiles = -(-v.shape[0] // size)
+    padded = np.zeros((tiles * size, *v.shape[1:]), v.dtype)
+    padded[:v.shape[0]] = v
+    return np.ascontiguousarray(np.moveaxis(padded.reshape(tiles, size, *v.shape[1:]), 1, -1))
+
+
 def _padded_groups(a: np.ndarray, groups: int, size: int) -> np.ndarray:
     """Rows of ``a`` with each of its ``groups`` groups zero-padded to ``size`` elements."""
     out = np.zeros((a.shape[0], groups, size), a.dtype)
@@ -178,11 +189,9 @@ def gemm_int8(q: np.ndarray, xscale: np.ndarray, w: np.ndarray, fmt: Format, n: 
     words = -(-seg // 4)
     a, xsum = _activation_panel(q, seg, nseg, words)
     cols = TILE.cols
-    blocks = -(-out // cols)
-    per_segment = np.zeros((blocks * cols, nseg))
-    per_segment[:out] = scales[:, np.arange(nseg) * groups // nseg]
-    laid = np.ascontiguousarray(per_segment.reshape(blocks, cols, nseg).transpose(0, 2, 1))
+    per_segment = scales if nseg == groups else scales[:, np.arange(nseg) * groups // nseg]
+    laid = column_tiles(per_segment.astype(np.float64), cols)
     tile_blocks = max(1, PANEL_BYTES // (cols * nseg * words * 4))
     y = np.empty((q.shape[0], out), np.float32)
-    run(_gemm_blocks, blocks, w.nbytes, a, xsum, w, seg, laid, xscale, tile_blocks, y)
+    run(_gemm_blocks, laid.shape[0], w.nbytes, a, xsum, w, seg, laid, xscale, tile_blocks, y)
     return y

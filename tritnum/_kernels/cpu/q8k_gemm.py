@@ -18,7 +18,7 @@ from ..shared.q8k import QK_K
 from ._jit import jit
 from ._llvm.q8k_gemm import LANES, MAGIC, STEPS, TILE, lay_out_q8k, q8k_panel, q8k_tile
 from ._parallel import run
-from .int8_gemm import PANEL_BYTES
+from .int8_gemm import PANEL_BYTES, column_tiles
 
 WEIGHT_BYTES = QK_K // 4  # 2bit bytes of one block of a weight row
 
@@ -89,15 +89,6 @@ def _gemm_tiles(a, csum, dx, w, dw, tile_blocks, y, t0, t1):
     return 0
 
 
-def _tiles(v: np.ndarray, size: int) -> np.ndarray:
-    """``v`` ``(n, ...)`` zero-padded to whole tiles of ``size`` rows: ``(tiles, ..., size)``."""
-    tiles = -(-v.shape[0] // size)
-    padded = np.zeros((tiles * size, *v.shape[1:]), v.dtype)
-    padded[:v.shape[0]] = v
-    tiled = padded.reshape(tiles, size, *v.shape[1:])
-    return np.ascontiguousarray(np.moveaxis(tiled, 1, -1))
-
-
 def gemm_q8k(q: np.ndarray, d: np.ndarray, csum: np.ndarray, w: np.ndarray,
              scales: np.ndarray) -> np.ndarray:
     """float32 ``(m, out)``: ``linear_q8k`` without the bias, :func:`applies` levels only.
@@ -106,15 +97,14 @@ def gemm_q8k(q: np.ndarray, d: np.ndarray, csum: np.ndarray, w: np.ndarray,
     weights ``w`` with ``scales`` ``(out, groups)``.
     """
     m, k = q.shape
-    out = w.shape[0]
     blocks = k // QK_K
     rows, cols = TILE.rows, TILE.cols
     a = np.zeros((-(-m // rows), blocks * STEPS, rows, 16), np.int8)
     run(_activation_rows, m, q.nbytes, np.ascontiguousarray(q), a)
-    starts = _tiles(MAGIC - csum.reshape(m, blocks, LANES), rows)
-    dw = _tiles(np.repeat(scales, blocks // scales.shape[1], axis=1), cols)
+    starts = column_tiles(MAGIC - csum.reshape(m, blocks, LANES), rows)
+    dw = column_tiles(np.repeat(scales, blocks // scales.shape[1], axis=1), cols)
     tile_blocks = max(1, PANEL_BYTES // (cols * blocks * STEPS * 4))
-    y = np.empty((m, out), np.float32)
-    run(_gemm_tiles, -(-out // cols), w.nbytes, a, starts, _tiles(d, rows), w, dw,
+    y = np.empty((m, w.shape[0]), np.float32)
+    run(_gemm_tiles, dw.shape[0], w.nbytes, a, starts, column_tiles(d, rows), w, dw,
         tile_blocks, y)
     return y
