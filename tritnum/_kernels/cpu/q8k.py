@@ -4,11 +4,13 @@ The activations are quantized by the shared block quantizer, laid out once per
 call in the order of :data:`._llvm.gemv.Q8K_BYTE_ORDER`, and each output comes
 from :func:`._llvm.gemv.dot_q8k`: the int8 GEMV's ``vpmaddubsw`` integer sums,
 kept as ggml's eight lanes per 256-value block and accumulated in float32 in
-ggml's order. One row of ``x`` (the GEMV) and many (the GEMM) go through the
-same dot, ``Q8K_ROWS`` rows per decode of a weight row (:func:`dot_q8k_rows`),
-one tile of ``TILE_ROWS`` rows at a time so that the tile stays in the L1 cache
-while each weight row meets all its rows. Weights in other formats are
-converted to "2bit" first.
+ggml's order. Up to ``GEMV_MAX_ROWS`` rows of ``x`` (and any number on the
+portable level) go through that dot, ``Q8K_ROWS`` rows per decode of a weight
+row (:func:`dot_q8k_rows`), one tile of ``TILE_ROWS`` rows at a time so that
+the tile stays in the L1 cache while each weight row meets all its rows; more
+rows take the integer GEMM's register tile (:mod:`.q8k_gemm`), with the same
+lanes and float32 combine. Weights in other formats are converted to "2bit"
+first.
 """
 
 from __future__ import annotations
