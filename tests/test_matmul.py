@@ -135,6 +135,16 @@ def test_gemm_matches_gemv(device, activation):
     np.testing.assert_allclose(together, apart, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("group", [32, 320, 100])
+@pytest.mark.parametrize("fmt", ["2bit", "base3"])
+def test_float_gemm_with_scale_groups(group, fmt):
+    """Tiles scaled per group before one sgemm (2bit groups in the GEMV layout, others unpacked)."""
+    rng = np.random.default_rng(group)
+    w = tn.quantize(rng.standard_normal((37, 1600)), group_size=group, format=fmt)
+    x = rng.standard_normal((cpu_matmul.GEMV_MAX_ROWS + 4, 1600)).astype(np.float32)
+    assert_rel_close(tn.linear(x, w, device="cpu"), x.astype(np.float64) @ dense64(w).T, 1e-6)
+
+
 @pytest.mark.parametrize("activation", ["float", "int8"])
 def test_threaded_gemv(activation):
     """A weight matrix large enough for the thread pool (> 1 MiB packed)."""

@@ -4,11 +4,13 @@ The activations are quantized by the shared block quantizer, laid out once per
 call in the order of :data:`._llvm.gemv.Q8K_BYTE_ORDER`, and each output comes
 from :func:`._llvm.gemv.dot_q8k`: the int8 GEMV's ``vpmaddubsw`` integer sums,
 kept as ggml's eight lanes per 256-value block and accumulated in float32 in
-ggml's order. One row of ``x`` (the GEMV) and many (the GEMM) go through the
-same dot, ``Q8K_ROWS`` rows per decode of a weight row (:func:`dot_q8k_rows`),
-one tile of ``TILE_ROWS`` rows at a time so that the tile stays in the L1 cache
-while each weight row meets all its rows. Weights in other formats are
-converted to "2bit" first.
+ggml's order. Up to ``GEMV_MAX_ROWS`` rows of ``x`` (and any number on the
+portable level) go through that dot, ``Q8K_ROWS`` rows per decode of a weight
+row (:func:`dot_q8k_rows`), one tile of ``TILE_ROWS`` rows at a time so that
+the tile stays in the L1 cache while each weight row meets all its rows; more
+rows take the integer GEMM's register tile (:mod:`.q8k_gemm`), with the same
+lanes and float32 combine. Weights in other formats are converted to "2bit"
+first.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.gemv import Q8K_ROWS, dot_q8k, dot_q8k_rows
 from ._parallel import run
+from .matmul import GEMV_MAX_ROWS
 from .packing import convert
+from .q8k_gemm import applies as gemm_applies
+from .q8k_gemm import gemm_q8k
 
 # rows of laid-out x that each weight row meets in turn (32 KiB at K = 4096: they stay in the
 # L1 cache; 16 ran 20-30 % slower); a multiple of Q8K_ROWS
@@ -91,11 +96,16 @@ def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: np.ndarray, f
     m = q.shape[0]
     if fmt.name != "2bit":
         w = convert(w, fmt, FORMATS["2bit"], n)[0]
-    y = np.empty((m, w.shape[0]), np.float32)
-    if y.size:
-        csum = bsums.reshape(m, -1, 2).sum(axis=-1, dtype=np.int32)  # lane L: 32 L .. 32 L + 31
-        run(_q8k_rows, w.shape[0], w.nbytes * max(1, m // TILE_ROWS), laid_out(q), csum, d,
-            np.ascontiguousarray(w), scales, y)
+    w = np.ascontiguousarray(w)
+    # lane L's chunk sums: values 32 L .. 32 L + 31 (a strided add: 13x faster than .sum)
+    csum = bsums[:, 0::2].astype(np.int32) + bsums[:, 1::2]
+    if m > GEMV_MAX_ROWS and w.shape[0] and gemm_applies():
+        y = gemm_q8k(q, d, csum, w, scales)
+    else:
+        y = np.empty((m, w.shape[0]), np.float32)
+        if y.size:
+            run(_q8k_rows, w.shape[0], w.nbytes * max(1, m // TILE_ROWS), laid_out(q), csum, d,
+                w, scales, y)
     if bias is not None:
         y += bias
     return y

@@ -123,6 +123,26 @@ def _scale_into(builder, accs, tile, scales, c):
         builder.store(total, ptr, align=1)
 
 
+def _step(builder, tile, ap, bp, t, accs, multiply_add):
+    """Step ``t`` of the panels into the ``R * C / lanes`` int32 accumulators ``accs``."""
+    lanes, rows, per_row = tile.lanes, tile.rows, tile.cols // tile.lanes
+    vi = vector(I32, lanes)
+    bt = builder.mul(t, _const(4 * tile.cols))
+    at = builder.mul(t, _const(16 * rows))
+    packed = [load(builder, bp, builder.add(bt, _const(4 * lanes * j)), vi, 1)
+              for j in range(per_row)]
+    mask = splat(I32, lanes, 0x03030303)
+    for n in range(4):
+        codes = [builder.and_(builder.lshr(p, splat(I32, lanes, 2 * n)) if n else p, mask)
+                 for p in packed]
+        for r in range(rows):
+            q = broadcast(builder, load(builder, ap, builder.add(at, _const(16 * r + 4 * n)),
+                                        I32, 1), lanes)
+            for j in range(per_row):
+                acc = accs[r * per_row + j]
+                builder.store(multiply_add(builder.load(acc), codes[j], q), acc)
+
+
 def make_tile(tile: Tile):
     """The micro-kernel intrinsic for ``tile``."""
     lanes, rows, cols = tile.lanes, tile.rows, tile.cols
@@ -150,7 +170,6 @@ def make_tile(tile: Tile):
             for i in range(2 * rows * per_row):
                 builder.store(ir.Constant(vd, None), _doubles(builder, cp, _const(lanes * i),
                                                               lanes), align=1)
-            mask = splat(I32, lanes, 0x03030303)
             with cgutils.for_range(builder, args[5]) as seg:
                 s = seg.index
                 sums = builder.gep(xp, [builder.mul(s, _const(rows))])
@@ -161,21 +180,8 @@ def make_tile(tile: Tile):
                         builder.store(start, accs[r * per_row + j])
                 first = builder.mul(s, words)
                 with cgutils.for_range(builder, words) as step:
-                    t = builder.add(first, step.index)
-                    bt = builder.mul(t, _const(4 * cols))
-                    at = builder.mul(t, _const(16 * rows))
-                    packed = [load(builder, bp, builder.add(bt, _const(4 * lanes * j)), vi, 1)
-                              for j in range(per_row)]
-                    for n in range(4):
-                        codes = [builder.and_(builder.lshr(p, splat(I32, lanes, 2 * n))
-                                              if n else p, mask) for p in packed]
-                        for r in range(rows):
-                            q = broadcast(builder, load(
-                                builder, ap, builder.add(at, _const(16 * r + 4 * n)), I32, 1),
-                                lanes)
-                            for j in range(per_row):
-                                acc = accs[r * per_row + j]
-                                builder.store(multiply_add(builder.load(acc), codes[j], q), acc)
+                    _step(builder, tile, ap, bp, builder.add(first, step.index), accs,
+                          multiply_add)
                 half = builder.mul(builder.and_(s, _const(1)), _const(rows * cols))
                 _scale_into(builder, accs, tile, builder.gep(sp, [builder.mul(s, _const(cols))]),
                             builder.gep(cp, [half]))
