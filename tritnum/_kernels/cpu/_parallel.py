@@ -1,23 +1,41 @@
 """Split a kernel's tasks across threads.
 
 The CPU kernels are serial ``nogil`` loops over a range of tasks, cached on
-disk, and run here on a small thread pool. They do not use ``prange``: numba's
-parallel kernels loaded from its disk cache run about 1.7x slower than freshly
-compiled ones (numba issue #8085; measured on these machines: 2bit unpack of
-65 M trits 4.7 ms fresh, 8-10 ms from the cache, 5.3-6.5 ms on this pool), and
+disk, and run here on a small pool of helper threads. They do not use ``prange``:
+numba's parallel kernels loaded from its disk cache run about 1.7x slower than
+freshly compiled ones (numba issue #8085; measured on these machines: 2bit unpack
+of 65 M trits 4.7 ms fresh, 8-10 ms from the cache, 5.3-6.5 ms on this pool), and
 a cache that makes every later process slower defeats its purpose.
+
+The hand-off. A call cuts its tasks into chunks that the calling thread and the
+helpers take in turn (under the GIL, between two ``nogil`` kernel calls), so the
+calling thread never waits for a helper to start: a helper that comes late finds
+fewer chunks, or none, and the call is never much slower than on one thread. The
+caller waits only for the chunks a helper has taken. Both waits spin first: a
+helper spins for :data:`SPIN_SECONDS` after its last chunk (a ``nogil`` loop
+reading an atomic generation counter, ``pause`` between reads) before it sleeps
+on a condition variable, and the caller spins the same bound on the chunks still
+running before it sleeps. Why: on these 2-core KVM guests a sleeping thread takes
+17-26 µs to wake (a ``concurrent.futures`` pool's worker), against a 0.12 ms int8
+GEMV at 4096x4096: that pool made 2 threads slower than 1 (0.82x, load 2).
+Measured in one process, int8 GEMV 4096x4096, medians of 300 (MEASURED below).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numba
+import numpy as np
+
+from ._jit import jit
+from ._llvm.spin import cycles, load_acquire, spin_pause, yield_cpu
 
 # Below this many bytes of input per call, handing work to a thread costs more than it saves.
 MIN_PARALLEL_BYTES = 1 << 20
@@ -25,9 +43,149 @@ MIN_PARALLEL_BYTES = 1 << 20
 # 2.5 MB of bind output takes 0.15-0.2 ms on one thread and 0.2-0.5 ms on two.
 MIN_PARALLEL_BYTES_LIGHT = 1 << 24
 CHUNKS_PER_THREAD = 4
+# How long an idle helper, and a caller waiting for a helper's chunk, spin before they sleep.
+SPIN_SECONDS = 200e-6
+YIELD = True
+YIELD_EVERY = 16  # rounds of pause between two sched_yield
 
-_pool: ThreadPoolExecutor | None = None
+
+@jit()
+def _spin_while_any(flags, value, ticks, rounds):
+    """Spin while some of ``flags`` equals ``value``, for ``ticks`` of :func:`cycles`
+    (where it counts) and at most ``rounds`` rounds.
+
+    True when none does any more, False when time ran out. A flag, once it
+    differs, is not read again: the callers' flags never change back.
+    """
+    i = 0
+    start = cycles()
+    for r in range(rounds):
+        while i < flags.shape[0] and load_acquire(flags, i) != value:
+            i += 1
+        if i == flags.shape[0]:
+            return True
+        if cycles() - start > ticks:
+            return False
+        if YIELD and r % YIELD_EVERY == YIELD_EVERY - 1:
+            yield_cpu()
+        else:
+            spin_pause()
+    return False
+
+
+_BOUND: tuple[int, int] | None = None  # (ticks, rounds) in SPIN_SECONDS, measured once
+
+
+def _bound() -> tuple[int, int]:
+    """:func:`_spin_while_any`'s bound for ``SPIN_SECONDS``.
+
+    Where the cycle counter runs (x86), its rate against ``perf_counter``: right
+    even when the thread is descheduled while it measures, unlike a count of rounds,
+    which is the bound elsewhere.
+    """
+    global _BOUND
+    if _BOUND is None:
+        flag = np.zeros(1, np.int64)
+        _spin_while_any(flag, 0, 1 << 62, 1)  # compiled or loaded from the cache
+        n = 20000
+        c, t = _cycles(), time.perf_counter()
+        _spin_while_any(flag, 0, 1 << 62, n)
+        c, t = _cycles() - c, max(time.perf_counter() - t, 1e-9)
+        if c > 0:
+            _BOUND = int(c / t * SPIN_SECONDS), 1 << 62
+        else:
+            _BOUND = 1 << 62, max(1, int(n * SPIN_SECONDS / t))
+    return _BOUND
+
+
+@jit()
+def _cycles():
+    return cycles()
+
+
+class _Job:
+    """One call's chunks; ``done[i]`` turns 1 when chunk ``i`` has run, its sum in ``results[i]``."""
+
+    def __init__(self, kernel: Callable[..., int], args: tuple, bounds: list[int],
+                 helpers: int) -> None:
+        self.kernel, self.args, self.bounds, self.helpers = kernel, args, bounds, helpers
+        self.chunks = len(bounds) - 1
+        self.order = itertools.count()  # next() on it is atomic under the GIL
+        self.done = np.zeros(self.chunks, np.int64)
+        self.results = [0] * self.chunks  # chunk i's sum, written before done[i]
+        self.error: BaseException | None = None
+        self.waiting = False  # the caller sleeps on the pool's condition
+        self.generation = 0
+
+    def work(self, cond: threading.Condition | None) -> None:
+        """Take chunks until none are left; ``cond`` is the pool's, None for the caller."""
+        for i in iter(self.order.__next__, None):
+            if i >= self.chunks:
+                return
+            if self.error is None:
+                try:
+                    self.results[i] = self.kernel(*self.args, self.bounds[i], self.bounds[i + 1])
+                except BaseException as e:  # the caller raises it
+                    self.error = e
+            self.done[i] = 1
+            if cond is not None and self.waiting:
+                with cond:
+                    cond.notify_all()
+
+    def wait(self, cond: threading.Condition) -> None:
+        """Until every chunk has run: spin a while, then sleep."""
+        if _spin_while_any(self.done, 0, *_bound()):
+            return
+        with cond:
+            self.waiting = True
+            while not (self.done == 1).all():
+                cond.wait()
+
+
+class _Pool:
+    """Helper threads that spin on ``generation[0]`` between calls, then sleep on ``cond``."""
+
+    def __init__(self, helpers: int) -> None:
+        self.generation = np.zeros(1, np.int64)
+        self.cond = threading.Condition()
+        self.sleepers = 0
+        self.job: _Job | None = None
+        self.busy = threading.Lock()  # one call at a time; others run on their own thread
+        for slot in range(helpers):
+            threading.Thread(target=self._serve, args=(slot,), daemon=True,
+                             name=f"tritnum-{slot}").start()
+
+    def _serve(self, slot: int) -> None:
+        seen = 0
+        while True:
+            if not _spin_while_any(self.generation, seen, *_bound()):
+                with self.cond:
+                    self.sleepers += 1
+                    while self.generation[0] == seen:
+                        self.cond.wait()
+                    self.sleepers -= 1
+            seen = int(self.generation[0])
+            job = self.job
+            if job is not None and job.generation == seen and slot < job.helpers:
+                job.work(self.cond)
+
+    def call(self, job: _Job) -> None:
+        job.generation = int(self.generation[0]) + 1
+        self.job = job
+        self.generation[0] = job.generation
+        if self.sleepers:
+            with self.cond:
+                self.cond.notify_all()
+        try:
+            job.work(None)
+        finally:
+            job.wait(self.cond)
+            self.job = None
+
+
+_pool: _Pool | None = None
 _pool_lock = threading.Lock()
+_local = threading.local()
 
 
 def _forget_pool() -> None:
@@ -40,14 +198,11 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _get_pool() -> ThreadPoolExecutor:
+def _get_pool() -> _Pool:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max_workers=max(1, numba.config.NUMBA_NUM_THREADS - 1),
-                thread_name_prefix="tritnum",
-            )
+            _pool = _Pool(max(1, numba.config.NUMBA_NUM_THREADS - 1))
         return _pool
 
 
@@ -60,13 +215,30 @@ def threads() -> int:
     threads, the forward and backward of a 32-row batch of a small MLP 200x slower on
     these busy 2 cores (0.2 ms before, 40-70 ms after). Until numba's layer runs (numba
     ``prange`` code, or a user calling ``numba.set_num_threads``), the count is
-    ``NUMBA_NUM_THREADS``.
+    ``NUMBA_NUM_THREADS``. Within :func:`limit`, at most its count.
     """
     from numba.np.ufunc import parallel
 
-    if getattr(parallel, "_is_initialized", True):
-        return numba.get_num_threads()
-    return numba.config.NUMBA_NUM_THREADS
+    n = (numba.get_num_threads() if getattr(parallel, "_is_initialized", True)
+         else numba.config.NUMBA_NUM_THREADS)
+    return min(n, getattr(_local, "limit", n))
+
+
+@contextlib.contextmanager
+def limit(n: int) -> Iterator[None]:
+    """At most ``n`` threads for the calls this thread makes inside the block.
+
+    Unlike ``numba.set_num_threads`` it leaves numba's (and torch's) OpenMP pool alone.
+    """
+    before = getattr(_local, "limit", None)
+    _local.limit = max(1, n)
+    try:
+        yield
+    finally:
+        if before is None:
+            del _local.limit
+        else:
+            _local.limit = before
 
 
 def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
@@ -78,26 +250,23 @@ def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
     ``light`` kernel). The tasks are cut into ``CHUNKS_PER_THREAD`` chunks per
     thread that the threads (the calling one too) take in turn: when a core is
     busy elsewhere, or a virtual machine's core is stolen by its host, the other
-    threads take over its share instead of waiting for it.
+    threads take over its share instead of waiting for it. While another thread's
+    call holds the helpers, the call runs on the calling thread alone.
     """
     if nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
         return kernel(*args, 0, tasks)
     parts = min(threads(), tasks)
     if parts <= 1:
         return kernel(*args, 0, tasks)
-    chunks = min(tasks, parts * CHUNKS_PER_THREAD)
-    bounds = [tasks * i // chunks for i in range(chunks + 1)]
-    order = itertools.count()  # next() on it is atomic under the GIL
-
-    def work() -> int:
-        total = 0
-        for i in iter(order.__next__, None):
-            if i >= chunks:
-                return total
-            total += kernel(*args, bounds[i], bounds[i + 1])
-        return total
-
     pool = _get_pool()
-    futures = [pool.submit(work) for _ in range(parts - 1)]
-    total = work()
-    return total + sum(f.result() for f in futures)
+    if not pool.busy.acquire(blocking=False):
+        return kernel(*args, 0, tasks)
+    try:
+        chunks = min(tasks, parts * CHUNKS_PER_THREAD)
+        job = _Job(kernel, args, [tasks * i // chunks for i in range(chunks + 1)], parts - 1)
+        pool.call(job)
+    finally:
+        pool.busy.release()
+    if job.error is not None:
+        raise job.error
+    return sum(job.results)
