@@ -207,21 +207,27 @@ def _get_pool() -> _Pool:
 
 
 def threads() -> int:
-    """Threads the kernels share their work among (``numba.get_num_threads()``).
+    """Threads the kernels share their work among: :func:`available`, at most :func:`limit`'s."""
+    n = available()
+    return min(n, getattr(_local, "limit", n))
 
-    Read without starting numba's own thread pool, which ``numba.get_num_threads()`` does
-    on its first call. That pool's OpenMP layer sets the OpenMP thread count of the
-    process, which PyTorch shares (the same libgomp): afterwards torch ran small ops on 2
-    threads, the forward and backward of a 32-row batch of a small MLP 200x slower on
-    these busy 2 cores (0.2 ms before, 40-70 ms after). Until numba's layer runs (numba
-    ``prange`` code, or a user calling ``numba.set_num_threads``), the count is
-    ``NUMBA_NUM_THREADS``. Within :func:`limit`, at most its count.
+
+def available() -> int:
+    """``numba.get_num_threads()``, read without starting numba's own thread pool.
+
+    ``numba.get_num_threads()`` starts that pool on its first call. Its OpenMP
+    layer sets the OpenMP thread count of the process, which PyTorch shares (the
+    same libgomp): afterwards torch ran small ops on 2 threads, the forward and
+    backward of a 32-row batch of a small MLP 200x slower on these busy 2 cores
+    (0.2 ms before, 40-70 ms after). Until numba's layer runs (numba ``prange``
+    code, or a user calling ``numba.set_num_threads``), the count is
+    ``NUMBA_NUM_THREADS``.
     """
     from numba.np.ufunc import parallel
 
-    n = (numba.get_num_threads() if getattr(parallel, "_is_initialized", True)
-         else numba.config.NUMBA_NUM_THREADS)
-    return min(n, getattr(_local, "limit", n))
+    if getattr(parallel, "_is_initialized", True):
+        return numba.get_num_threads()
+    return numba.config.NUMBA_NUM_THREADS
 
 
 @contextlib.contextmanager
