@@ -9,6 +9,7 @@ busy, and while a Python thread keeps the GIL busy. No timing is asserted (speed
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import threading
 from collections.abc import Iterator
@@ -45,7 +46,7 @@ def test_every_task_once(two_threads, tasks):
     assert _parallel.run(_recorder(calls), tasks, 1 << 30, "x") == tasks
     covered = sorted((t0, t1) for t0, t1, _, _ in calls)
     assert covered[0][0] == 0 and covered[-1][1] == tasks
-    assert all(a[1] == b[0] for a, b in zip(covered, covered[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(covered))
     assert len(calls) == min(tasks, 2 * _parallel.CHUNKS_PER_THREAD)
 
 

@@ -51,9 +51,9 @@ YIELD_EVERY = 16  # rounds of pause between two sched_yield
 
 @jit()
 def _spin_while_any(flags, value, ticks, rounds):
-    """Spin while some of ``flags`` equals ``value``, for ``ticks`` of :func:`cycles`
-    (where it counts) and at most ``rounds`` rounds.
+    """Spin while some of ``flags`` equals ``value``, for a while.
 
+    For ``ticks`` of :func:`cycles` (where it counts) and at most ``rounds`` rounds.
     True when none does any more, False when time ran out. A flag, once it
     differs, is not read again: the callers' flags never change back.
     """
@@ -104,7 +104,7 @@ def _cycles():
 
 
 class _Job:
-    """One call's chunks; ``done[i]`` turns 1 when chunk ``i`` has run, its sum in ``results[i]``."""
+    """One call's chunks: ``done[i]`` turns 1 when chunk ``i`` has run, its sum in ``results``."""
 
     def __init__(self, kernel: Callable[..., int], args: tuple, bounds: list[int],
                  helpers: int) -> None:
