@@ -163,6 +163,10 @@ def thread_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
 
     cases = []
     for act in ("int8", "float"):
+        if available() >= 2:  # the hand-off alone, without the call's serial Python work
+            kernel = _kernel_call(on(1, act))
+            cases.append(Case("matmul", f"GEMV kernel alone {n}x{n} {act}, 2 threads",
+                              lambda k=kernel: k(2), "same, 1 thread", lambda k=kernel: k(1)))
         rate = PER_CORE_BARS.get(ISA) if act == "int8" else None
         base_name, base = "x @ W.T (BLAS, its threads)", lambda: x @ dense.T
         if rate is not None:
@@ -174,6 +178,26 @@ def thread_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
                               "same, 1 thread", on(1, act), SCALING_BAR, None,
                               lambda s: f"{n * n / s / 2e9:.1f} GMAC/s per core"))
     return cases
+
+
+def _kernel_call(call: Callable[[], Any]) -> Callable[[int], Any]:
+    """The ``_parallel.run`` that ``call`` makes (its last), as a function of the thread count."""
+    from .._kernels.cpu import _parallel
+    from .._kernels.cpu import matmul as cpu_matmul
+
+    seen = []
+    real = cpu_matmul.run
+    cpu_matmul.run = lambda *args, **kw: seen.append((args, kw)) or real(*args, **kw)
+    try:
+        call()
+    finally:
+        cpu_matmul.run = real
+    args, kw = seen[-1]
+
+    def on(threads: int) -> Any:
+        with _parallel.limit(threads):
+            return _parallel.run(*args, **kw)
+    return on
 
 
 def group_cases(quick: bool, device: str, rng: np.random.Generator) -> list[Case]:

@@ -23,6 +23,7 @@ Measured in one process, int8 GEMV 4096x4096, medians of 300 (MEASURED below).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
@@ -151,13 +152,27 @@ class _Pool:
         self.sleepers = 0
         self.job: _Job | None = None
         self.busy = threading.Lock()  # one call at a time; others run on their own thread
-        for slot in range(helpers):
-            threading.Thread(target=self._serve, args=(slot,), daemon=True,
-                             name=f"tritnum-{slot}").start()
+        self.closed = False
+        self.helpers = [threading.Thread(target=self._serve, args=(slot,), daemon=True,
+                                         name=f"tritnum-{slot}") for slot in range(helpers)]
+        for t in self.helpers:
+            t.start()
+
+    def close(self) -> None:
+        """Stop the helpers (at exit: none may be spinning in compiled code that is freed)."""
+        held = self.busy.acquire(timeout=1)  # a call still running on another thread
+        with self.cond:
+            self.closed = True
+            self.generation[0] += 1
+            self.cond.notify_all()
+        if held:
+            self.busy.release()
+        for t in self.helpers:
+            t.join(1)
 
     def _serve(self, slot: int) -> None:
         seen = 0
-        while True:
+        while not self.closed:
             if not _spin_while_any(self.generation, seen, *_bound()):
                 with self.cond:
                     self.sleepers += 1
@@ -204,6 +219,13 @@ def _get_pool() -> _Pool:
         if _pool is None:
             _pool = _Pool(max(1, numba.config.NUMBA_NUM_THREADS - 1))
         return _pool
+
+
+@atexit.register
+def _close_pool() -> None:
+    """This process's pool (a forked child's own, not its parent's), if it has one."""
+    if _pool is not None:
+        _pool.close()
 
 
 def threads() -> int:
