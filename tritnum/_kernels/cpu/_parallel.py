@@ -223,7 +223,7 @@ def _get_pool() -> _Pool:
 
 @atexit.register
 def _close_pool() -> None:
-    """This process's pool (a forked child's own, not its parent's), if it has one."""
+    """Close the pool of this process (a forked child's own, not its parent's), if any."""
     if _pool is not None:
         _pool.close()
 
