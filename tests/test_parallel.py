@@ -61,8 +61,8 @@ def test_small_inputs_and_one_thread_stay_on_the_caller(two_threads):
 
 
 def test_a_sleeping_helper_wakes_and_takes_chunks(two_threads, monkeypatch):
-    """Helpers that do not spin (a zero bound) sleep at once; each call must wake one."""
-    monkeypatch.setattr(_parallel, "_BOUND", (0, 1))
+    """Helpers that do not spin sleep at once; each call must wake one."""
+    monkeypatch.setattr(_parallel, "SPIN_SECONDS", 0.0)
     for _ in range(3):
         calls: list = []
         hold = threading.Event()

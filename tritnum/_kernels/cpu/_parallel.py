@@ -44,8 +44,9 @@ MIN_PARALLEL_BYTES = 1 << 20
 # 2.5 MB of bind output takes 0.15-0.2 ms on one thread and 0.2-0.5 ms on two.
 MIN_PARALLEL_BYTES_LIGHT = 1 << 24
 CHUNKS_PER_THREAD = 4
-# How long an idle helper, and a caller waiting for a helper's chunk, spin before they sleep.
+# How long an idle helper spins before it sleeps, and a caller waiting for a helper's chunk.
 SPIN_SECONDS = 200e-6
+WAIT_SECONDS = 50e-6
 YIELD = True
 YIELD_EVERY = 16  # rounds of pause between two sched_yield
 
@@ -74,29 +75,29 @@ def _spin_while_any(flags, value, ticks, rounds):
     return False
 
 
-_BOUND: tuple[int, int] | None = None  # (ticks, rounds) in SPIN_SECONDS, measured once
+_RATES: tuple[float, float] | None = None  # cycles and spin rounds per second, measured once
 
 
-def _bound() -> tuple[int, int]:
-    """:func:`_spin_while_any`'s bound for ``SPIN_SECONDS``.
+def _bound(seconds: float) -> tuple[int, int]:
+    """:func:`_spin_while_any`'s bound (ticks, rounds) for ``seconds``.
 
     Where the cycle counter runs (x86), its rate against ``perf_counter``: right
     even when the thread is descheduled while it measures, unlike a count of rounds,
     which is the bound elsewhere.
     """
-    global _BOUND
-    if _BOUND is None:
+    global _RATES
+    if _RATES is None:
         flag = np.zeros(1, np.int64)
         _spin_while_any(flag, 0, 1 << 62, 1)  # compiled or loaded from the cache
         n = 20000
         c, t = _cycles(), time.perf_counter()
         _spin_while_any(flag, 0, 1 << 62, n)
         c, t = _cycles() - c, max(time.perf_counter() - t, 1e-9)
-        if c > 0:
-            _BOUND = int(c / t * SPIN_SECONDS), 1 << 62
-        else:
-            _BOUND = 1 << 62, max(1, int(n * SPIN_SECONDS / t))
-    return _BOUND
+        _RATES = c / t, n / t
+    cycles_per_second, rounds_per_second = _RATES
+    if cycles_per_second > 0:
+        return int(cycles_per_second * seconds), 1 << 62
+    return 1 << 62, max(1, int(rounds_per_second * seconds))
 
 
 @jit()
@@ -135,7 +136,7 @@ class _Job:
 
     def wait(self, cond: threading.Condition) -> None:
         """Until every chunk has run: spin a while, then sleep."""
-        if _spin_while_any(self.done, 0, *_bound()):
+        if _spin_while_any(self.done, 0, *_bound(WAIT_SECONDS)):
             return
         with cond:
             self.waiting = True
@@ -173,7 +174,7 @@ class _Pool:
     def _serve(self, slot: int) -> None:
         seen = 0
         while not self.closed:
-            if not _spin_while_any(self.generation, seen, *_bound()):
+            if not _spin_while_any(self.generation, seen, *_bound(SPIN_SECONDS)):
                 with self.cond:
                     self.sleepers += 1
                     while self.generation[0] == seen:
