@@ -36,7 +36,7 @@ import numba
 import numpy as np
 
 from ._jit import jit
-from ._llvm.spin import cycles, load_acquire, spin_pause, yield_cpu
+from ._llvm.spin import cycles, load_acquire, spin_pause, store_release, yield_cpu
 
 # Below this many bytes of input per call, handing work to a thread costs more than it saves.
 MIN_PARALLEL_BYTES = 1 << 20
@@ -47,17 +47,21 @@ CHUNKS_PER_THREAD = 4
 # How long an idle helper spins before it sleeps, and a caller waiting for a helper's chunk.
 SPIN_SECONDS = 200e-6
 WAIT_SECONDS = 50e-6
-YIELD = True
-YIELD_EVERY = 16  # rounds of pause between two sched_yield
+YIELD_EVERY = 64  # rounds of pause between two sched_yield (0: never)
+# How long a helper that sees a call waits before it takes the GIL: long enough for the
+# caller to be in its first chunk (see the module docstring).
+SETTLE_SECONDS = 4e-6
 
 
 @jit()
-def _spin_while_any(flags, value, ticks, rounds):
+def _spin_while_any(flags, value, ticks, rounds, settle=0, yield_every=0):
     """Spin while some of ``flags`` equals ``value``, for a while.
 
-    For ``ticks`` of :func:`cycles` (where it counts) and at most ``rounds`` rounds.
-    True when none does any more, False when time ran out. A flag, once it
-    differs, is not read again: the callers' flags never change back.
+    For ``ticks`` of :func:`cycles` (where it counts) and at most ``rounds`` rounds;
+    then ``settle`` ticks more once none does; ``sched_yield`` every ``yield_every``
+    rounds (0: never). True when none does any more, False
+    when time ran out. A flag, once it differs, is not read again: the callers'
+    flags never change back.
     """
     i = 0
     start = cycles()
@@ -65,10 +69,13 @@ def _spin_while_any(flags, value, ticks, rounds):
         while i < flags.shape[0] and load_acquire(flags, i) != value:
             i += 1
         if i == flags.shape[0]:
+            seen = cycles()
+            while cycles() - seen < settle:
+                spin_pause()
             return True
         if cycles() - start > ticks:
             return False
-        if YIELD and r % YIELD_EVERY == YIELD_EVERY - 1:
+        if yield_every and r % yield_every == yield_every - 1:
             yield_cpu()
         else:
             spin_pause()
@@ -105,22 +112,31 @@ def _cycles():
     return cycles()
 
 
+@jit()
+def _idle(generation, seen, ticks, rounds, settle, yield_every, inside, slot):
+    """A helper between calls: ``inside[slot] = 0`` once the GIL is released, then wait for a call.
+
+    :func:`_spin_while_any` on ``generation``.
+    """
+    store_release(inside, slot, 0)
+    return _spin_while_any(generation, seen, ticks, rounds, settle, yield_every)
+
+
 class _Job:
-    """One call's chunks: ``done[i]`` turns 1 when chunk ``i`` has run, its sum in ``results``."""
+    """One call's chunks, and their sums in ``results``."""
 
     def __init__(self, kernel: Callable[..., int], args: tuple, bounds: list[int],
                  helpers: int) -> None:
         self.kernel, self.args, self.bounds, self.helpers = kernel, args, bounds, helpers
         self.chunks = len(bounds) - 1
         self.order = itertools.count()  # next() on it is atomic under the GIL
-        self.done = np.zeros(self.chunks, np.int64)
-        self.results = [0] * self.chunks  # chunk i's sum, written before done[i]
+        self.results = [0] * self.chunks
         self.error: BaseException | None = None
         self.waiting = False  # the caller sleeps on the pool's condition
         self.generation = 0
 
-    def work(self, cond: threading.Condition | None) -> None:
-        """Take chunks until none are left; ``cond`` is the pool's, None for the caller."""
+    def work(self) -> None:
+        """Take chunks until none are left."""
         for i in iter(self.order.__next__, None):
             if i >= self.chunks:
                 return
@@ -129,26 +145,18 @@ class _Job:
                     self.results[i] = self.kernel(*self.args, self.bounds[i], self.bounds[i + 1])
                 except BaseException as e:  # the caller raises it
                     self.error = e
-            self.done[i] = 1
-            if cond is not None and self.waiting:
-                with cond:
-                    cond.notify_all()
-
-    def wait(self, cond: threading.Condition) -> None:
-        """Until every chunk has run: spin a while, then sleep."""
-        if _spin_while_any(self.done, 0, *_bound(WAIT_SECONDS)):
-            return
-        with cond:
-            self.waiting = True
-            while not (self.done == 1).all():
-                cond.wait()
 
 
 class _Pool:
-    """Helper threads that spin on ``generation[0]`` between calls, then sleep on ``cond``."""
+    """Helper threads that spin on ``generation[0]`` between calls, then sleep on ``cond``.
+
+    ``inside[slot]`` is the generation of the call whose chunks helper ``slot`` is
+    taking, 0 when it takes none.
+    """
 
     def __init__(self, helpers: int) -> None:
         self.generation = np.zeros(1, np.int64)
+        self.inside = np.zeros(helpers, np.int64)
         self.cond = threading.Condition()
         self.sleepers = 0
         self.job: _Job | None = None
@@ -174,7 +182,8 @@ class _Pool:
     def _serve(self, slot: int) -> None:
         seen = 0
         while not self.closed:
-            if not _spin_while_any(self.generation, seen, *_bound(SPIN_SECONDS)):
+            if not _idle(self.generation, seen, *_bound(SPIN_SECONDS), _bound(SETTLE_SECONDS)[0],
+                         YIELD_EVERY, self.inside, slot):
                 with self.cond:
                     self.sleepers += 1
                     while self.generation[0] == seen:
@@ -183,7 +192,13 @@ class _Pool:
             seen = int(self.generation[0])
             job = self.job
             if job is not None and job.generation == seen and slot < job.helpers:
-                job.work(self.cond)
+                self.inside[slot] = seen  # before it takes a chunk
+                job.work()
+                if job.waiting:  # the caller sleeps: wake it now
+                    with self.cond:
+                        self.inside[slot] = 0
+                        self.cond.notify_all()
+                # else _idle says so, with the GIL released: the caller does not wait for it
 
     def call(self, job: _Job) -> None:
         job.generation = int(self.generation[0]) + 1
@@ -193,10 +208,19 @@ class _Pool:
             with self.cond:
                 self.cond.notify_all()
         try:
-            job.work(None)
+            job.work()
         finally:
-            job.wait(self.cond)
+            self._wait(job)
             self.job = None
+
+    def _wait(self, job: _Job) -> None:
+        """Until no helper takes chunks of ``job`` (the caller took the last): spin, then sleep."""
+        if _spin_while_any(self.inside, job.generation, *_bound(WAIT_SECONDS)):
+            return
+        with self.cond:
+            job.waiting = True
+            while (self.inside == job.generation).any():
+                self.cond.wait(WAIT_SECONDS * 20)  # or a helper that missed ``waiting`` is done
 
 
 _pool: _Pool | None = None
@@ -270,6 +294,21 @@ def limit(n: int) -> Iterator[None]:
             _local.limit = before
 
 
+def _guided(tasks: int, parts: int) -> list[int]:
+    """Chunk bounds: each chunk ``1 / parts`` of the tasks left, down to a smallest size.
+
+    The caller takes the first, largest chunk: a helper that comes a few µs late
+    still ends with it, taking the smaller chunks meanwhile, and a helper that
+    does not come costs the caller a few more calls (about 1 µs each).
+    """
+    smallest = max(1, tasks // (2 * parts * CHUNKS_PER_THREAD))
+    bounds = [0]
+    while bounds[-1] < tasks:
+        rest = tasks - bounds[-1]
+        bounds.append(bounds[-1] + min(rest, max(smallest, -(-rest // parts))))
+    return bounds
+
+
 def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
         light: bool = False) -> int:
     """Call ``kernel(*args, t0, t1)`` over tasks ``[0, tasks)`` and add up what it returns.
@@ -291,8 +330,7 @@ def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
     if not pool.busy.acquire(blocking=False):
         return kernel(*args, 0, tasks)
     try:
-        chunks = min(tasks, parts * CHUNKS_PER_THREAD)
-        job = _Job(kernel, args, [tasks * i // chunks for i in range(chunks + 1)], parts - 1)
+        job = _Job(kernel, args, _guided(tasks, parts), parts - 1)
         pool.call(job)
     finally:
         pool.busy.release()

@@ -2,7 +2,8 @@
 
 numba has no atomics of its own. :func:`load_acquire` reads an int64 element that
 another thread writes (the compiler may neither cache it in a register nor move
-later loads before it); :func:`spin_pause` is ``pause`` on x86 (the spinning core
+later loads before it), :func:`store_release` writes one (after every earlier
+write); :func:`spin_pause` is ``pause`` on x86 (the spinning core
 yields its pipeline to a sibling hyperthread and saves power), nothing elsewhere;
 :func:`cycles` reads the time-stamp counter on x86 (``rdtsc``: constant rate, cheap,
 readable in user mode), 0 elsewhere (the other targets' cycle counters may trap);
@@ -43,6 +44,21 @@ def _pause(builder) -> None:
     if X86:
         builder.call(cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"), [])
+
+
+@intrinsic
+def store_release(typingctx, a, i, v):
+    """Element ``i`` of the int64 array ``a`` set to ``v``: an atomic store, release order."""
+    if not (isinstance(a, types.Array) and a.dtype == types.int64):
+        return None
+    sig = types.void(a, types.intp, types.int64)
+
+    def codegen(context, builder, sig, args):
+        at = pointer(context, builder, sig.args[0], args[0], args[1], I64)
+        builder.store_atomic(args[2], at, "release", 8)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @intrinsic
