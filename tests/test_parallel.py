@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing as mp
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -68,6 +69,26 @@ def test_a_sleeping_helper_wakes_and_takes_chunks(two_threads, monkeypatch):
         hold = threading.Event()
         assert _parallel.run(_recorder(calls, hold), 64, 1 << 30, "x") == 64
         assert len({ident for _, _, ident, _ in calls}) == 2
+
+
+def test_the_caller_waits_for_a_helper_s_chunk(two_threads):
+    """A helper's chunk that ends long after the caller's: the call returns after it."""
+    calls: list = []
+    hold = threading.Event()
+    record = _recorder(calls, hold)
+
+    def kernel(tag, t0, t1):
+        n = record(tag, t0, t1)
+        if threading.get_ident() != threading.main_thread().ident:
+            time.sleep(0.05)
+            calls.append("late")
+        return n
+
+    for _ in range(3):
+        calls.clear()
+        hold.clear()
+        assert _parallel.run(kernel, 64, 1 << 30, "x") == 64
+        assert "late" in calls
 
 
 def test_a_kernel_error_reaches_the_caller(two_threads):
