@@ -26,7 +26,10 @@ TIMEOUT = 60  # seconds a test waits for a helper before it fails instead of han
 
 @pytest.fixture
 def two_threads(monkeypatch):
+    """Two threads, and every call offered to the helper (none run alone after misses)."""
     monkeypatch.setattr(_parallel, "available", lambda: 2)
+    monkeypatch.setattr(_parallel, "MISSES", 1 << 30)
+    _parallel._get_pool().alone = 0
 
 
 def _recorder(calls: list, hold: threading.Event | None = None):

@@ -51,6 +51,10 @@ YIELD_EVERY = 64  # rounds of pause between two sched_yield (0: never)
 # How long a helper that sees a call waits before it takes the GIL: long enough for the
 # caller to be in its first chunk (see the module docstring).
 SETTLE_SECONDS = 4e-6
+# After MISSES calls in a row that no helper joined in time (a loaded machine), the next
+# ALONE_CALLS calls run on the calling thread alone, without the hand-off's cost.
+MISSES = 3
+ALONE_CALLS = 16
 
 
 @jit()
@@ -134,17 +138,21 @@ class _Job:
         self.error: BaseException | None = None
         self.waiting = False  # the caller sleeps on the pool's condition
         self.generation = 0
+        self.late = False  # the caller is past its first chunk: helpers coming now stay out
+        self.helped = False  # a helper took a chunk
 
-    def work(self) -> None:
+    def work(self, caller: bool) -> None:
         """Take chunks until none are left."""
         for i in iter(self.order.__next__, None):
             if i >= self.chunks:
                 return
+            self.helped |= not caller
             if self.error is None:
                 try:
                     self.results[i] = self.kernel(*self.args, self.bounds[i], self.bounds[i + 1])
                 except BaseException as e:  # the caller raises it
                     self.error = e
+            self.late |= caller
 
 
 class _Pool:
@@ -159,6 +167,8 @@ class _Pool:
         self.inside = np.zeros(helpers, np.int64)
         self.cond = threading.Condition()
         self.sleepers = 0
+        self.misses = 0  # calls in a row that no helper took a chunk of
+        self.alone = 0  # calls left to run on the calling thread alone
         self.job: _Job | None = None
         self.busy = threading.Lock()  # one call at a time; others run on their own thread
         self.closed = False
@@ -191,9 +201,10 @@ class _Pool:
                     self.sleepers -= 1
             seen = int(self.generation[0])
             job = self.job
-            if job is not None and job.generation == seen and slot < job.helpers:
+            if (job is not None and job.generation == seen and slot < job.helpers
+                    and not job.late):
                 self.inside[slot] = seen  # before it takes a chunk
-                job.work()
+                job.work(False)
                 if job.waiting:  # the caller sleeps: wake it now
                     with self.cond:
                         self.inside[slot] = 0
@@ -208,10 +219,16 @@ class _Pool:
             with self.cond:
                 self.cond.notify_all()
         try:
-            job.work()
+            job.work(True)
         finally:
             self._wait(job)
             self.job = None
+        if job.helped:
+            self.misses = 0
+        else:
+            self.misses += 1
+            if self.misses >= MISSES:  # the helpers come too late: the next calls go alone
+                self.alone, self.misses = ALONE_CALLS, MISSES - 1
 
     def _wait(self, job: _Job) -> None:
         """Until no helper takes chunks of ``job`` (the caller took the last): spin, then sleep."""
@@ -327,7 +344,8 @@ def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
     if parts <= 1:
         return kernel(*args, 0, tasks)
     pool = _get_pool()
-    if not pool.busy.acquire(blocking=False):
+    if pool.alone > 0 or not pool.busy.acquire(blocking=False):
+        pool.alone = max(0, pool.alone - 1)
         return kernel(*args, 0, tasks)
     try:
         job = _Job(kernel, args, _guided(tasks, parts), parts - 1)
