@@ -7,18 +7,39 @@ freshly compiled ones (numba issue #8085; measured on these machines: 2bit unpac
 of 65 M trits 4.7 ms fresh, 8-10 ms from the cache, 5.3-6.5 ms on this pool), and
 a cache that makes every later process slower defeats its purpose.
 
-The hand-off. A call cuts its tasks into chunks that the calling thread and the
-helpers take in turn (under the GIL, between two ``nogil`` kernel calls), so the
-calling thread never waits for a helper to start: a helper that comes late finds
-fewer chunks, or none, and the call is never much slower than on one thread. The
-caller waits only for the chunks a helper has taken. Both waits spin first: a
-helper spins for :data:`SPIN_SECONDS` after its last chunk (a ``nogil`` loop
-reading an atomic generation counter, ``pause`` between reads) before it sleeps
-on a condition variable, and the caller spins the same bound on the chunks still
-running before it sleeps. Why: on these 2-core KVM guests a sleeping thread takes
-17-26 µs to wake (a ``concurrent.futures`` pool's worker), against a 0.12 ms int8
-GEMV at 4096x4096: that pool made 2 threads slower than 1 (0.82x, load 2).
-Measured in one process, int8 GEMV 4096x4096, medians of 300 (MEASURED below).
+The hand-off, and why it is built so. On these 2-core KVM guests every sleep costs:
+a thread woken from a futex (a condition variable, or the GIL when another thread
+holds it) runs 15-50 µs later, against 0.06 ms for half an int8 GEMV at 4096x4096.
+A ``concurrent.futures`` pool (a sleeping worker, chunks taken under the GIL) made
+2 threads slower than 1. So nothing on the hot path sleeps:
+
+- helpers spin between calls, for :data:`SPIN_SECONDS` after the last one (a
+  ``nogil`` loop on an atomic generation counter, ``pause`` between reads,
+  ``sched_yield`` every :data:`YIELD_EVERY` rounds), then sleep on a condition;
+- a helper that sees a call spins :data:`SETTLE_SECONDS` more before it takes the
+  GIL, by when the caller has released it in its first chunk (taking it earlier,
+  the helper blocks on the GIL and wakes too late: 1.07x at 0-2 µs, 1.5x at 4 µs);
+- chunks are taken in turn under the GIL, largest first (:func:`_guided`): the
+  caller takes the first (half), so it never waits for a helper to start, and a
+  helper's GIL hand-offs fall while the caller is in that chunk;
+- a helper says it is done (``inside[slot] = 0``) from compiled code after it has
+  released the GIL, and the caller spins on that (:data:`WAIT_SECONDS`, then
+  sleeps): done from Python, the caller blocked on the GIL the helper still held
+  and woke 20 µs late;
+- on a loaded machine a helper that comes after the caller's first chunk stays
+  out (it would likely be descheduled holding a chunk: median 0.4-16 ms calls at
+  load 23), and after :data:`MISSES` calls in a row with no helper the next
+  :data:`ALONE_CALLS` run on the calling thread alone (no chunking cost).
+
+Measured (AMD EPYC Zen 5 KVM guest, 2 vCPUs, other sessions' load 10-14; medians,
+1 vs 2 threads in one process; "quiet" = this process under ``chrt -f 1`` above
+the load): int8 GEMV 4096x4096 kernel 123 -> 74 µs (1.66x; the old pool 1.19x),
+``tn.linear`` 144 -> 101 µs (1.43x: its 20 µs of Python before the kernel stay
+serial); float GEMV kernel 1.84x, ``tn.linear`` 1.75x (old 1.62x, 1.52x). Under
+the load as it is: 0.98-1.00x (old pool 0.80-0.88x); with a spinning process
+beside it, 0.98-0.99x (old 0.68-0.80x). numba's own threading layer was not taken:
+``prange`` kernels from the cache are slower (above), and its OpenMP pool slows
+torch (:func:`available`).
 """
 
 from __future__ import annotations
