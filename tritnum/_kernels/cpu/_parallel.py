@@ -353,11 +353,13 @@ def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
 
     With :func:`threads` threads (``NUMBA_NUM_THREADS``) when the
     input has at least ``MIN_PARALLEL_BYTES`` (``MIN_PARALLEL_BYTES_LIGHT`` for a
-    ``light`` kernel). The tasks are cut into ``CHUNKS_PER_THREAD`` chunks per
-    thread that the threads (the calling one too) take in turn: when a core is
-    busy elsewhere, or a virtual machine's core is stolen by its host, the other
-    threads take over its share instead of waiting for it. While another thread's
-    call holds the helpers, the call runs on the calling thread alone.
+    ``light`` kernel). The tasks are cut into chunks (:func:`_guided`) that the
+    threads (the calling one too) take in turn: when a core is busy elsewhere, or
+    a virtual machine's core is stolen by its host, the other threads take over
+    its share instead of waiting for it. While another thread's call holds the
+    helpers, and while they keep coming too late (see the module docstring), the
+    call runs on the calling thread alone. A kernel's exception is raised here,
+    after every chunk a helper took has ended.
     """
     if nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
         return kernel(*args, 0, tasks)
