@@ -74,6 +74,18 @@ def test_a_sleeping_helper_wakes_and_takes_chunks(two_threads, monkeypatch):
         assert len({ident for _, _, ident, _ in calls}) == 2
 
 
+def test_spin_bounds_without_a_cycle_counter(two_threads, monkeypatch):
+    """Where no cycle counter counts (not x86), spins are bounded by rounds, settle by none."""
+    monkeypatch.setattr(_parallel, "_RATES", (0.0, 1e7))
+    assert _parallel._settle() == 0 and _parallel._bound(1e-3) == (1 << 62, 10_000)
+    flag = np.zeros(1, np.int64)
+    assert not _parallel._spin_while_any(flag, 0, *_parallel._bound(1e-3), _parallel._settle())
+    for _ in range(3):
+        calls: list = []
+        assert _parallel.run(_recorder(calls, threading.Event()), 64, 1 << 30, "x") == 64
+        assert len({ident for _, _, ident, _ in calls}) == 2
+
+
 def test_the_caller_waits_for_a_helper_s_chunk(two_threads):
     """A helper's chunk that ends long after the caller's: the call returns after it."""
     calls: list = []

@@ -117,6 +117,18 @@ def _bound(seconds: float) -> tuple[int, int]:
     even when the thread is descheduled while it measures, unlike a count of rounds,
     which is the bound elsewhere.
     """
+    cycles_per_second, rounds_per_second = _rates()
+    if cycles_per_second > 0:
+        return int(cycles_per_second * seconds), 1 << 62
+    return 1 << 62, max(1, int(rounds_per_second * seconds))
+
+
+def _settle() -> int:
+    """:func:`_spin_while_any`'s ``settle`` for ``SETTLE_SECONDS``: 0 without a cycle counter."""
+    return int(_rates()[0] * SETTLE_SECONDS)
+
+
+def _rates() -> tuple[float, float]:
     global _RATES
     if _RATES is None:
         flag = np.zeros(1, np.int64)
@@ -126,10 +138,7 @@ def _bound(seconds: float) -> tuple[int, int]:
         _spin_while_any(flag, 0, 1 << 62, n)
         c, t = _cycles() - c, max(time.perf_counter() - t, 1e-9)
         _RATES = c / t, n / t
-    cycles_per_second, rounds_per_second = _RATES
-    if cycles_per_second > 0:
-        return int(cycles_per_second * seconds), 1 << 62
-    return 1 << 62, max(1, int(rounds_per_second * seconds))
+    return _RATES
 
 
 @jit()
@@ -213,7 +222,7 @@ class _Pool:
     def _serve(self, slot: int) -> None:
         seen = 0
         while not self.closed:
-            if not _idle(self.generation, seen, *_bound(SPIN_SECONDS), _bound(SETTLE_SECONDS)[0],
+            if not _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(),
                          YIELD_EVERY, self.inside, slot):
                 with self.cond:
                     self.sleepers += 1
