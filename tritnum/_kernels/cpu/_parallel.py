@@ -285,6 +285,13 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
+def warm() -> None:
+    """Compile (or load from the cache) the pool's spin-waits, without starting its threads."""
+    _rates()
+    flags = np.zeros(1, np.int64)
+    _idle(flags, 1, 0, 1, 0, 0, flags, 0)
+
+
 def _get_pool() -> _Pool:
     global _pool
     with _pool_lock:
