@@ -28,8 +28,9 @@ A ``concurrent.futures`` pool (a sleeping worker, chunks taken under the GIL) ma
   and woke 20 µs late;
 - on a loaded machine a helper that comes after the caller's first chunk stays
   out (it would likely be descheduled holding a chunk: median 0.4-16 ms calls at
-  load 23), and after :data:`MISSES` calls in a row with no helper the next
-  :data:`ALONE_CALLS` run on the calling thread alone (no chunking cost).
+  load 23), and after :data:`MISSES` calls in a row that no spinning helper joined
+  the next :data:`ALONE_CALLS` run on the calling thread alone (no chunking cost;
+  a helper woken from its sleep comes late anywhere, so its misses do not count).
 
 Measured (AMD EPYC Zen 5 KVM guest, 2 vCPUs, other sessions' load 10-14; medians,
 1 vs 2 threads in one process; "quiet" = this process under ``chrt -f 1`` above
@@ -72,8 +73,8 @@ YIELD_EVERY = 64  # rounds of pause between two sched_yield (0: never)
 # How long a helper that sees a call waits before it takes the GIL: long enough for the
 # caller to be in its first chunk (see the module docstring).
 SETTLE_SECONDS = 4e-6
-# After MISSES calls in a row that no helper joined in time (a loaded machine), the next
-# ALONE_CALLS calls run on the calling thread alone, without the hand-off's cost.
+# After MISSES calls in a row that no spinning helper joined in time (a loaded machine),
+# the next ALONE_CALLS calls run on the calling thread alone, without the hand-off's cost.
 MISSES = 3
 ALONE_CALLS = 16
 
@@ -245,7 +246,8 @@ class _Pool:
         job.generation = int(self.generation[0]) + 1
         self.job = job
         self.generation[0] = job.generation
-        if self.sleepers:
+        woken = self.sleepers > 0
+        if woken:
             with self.cond:
                 self.cond.notify_all()
         try:
@@ -255,7 +257,7 @@ class _Pool:
             self.job = None
         if job.helped:
             self.misses = 0
-        else:
+        elif not woken:  # a helper woken from sleep comes late on any machine: no sign of load
             self.misses += 1
             if self.misses >= MISSES:  # the helpers come too late: the next calls go alone
                 self.alone, self.misses = ALONE_CALLS, MISSES - 1
