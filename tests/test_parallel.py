@@ -106,6 +106,33 @@ def test_the_caller_waits_for_a_helper_s_chunk(two_threads):
         assert "late" in calls
 
 
+def test_calls_go_alone_while_helpers_come_too_late(two_threads, monkeypatch):
+    monkeypatch.setattr(_parallel, "MISSES", 2)
+    monkeypatch.setattr(_parallel, "ALONE_CALLS", 3)
+    monkeypatch.setattr(_parallel, "SPIN_SECONDS", 0.5)  # helpers spin: their misses count
+    make = _parallel._Job.__init__
+
+    def too_late(self, *args):
+        make(self, *args)
+        self.late = True  # as if the caller were past its first chunk: no helper joins
+
+    monkeypatch.setattr(_parallel._Job, "__init__", too_late)
+    pool = _parallel._get_pool()
+    _parallel.run(_recorder([]), 64, 1 << 30, "x")  # wakes a sleeping helper: it spins now
+    deadline = time.monotonic() + TIMEOUT
+    while pool.sleepers and time.monotonic() < deadline:
+        time.sleep(0.001)
+    pool.alone = pool.misses = 0
+    split = []
+    for _ in range(12):
+        calls: list = []
+        assert _parallel.run(_recorder(calls), 64, 1 << 30, "x") == 64
+        assert {ident for _, _, ident, _ in calls} == {threading.main_thread().ident}
+        split.append(len(calls) > 1)
+    assert any(split) and not all(split)  # offered to the helpers, and run alone after misses
+    pool.alone = 0
+
+
 def test_a_kernel_error_reaches_the_caller(two_threads):
     def kernel(t0, t1):
         if t0 > 0:
