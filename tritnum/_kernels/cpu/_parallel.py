@@ -298,6 +298,9 @@ def _get_pool() -> _Pool:
     global _pool
     with _pool_lock:
         if _pool is None:
+            # compiled (or loaded) here, never on a helper: a helper holding numba's compiler
+            # lock when the process forks would leave the child's lock held forever
+            warm()
             _pool = _Pool(max(1, numba.config.NUMBA_NUM_THREADS - 1))
         return _pool
 
