@@ -66,6 +66,10 @@ def warmup(device: Device = "auto") -> float:
                            device=dev)
         _warm_vsa(dev)
         _warm_compress(dev)
+    if "cpu" in devices:
+        from ._kernels.cpu import _parallel
+
+        _parallel.warm()  # the thread pool's spin-waits: the inputs above are too small for it
     return time.perf_counter() - start
 
 

@@ -1,11 +1,14 @@
 """Matmul cases: tn.linear (GEMV and GEMM) against BLAS, with bandwidth and memory notes.
 
-Also its q8_k activations (llama.cpp) against its int8 ones (bitnet.cpp).
+Also its q8_k activations (llama.cpp) against its int8 ones (bitnet.cpp); the GEMV's
+rate per core and its scaling from 1 to 2 threads; weights with one scale per 256
+inputs against one scale per tensor.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -68,14 +71,13 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
     The baseline is NumPy's (OpenBLAS); with ``device="cuda"`` it is torch's on the GPU
     (cuBLAS) where torch sees one, and both sides' data live on the GPU.
     """
-    import numba
-
+    from .._kernels.cpu._parallel import threads as cpu_threads
     from ..matmul import linear
     from ..packing import pack
     from ..quantize import TernaryTensor
 
     rng = np.random.default_rng(2)
-    threads = numba.get_num_threads()
+    threads = 1 if device == "cuda" else cpu_threads()
     gpu = device == "cuda"
     torch = gpu_torch() if gpu else None
     bandwidth = None if gpu else copy_bandwidth()
@@ -111,7 +113,123 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
                 base_name, base, bar, 5 if rows > 1 else None, note,
                 Work(w.packed.nbytes + x.nbytes + 4 * rows * out, 2 * rows * n * out,
                      "int8" if act == "int8" else "fp16")))
-    return cases + q8k_cases(quick, device, rng)
+    cases += thread_cases(quick, rng) if not gpu else []
+    return cases + group_cases(quick, device, rng) + q8k_cases(quick, device, rng)
+
+
+# the int8 GEMV's rate per core at 1 thread (issue 18), by SIMD level: 1.5x bitnet.cpp's
+# best (99-103 GMAC/s) with VNNI, on par with it on AVX2
+PER_CORE_BARS = {"avxvnni": 150e9, "avx512vnni": 150e9, "avx2": 100e9}
+SCALING_BAR = 1.8  # 2 threads against 1 (on a quiet machine)
+GROUP_BAR = 0.9  # weights with a scale per 256 inputs within 10 % of a scale per tensor
+
+
+def _spin_for(seconds: float) -> Callable[[], None]:
+    """A baseline that takes ``seconds``: what tritnum's time is held against for a rate bar."""
+    def wait() -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+    return wait
+
+
+def thread_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
+    """The CPU GEMV on 1 thread (GMAC/s per core) and on 2 (against 1), int8 and float.
+
+    The thread count is set with ``_parallel.limit``, which leaves numba's OpenMP
+    pool alone. The int8 row on 1 thread is held against the time the issue's bar
+    rate would take (``PER_CORE_BARS``; on the portable level, and for float
+    activations, against BLAS without a bar); with fewer than 2 threads available
+    the 2-thread rows are left out.
+    """
+    from .._isa import ISA
+    from .._kernels.cpu._parallel import available, limit
+    from ..matmul import linear
+    from ..packing import pack
+    from ..quantize import TernaryTensor
+
+    n = 2048 if quick else 4096
+    trits = rng.integers(-1, 2, (n, n), dtype=np.int8)
+    w = TernaryTensor(pack(trits), np.float32(0.05))
+    dense = trits * np.float32(0.05)
+    x = rng.standard_normal(n, dtype=np.float32)
+
+    def on(threads: int, act: str) -> Callable[[], Any]:
+        def call() -> Any:
+            with limit(threads):
+                return linear(x, w, activations=act, device="cpu")
+        return call
+
+    def per_core(seconds: float) -> str:
+        return f"{n * n / seconds / 1e9:.1f} GMAC/s per core"
+
+    cases = []
+    for act in ("int8", "float"):
+        if available() >= 2:  # the hand-off alone, without the call's serial Python work
+            kernel = _kernel_call(on(1, act))
+            cases.append(Case("matmul", f"GEMV kernel alone {n}x{n} {act}, 2 threads",
+                              lambda k=kernel: k(2), "same, 1 thread", lambda k=kernel: k(1)))
+        rate = PER_CORE_BARS.get(ISA) if act == "int8" else None
+        base_name, base = "x @ W.T (BLAS, its threads)", lambda: x @ dense.T
+        if rate is not None:
+            base_name, base = f"{rate / 1e9:.0f} GMAC/s/core ({ISA} bar)", _spin_for(n * n / rate)
+        cases.append(Case("matmul", f"linear GEMV {n}x{n} {act}, 1 thread", on(1, act),
+                          base_name, base, None if rate is None else 1.0, None, per_core))
+        if available() >= 2:
+            cases.append(Case("matmul", f"linear GEMV {n}x{n} {act}, 2 threads", on(2, act),
+                              "same, 1 thread", on(1, act), SCALING_BAR, None,
+                              lambda s: f"{n * n / s / 2e9:.1f} GMAC/s per core"))
+    return cases
+
+
+def _kernel_call(call: Callable[[], Any]) -> Callable[[int], Any]:
+    """The ``_parallel.run`` that ``call`` makes (its last), as a function of the thread count."""
+    from .._kernels.cpu import _parallel
+    from .._kernels.cpu import matmul as cpu_matmul
+
+    seen = []
+    real = cpu_matmul.run
+    cpu_matmul.run = lambda *args, **kw: seen.append((args, kw)) or real(*args, **kw)
+    try:
+        call()
+    finally:
+        cpu_matmul.run = real
+    args, kw = seen[-1]
+
+    def on(threads: int) -> Any:
+        with _parallel.limit(threads):
+            return _parallel.run(*args, **kw)
+    return on
+
+
+def group_cases(quick: bool, device: str, rng: np.random.Generator) -> list[Case]:
+    """Weights with one scale per 256 inputs (TQ2_0's layout) against one per tensor.
+
+    The same codes and call, GEMV and GEMM (256 rows; 64 with ``quick``), int8 and
+    float activations.
+    """
+    from ..matmul import linear
+    from ..packing import pack
+    from ..quantize import TernaryTensor
+
+    n = 2048 if quick else 4096
+    packed = pack(put(rng.integers(-1, 2, (n, n), dtype=np.int8), device))
+    blocks = rng.uniform(0.01, 1, (n, n // 256)).astype(np.float32)
+    grouped = TernaryTensor(packed, blocks, 256)
+    flat = TernaryTensor(packed, np.float32(0.05))
+    cases = []
+    for rows in (1, 64 if quick else 256):
+        x = rng.standard_normal((rows, n), dtype=np.float32)
+        x = put(x[0] if rows == 1 else x, device)
+        kind = "GEMV" if rows == 1 else f"GEMM {rows} rows"
+        for act in ("int8", "float"):
+            cases.append(Case(
+                "matmul", f"linear {kind} {n}x{n} {act}, scale per 256",
+                lambda x=x, a=act: linear(x, grouped, activations=a, device=device),
+                "same, one scale",
+                lambda x=x, a=act: linear(x, flat, activations=a, device=device),
+                GROUP_BAR, 5 if rows > 1 else None))
+    return cases
 
 
 Q8K_BAR = 0.87  # q8_k within 15 % of the int8 path: at least 1 / 1.15 of its speed

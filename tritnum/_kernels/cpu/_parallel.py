@@ -1,23 +1,64 @@
 """Split a kernel's tasks across threads.
 
 The CPU kernels are serial ``nogil`` loops over a range of tasks, cached on
-disk, and run here on a small thread pool. They do not use ``prange``: numba's
-parallel kernels loaded from its disk cache run about 1.7x slower than freshly
-compiled ones (numba issue #8085; measured on these machines: 2bit unpack of
-65 M trits 4.7 ms fresh, 8-10 ms from the cache, 5.3-6.5 ms on this pool), and
+disk, and run here on a small pool of helper threads. They do not use ``prange``:
+numba's parallel kernels loaded from its disk cache run about 1.7x slower than
+freshly compiled ones (numba issue #8085; measured on these machines: 2bit unpack
+of 65 M trits 4.7 ms fresh, 8-10 ms from the cache, 5.3-6.5 ms on this pool), and
 a cache that makes every later process slower defeats its purpose.
+
+The hand-off, and why it is built so. On these 2-core KVM guests every sleep costs:
+a thread woken from a futex (a condition variable, or the GIL when another thread
+holds it) runs 15-50 µs later, against 0.06 ms for half an int8 GEMV at 4096x4096.
+A ``concurrent.futures`` pool (a sleeping worker, chunks taken under the GIL) made
+2 threads slower than 1. So nothing on the hot path sleeps:
+
+- helpers spin between calls, for :data:`SPIN_SECONDS` after the last one (a
+  ``nogil`` loop on an atomic generation counter, ``pause`` between reads,
+  ``sched_yield`` every :data:`YIELD_EVERY` rounds), then sleep on a condition;
+- a helper that sees a call spins :data:`SETTLE_SECONDS` more before it takes the
+  GIL, by when the caller has released it in its first chunk (taking it earlier,
+  the helper blocks on the GIL and wakes too late: 1.07x at 0-2 µs, 1.5x at 4 µs);
+- chunks are taken in turn under the GIL, largest first (:func:`_guided`): the
+  caller takes the first (half), so it never waits for a helper to start, and a
+  helper's GIL hand-offs fall while the caller is in that chunk;
+- a helper says it is done (``inside[slot] = 0``) from compiled code after it has
+  released the GIL, and the caller spins on that (:data:`WAIT_SECONDS`, then
+  sleeps): done from Python, the caller blocked on the GIL the helper still held
+  and woke 20 µs late;
+- on a loaded machine a helper that comes after the caller's first chunk stays
+  out (it would likely be descheduled holding a chunk: median 0.4-16 ms calls at
+  load 23), and after :data:`MISSES` calls in a row that no spinning helper joined
+  the next :data:`ALONE_CALLS` run on the calling thread alone (no chunking cost;
+  a helper woken from its sleep comes late anywhere, so its misses do not count).
+
+Measured (AMD EPYC Zen 5 KVM guest, 2 vCPUs, other sessions' load 10-14; medians,
+1 vs 2 threads in one process; "quiet" = this process under ``chrt -f 1`` above
+the load): int8 GEMV 4096x4096 kernel 123 -> 74 µs (1.66x; the old pool 1.19x),
+``tn.linear`` 144 -> 101 µs (1.43x: its 20 µs of Python before the kernel stay
+serial); float GEMV kernel 1.84x, ``tn.linear`` 1.75x (old 1.62x, 1.52x). Under
+the load as it is: 0.98-1.00x (old pool 0.80-0.88x); with a spinning process
+beside it, 0.98-0.99x (old 0.68-0.80x). numba's own threading layer was not taken:
+``prange`` kernels from the cache are slower (above), and its OpenMP pool slows
+torch (:func:`available`).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numba
+import numpy as np
+
+from ._jit import jit
+from ._llvm.spin import cycles, load_acquire, spin_pause, store_release, yield_cpu
 
 # Below this many bytes of input per call, handing work to a thread costs more than it saves.
 MIN_PARALLEL_BYTES = 1 << 20
@@ -25,9 +66,215 @@ MIN_PARALLEL_BYTES = 1 << 20
 # 2.5 MB of bind output takes 0.15-0.2 ms on one thread and 0.2-0.5 ms on two.
 MIN_PARALLEL_BYTES_LIGHT = 1 << 24
 CHUNKS_PER_THREAD = 4
+# How long an idle helper spins before it sleeps, and a caller waiting for a helper's chunk.
+SPIN_SECONDS = 200e-6
+WAIT_SECONDS = 50e-6
+YIELD_EVERY = 64  # rounds of pause between two sched_yield (0: never)
+# How long a helper that sees a call waits before it takes the GIL: long enough for the
+# caller to be in its first chunk (see the module docstring).
+SETTLE_SECONDS = 4e-6
+# After MISSES calls in a row that no spinning helper joined in time (a loaded machine),
+# the next ALONE_CALLS calls run on the calling thread alone, without the hand-off's cost.
+MISSES = 3
+ALONE_CALLS = 16
 
-_pool: ThreadPoolExecutor | None = None
+
+@jit()
+def _spin_while_any(flags, value, ticks, rounds, settle=0, yield_every=0):
+    """Spin while some of ``flags`` equals ``value``, for a while.
+
+    For ``ticks`` of :func:`cycles` (where it counts) and at most ``rounds`` rounds;
+    then ``settle`` ticks more once none does; ``sched_yield`` every ``yield_every``
+    rounds (0: never). True when none does any more, False
+    when time ran out. A flag, once it differs, is not read again: the callers'
+    flags never change back.
+    """
+    i = 0
+    start = cycles()
+    for r in range(rounds):
+        while i < flags.shape[0] and load_acquire(flags, i) != value:
+            i += 1
+        if i == flags.shape[0]:
+            seen = cycles()
+            while cycles() - seen < settle:
+                spin_pause()
+            return True
+        if cycles() - start > ticks:
+            return False
+        if yield_every and r % yield_every == yield_every - 1:
+            yield_cpu()
+        else:
+            spin_pause()
+    return False
+
+
+_RATES: tuple[float, float] | None = None  # cycles and spin rounds per second, measured once
+
+
+def _bound(seconds: float) -> tuple[int, int]:
+    """:func:`_spin_while_any`'s bound (ticks, rounds) for ``seconds``.
+
+    Where the cycle counter runs (x86), its rate against ``perf_counter``: right
+    even when the thread is descheduled while it measures, unlike a count of rounds,
+    which is the bound elsewhere.
+    """
+    cycles_per_second, rounds_per_second = _rates()
+    if cycles_per_second > 0:
+        return int(cycles_per_second * seconds), 1 << 62
+    return 1 << 62, max(1, int(rounds_per_second * seconds))
+
+
+def _settle() -> int:
+    """:func:`_spin_while_any`'s ``settle`` for ``SETTLE_SECONDS``: 0 without a cycle counter."""
+    return int(_rates()[0] * SETTLE_SECONDS)
+
+
+def _rates() -> tuple[float, float]:
+    global _RATES
+    if _RATES is None:
+        flag = np.zeros(1, np.int64)
+        _spin_while_any(flag, 0, 1 << 62, 1)  # compiled or loaded from the cache
+        n = 20000
+        c, t = _cycles(), time.perf_counter()
+        _spin_while_any(flag, 0, 1 << 62, n)
+        c, t = _cycles() - c, max(time.perf_counter() - t, 1e-9)
+        _RATES = c / t, n / t
+    return _RATES
+
+
+@jit()
+def _cycles():
+    return cycles()
+
+
+@jit()
+def _idle(generation, seen, ticks, rounds, settle, yield_every, inside, slot):
+    """A helper between calls: ``inside[slot] = 0`` once the GIL is released, then wait for a call.
+
+    :func:`_spin_while_any` on ``generation``.
+    """
+    store_release(inside, slot, 0)
+    return _spin_while_any(generation, seen, ticks, rounds, settle, yield_every)
+
+
+class _Job:
+    """One call's chunks, and their sums in ``results``."""
+
+    def __init__(self, kernel: Callable[..., int], args: tuple, bounds: list[int],
+                 helpers: int) -> None:
+        self.kernel, self.args, self.bounds, self.helpers = kernel, args, bounds, helpers
+        self.chunks = len(bounds) - 1
+        self.order = itertools.count()  # next() on it is atomic under the GIL
+        self.results = [0] * self.chunks
+        self.error: BaseException | None = None
+        self.waiting = False  # the caller sleeps on the pool's condition
+        self.generation = 0
+        self.late = False  # the caller is past its first chunk: helpers coming now stay out
+        self.helped = False  # a helper took a chunk
+
+    def work(self, caller: bool) -> None:
+        """Take chunks until none are left."""
+        for i in iter(self.order.__next__, None):
+            if i >= self.chunks:
+                return
+            self.helped |= not caller
+            if self.error is None:
+                try:
+                    self.results[i] = self.kernel(*self.args, self.bounds[i], self.bounds[i + 1])
+                except BaseException as e:  # the caller raises it
+                    self.error = e
+            self.late |= caller
+
+
+class _Pool:
+    """Helper threads that spin on ``generation[0]`` between calls, then sleep on ``cond``.
+
+    ``inside[slot]`` is the generation of the call whose chunks helper ``slot`` is
+    taking, 0 when it takes none.
+    """
+
+    def __init__(self, helpers: int) -> None:
+        self.generation = np.zeros(1, np.int64)
+        self.inside = np.zeros(helpers, np.int64)
+        self.cond = threading.Condition()
+        self.sleepers = 0
+        self.misses = 0  # calls in a row that no helper took a chunk of
+        self.alone = 0  # calls left to run on the calling thread alone
+        self.job: _Job | None = None
+        self.busy = threading.Lock()  # one call at a time; others run on their own thread
+        self.closed = False
+        self.helpers = [threading.Thread(target=self._serve, args=(slot,), daemon=True,
+                                         name=f"tritnum-{slot}") for slot in range(helpers)]
+        for t in self.helpers:
+            t.start()
+
+    def close(self) -> None:
+        """Stop the helpers (at exit: none may be spinning in compiled code that is freed)."""
+        held = self.busy.acquire(timeout=1)  # a call still running on another thread
+        with self.cond:
+            self.closed = True
+            self.generation[0] += 1
+            self.cond.notify_all()
+        if held:
+            self.busy.release()
+        for t in self.helpers:
+            t.join(1)
+
+    def _serve(self, slot: int) -> None:
+        seen = 0
+        while not self.closed:
+            if not _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(),
+                         YIELD_EVERY, self.inside, slot):
+                with self.cond:
+                    self.sleepers += 1
+                    while self.generation[0] == seen:
+                        self.cond.wait()
+                    self.sleepers -= 1
+            seen = int(self.generation[0])
+            job = self.job
+            if (job is not None and job.generation == seen and slot < job.helpers
+                    and not job.late):
+                self.inside[slot] = seen  # before it takes a chunk
+                job.work(False)
+                if job.waiting:  # the caller sleeps: wake it now
+                    with self.cond:
+                        self.inside[slot] = 0
+                        self.cond.notify_all()
+                # else _idle says so, with the GIL released: the caller does not wait for it
+
+    def call(self, job: _Job) -> None:
+        job.generation = int(self.generation[0]) + 1
+        self.job = job
+        self.generation[0] = job.generation
+        woken = self.sleepers > 0
+        if woken:
+            with self.cond:
+                self.cond.notify_all()
+        try:
+            job.work(True)
+        finally:
+            self._wait(job)
+            self.job = None
+        if job.helped:
+            self.misses = 0
+        elif not woken:  # a helper woken from sleep comes late on any machine: no sign of load
+            self.misses += 1
+            if self.misses >= MISSES:  # the helpers come too late: the next calls go alone
+                self.alone, self.misses = ALONE_CALLS, MISSES - 1
+
+    def _wait(self, job: _Job) -> None:
+        """Until no helper takes chunks of ``job`` (the caller took the last): spin, then sleep."""
+        if _spin_while_any(self.inside, job.generation, *_bound(WAIT_SECONDS)):
+            return
+        with self.cond:
+            job.waiting = True
+            while (self.inside == job.generation).any():
+                self.cond.wait(WAIT_SECONDS * 20)  # or a helper that missed ``waiting`` is done
+
+
+_pool: _Pool | None = None
 _pool_lock = threading.Lock()
+_local = threading.local()
 
 
 def _forget_pool() -> None:
@@ -40,26 +287,46 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _get_pool() -> ThreadPoolExecutor:
+def warm() -> None:
+    """Compile (or load from the cache) the pool's spin-waits, without starting its threads."""
+    _rates()
+    flags = np.zeros(1, np.int64)
+    _idle(flags, 1, 0, 1, 0, 0, flags, 0)
+
+
+def _get_pool() -> _Pool:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max_workers=max(1, numba.config.NUMBA_NUM_THREADS - 1),
-                thread_name_prefix="tritnum",
-            )
+            # compiled (or loaded) here, never on a helper: a helper holding numba's compiler
+            # lock when the process forks would leave the child's lock held forever
+            warm()
+            _pool = _Pool(max(1, numba.config.NUMBA_NUM_THREADS - 1))
         return _pool
 
 
-def threads() -> int:
-    """Threads the kernels share their work among (``numba.get_num_threads()``).
+@atexit.register
+def _close_pool() -> None:
+    """Close the pool of this process (a forked child's own, not its parent's), if any."""
+    if _pool is not None:
+        _pool.close()
 
-    Read without starting numba's own thread pool, which ``numba.get_num_threads()`` does
-    on its first call. That pool's OpenMP layer sets the OpenMP thread count of the
-    process, which PyTorch shares (the same libgomp): afterwards torch ran small ops on 2
-    threads, the forward and backward of a 32-row batch of a small MLP 200x slower on
-    these busy 2 cores (0.2 ms before, 40-70 ms after). Until numba's layer runs (numba
-    ``prange`` code, or a user calling ``numba.set_num_threads``), the count is
+
+def threads() -> int:
+    """Threads the kernels share their work among: :func:`available`, at most :func:`limit`'s."""
+    n = available()
+    return min(n, getattr(_local, "limit", n))
+
+
+def available() -> int:
+    """``numba.get_num_threads()``, read without starting numba's own thread pool.
+
+    ``numba.get_num_threads()`` starts that pool on its first call. Its OpenMP
+    layer sets the OpenMP thread count of the process, which PyTorch shares (the
+    same libgomp): afterwards torch ran small ops on 2 threads, the forward and
+    backward of a 32-row batch of a small MLP 200x slower on these busy 2 cores
+    (0.2 ms before, 40-70 ms after). Until numba's layer runs (numba ``prange``
+    code, or a user calling ``numba.set_num_threads``), the count is
     ``NUMBA_NUM_THREADS``.
     """
     from numba.np.ufunc import parallel
@@ -69,35 +336,66 @@ def threads() -> int:
     return numba.config.NUMBA_NUM_THREADS
 
 
+@contextlib.contextmanager
+def limit(n: int) -> Iterator[None]:
+    """At most ``n`` threads for the calls this thread makes inside the block.
+
+    Unlike ``numba.set_num_threads`` it leaves numba's (and torch's) OpenMP pool alone.
+    """
+    before = getattr(_local, "limit", None)
+    _local.limit = max(1, n)
+    try:
+        yield
+    finally:
+        if before is None:
+            del _local.limit
+        else:
+            _local.limit = before
+
+
+def _guided(tasks: int, parts: int) -> list[int]:
+    """Chunk bounds: each chunk ``1 / parts`` of the tasks left, down to a smallest size.
+
+    The caller takes the first, largest chunk: a helper that comes a few µs late
+    still ends with it, taking the smaller chunks meanwhile, and a helper that
+    does not come costs the caller a few more calls (about 1 µs each).
+    """
+    smallest = max(1, tasks // (2 * parts * CHUNKS_PER_THREAD))
+    bounds = [0]
+    while bounds[-1] < tasks:
+        rest = tasks - bounds[-1]
+        bounds.append(bounds[-1] + min(rest, max(smallest, -(-rest // parts))))
+    return bounds
+
+
 def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
         light: bool = False) -> int:
     """Call ``kernel(*args, t0, t1)`` over tasks ``[0, tasks)`` and add up what it returns.
 
     With :func:`threads` threads (``NUMBA_NUM_THREADS``) when the
     input has at least ``MIN_PARALLEL_BYTES`` (``MIN_PARALLEL_BYTES_LIGHT`` for a
-    ``light`` kernel). The tasks are cut into ``CHUNKS_PER_THREAD`` chunks per
-    thread that the threads (the calling one too) take in turn: when a core is
-    busy elsewhere, or a virtual machine's core is stolen by its host, the other
-    threads take over its share instead of waiting for it.
+    ``light`` kernel). The tasks are cut into chunks (:func:`_guided`) that the
+    threads (the calling one too) take in turn: when a core is busy elsewhere, or
+    a virtual machine's core is stolen by its host, the other threads take over
+    its share instead of waiting for it. While another thread's call holds the
+    helpers, and while they keep coming too late (see the module docstring), the
+    call runs on the calling thread alone. A kernel's exception is raised here,
+    after every chunk a helper took has ended.
     """
     if nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
         return kernel(*args, 0, tasks)
     parts = min(threads(), tasks)
     if parts <= 1:
         return kernel(*args, 0, tasks)
-    chunks = min(tasks, parts * CHUNKS_PER_THREAD)
-    bounds = [tasks * i // chunks for i in range(chunks + 1)]
-    order = itertools.count()  # next() on it is atomic under the GIL
-
-    def work() -> int:
-        total = 0
-        for i in iter(order.__next__, None):
-            if i >= chunks:
-                return total
-            total += kernel(*args, bounds[i], bounds[i + 1])
-        return total
-
     pool = _get_pool()
-    futures = [pool.submit(work) for _ in range(parts - 1)]
-    total = work()
-    return total + sum(f.result() for f in futures)
+    if pool.alone > 0 or not pool.busy.acquire(blocking=False):
+        pool.alone = max(0, pool.alone - 1)
+        return kernel(*args, 0, tasks)
+    try:
+        job = _Job(kernel, args, _guided(tasks, parts), parts - 1)
+        pool.call(job)
+    finally:
+        pool.busy.release()
+    if job.error is not None:
+        raise job.error
+    return sum(job.results)

@@ -7,6 +7,8 @@ One module per job:
 - :mod:`.planes`: int8 trits to bit-plane words, 64 at a time.
 - :mod:`.unaligned`: word loads and stores at any byte offset.
 - :mod:`.cache`: cache control, prefetching rows and streaming (non-temporal) stores.
+- :mod:`.spin`: atomic loads and stores, ``pause``, ``sched_yield`` and the cycle counter,
+  for the thread pool's spin-waits (``cpu._parallel``).
 
 This module holds the IR helpers they share: the scalar types, :func:`vector`,
 :func:`splat` constants and :func:`broadcast` of a run-time scalar, the one pointer

@@ -1,0 +1,190 @@
+"""The CPU kernels' thread hand-off (tritnum/_kernels/cpu/_parallel.py).
+
+Every task runs exactly once, on the threads asked for; a helper that slept wakes and
+takes chunks; a kernel's exception reaches the caller and leaves the pool working; and
+the int8 and float GEMV give the one-thread results while another process keeps a core
+busy, and while a Python thread keeps the GIL busy. No timing is asserted (speed is in
+``python -m tritnum bench --family matmul``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import tritnum as tn
+from tritnum._kernels.cpu import _parallel
+
+TIMEOUT = 60  # seconds a test waits for a helper before it fails instead of hanging
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """Two threads, and every call offered to the helper (none run alone after misses)."""
+    monkeypatch.setattr(_parallel, "available", lambda: 2)
+    monkeypatch.setattr(_parallel, "MISSES", 1 << 30)
+    _parallel._get_pool().alone = 0
+
+
+def _recorder(calls: list, hold: threading.Event | None = None):
+    """A kernel (any callable will do) that records its range and thread, and returns its size."""
+    def kernel(tag, t0, t1):
+        calls.append((t0, t1, threading.get_ident(), tag))
+        if hold is not None and t0 == 0:  # the first chunk waits for a chunk on another thread
+            assert hold.wait(TIMEOUT), "no helper thread took a chunk"
+        elif hold is not None and threading.get_ident() != threading.main_thread().ident:
+            hold.set()
+        return t1 - t0
+    return kernel
+
+
+@pytest.mark.parametrize("tasks", [2, 3, 7, 8, 1000])
+def test_every_task_once(two_threads, tasks):
+    calls: list = []
+    assert _parallel.run(_recorder(calls), tasks, 1 << 30, "x") == tasks
+    covered = sorted((t0, t1) for t0, t1, _, _ in calls)
+    assert covered[0][0] == 0 and covered[-1][1] == tasks
+    assert all(a[0] < a[1] == b[0] for a, b in itertools.pairwise(covered))
+    assert 2 <= len(calls) <= max(2, 4 * _parallel.CHUNKS_PER_THREAD)
+
+
+def test_small_inputs_and_one_thread_stay_on_the_caller(two_threads):
+    calls: list = []
+    assert _parallel.run(_recorder(calls), 100, _parallel.MIN_PARALLEL_BYTES - 1, "x") == 100
+    with _parallel.limit(1):
+        assert _parallel.threads() == 1
+        assert _parallel.run(_recorder(calls), 100, 1 << 30, "x") == 100
+    assert [c[:2] for c in calls] == [(0, 100), (0, 100)]
+    assert _parallel.threads() == 2
+
+
+def test_a_sleeping_helper_wakes_and_takes_chunks(two_threads, monkeypatch):
+    """Helpers that do not spin sleep at once; each call must wake one."""
+    monkeypatch.setattr(_parallel, "SPIN_SECONDS", 0.0)
+    for _ in range(3):
+        calls: list = []
+        hold = threading.Event()
+        assert _parallel.run(_recorder(calls, hold), 64, 1 << 30, "x") == 64
+        assert len({ident for _, _, ident, _ in calls}) == 2
+
+
+def test_spin_bounds_without_a_cycle_counter(two_threads, monkeypatch):
+    """Where no cycle counter counts (not x86), spins are bounded by rounds, settle by none."""
+    monkeypatch.setattr(_parallel, "_RATES", (0.0, 1e7))
+    assert _parallel._settle() == 0 and _parallel._bound(1e-3) == (1 << 62, 10_000)
+    flag = np.zeros(1, np.int64)
+    assert not _parallel._spin_while_any(flag, 0, *_parallel._bound(1e-3), _parallel._settle())
+    for _ in range(3):
+        calls: list = []
+        assert _parallel.run(_recorder(calls, threading.Event()), 64, 1 << 30, "x") == 64
+        assert len({ident for _, _, ident, _ in calls}) == 2
+
+
+def test_the_caller_waits_for_a_helper_s_chunk(two_threads):
+    """A helper's chunk that ends long after the caller's: the call returns after it."""
+    calls: list = []
+    hold = threading.Event()
+    record = _recorder(calls, hold)
+
+    def kernel(tag, t0, t1):
+        n = record(tag, t0, t1)
+        if threading.get_ident() != threading.main_thread().ident:
+            time.sleep(0.05)
+            calls.append("late")
+        return n
+
+    for _ in range(3):
+        calls.clear()
+        hold.clear()
+        assert _parallel.run(kernel, 64, 1 << 30, "x") == 64
+        assert "late" in calls
+
+
+def test_calls_go_alone_while_helpers_come_too_late(two_threads, monkeypatch):
+    monkeypatch.setattr(_parallel, "MISSES", 2)
+    monkeypatch.setattr(_parallel, "ALONE_CALLS", 3)
+    monkeypatch.setattr(_parallel, "SPIN_SECONDS", 0.5)  # helpers spin: their misses count
+    make = _parallel._Job.__init__
+
+    def too_late(self, *args):
+        make(self, *args)
+        self.late = True  # as if the caller were past its first chunk: no helper joins
+
+    monkeypatch.setattr(_parallel._Job, "__init__", too_late)
+    pool = _parallel._get_pool()
+    _parallel.run(_recorder([]), 64, 1 << 30, "x")  # wakes a sleeping helper: it spins now
+    deadline = time.monotonic() + TIMEOUT
+    while pool.sleepers and time.monotonic() < deadline:
+        time.sleep(0.001)
+    pool.alone = pool.misses = 0
+    split = []
+    for _ in range(12):
+        calls: list = []
+        assert _parallel.run(_recorder(calls), 64, 1 << 30, "x") == 64
+        assert {ident for _, _, ident, _ in calls} == {threading.main_thread().ident}
+        split.append(len(calls) > 1)
+    assert any(split) and not all(split)  # offered to the helpers, and run alone after misses
+    pool.alone = 0
+
+
+def test_a_kernel_error_reaches_the_caller(two_threads):
+    def kernel(t0, t1):
+        if t0 > 0:
+            raise ZeroDivisionError(f"chunk at {t0}")
+        return 1
+
+    for _ in range(3):  # on whichever thread it is raised
+        with pytest.raises(ZeroDivisionError, match="chunk at"):
+            _parallel.run(kernel, 100, 1 << 30)
+    calls: list = []
+    assert _parallel.run(_recorder(calls), 100, 1 << 30, "x") == 100  # the pool still works
+
+
+def _spin(stop) -> None:
+    while not stop.is_set():
+        pass
+
+
+@pytest.fixture(params=["process", "gil"])
+def busy(request) -> Iterator[str]:
+    """A second core kept busy by a spinning process, or the GIL by a spinning Python thread."""
+    if request.param == "process":
+        ctx = mp.get_context("spawn")
+        stop = ctx.Event()
+        p = ctx.Process(target=_spin, args=(stop,), daemon=True)
+        p.start()
+        yield request.param
+        stop.set()
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+    else:
+        stop = threading.Event()
+        t = threading.Thread(target=_spin, args=(stop,), daemon=True)
+        t.start()
+        yield request.param
+        stop.set()
+        t.join(10)
+
+
+@pytest.mark.parametrize("activations", ["int8", "float"])
+def test_gemv_on_two_threads_beside_a_busy_core(busy, two_threads, activations):
+    rng = np.random.default_rng(7)
+    trits = rng.integers(-1, 2, (4096, 1024), dtype=np.int8)  # 1 MiB of 2bit codes
+    w = tn.TernaryTensor(tn.pack(trits, "2bit"), np.float32(0.5))
+    assert w.packed.nbytes >= _parallel.MIN_PARALLEL_BYTES
+    x = rng.standard_normal(1024, dtype=np.float32)
+    with _parallel.limit(1):
+        want = tn.linear(x, w, activations=activations)
+    amax = np.abs(x).max()
+    xq = x if activations == "float" else np.rint(x * (np.float32(127) / amax)) * (amax / 127)
+    np.testing.assert_allclose(want, 0.5 * (trits @ xq.astype(np.float64)), rtol=1e-4,
+                               atol=1e-3)
+    for _ in range(50):
+        np.testing.assert_array_equal(tn.linear(x, w, activations=activations), want)

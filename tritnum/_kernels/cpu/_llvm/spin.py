@@ -1,0 +1,104 @@
+"""What a thread spinning without the GIL needs, as LLVM IR: an atomic load, pause, yield, a clock.
+
+numba has no atomics of its own. :func:`load_acquire` reads an int64 element that
+another thread writes (the compiler may neither cache it in a register nor move
+later loads before it), :func:`store_release` writes one (after every earlier
+write); :func:`spin_pause` is ``pause`` on x86 (the spinning core
+yields its pipeline to a sibling hyperthread and saves power), nothing elsewhere;
+:func:`cycles` reads the time-stamp counter on x86 (``rdtsc``: constant rate, cheap,
+readable in user mode), 0 elsewhere (the other targets' cycle counters may trap);
+:func:`yield_cpu` calls ``sched_yield`` on POSIX systems (from the C library the
+process has loaded): the core goes to another runnable thread, if any.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from . import I32, I64, pointer
+
+X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+@intrinsic
+def load_acquire(typingctx, a, i):
+    """Element ``i`` of the int64 array ``a``, as an atomic load with acquire order."""
+    if not (isinstance(a, types.Array) and a.dtype == types.int64):
+        return None
+    sig = types.int64(a, types.intp)
+
+    def codegen(context, builder, sig, args):
+        at = pointer(context, builder, sig.args[0], args[0], args[1], I64)
+        return builder.load_atomic(at, "acquire", 8)
+
+    return sig, codegen
+
+
+def _pause(builder) -> None:
+    if X86:
+        builder.call(cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"), [])
+
+
+@intrinsic
+def store_release(typingctx, a, i, v):
+    """Element ``i`` of the int64 array ``a`` set to ``v``: an atomic store, release order."""
+    if not (isinstance(a, types.Array) and a.dtype == types.int64):
+        return None
+    sig = types.void(a, types.intp, types.int64)
+
+    def codegen(context, builder, sig, args):
+        at = pointer(context, builder, sig.args[0], args[0], args[1], I64)
+        builder.store_atomic(args[2], at, "release", 8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def spin_pause(typingctx):
+    """The CPU's hint that this is a spin-wait loop (``pause`` on x86; a no-op elsewhere)."""
+    sig = types.void()
+
+    def codegen(context, builder, sig, args):
+        _pause(builder)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def cycles(typingctx):
+    """The time-stamp counter (``llvm.readcyclecounter``) on x86; 0 elsewhere."""
+    sig = types.int64()
+
+    def codegen(context, builder, sig, args):
+        if not X86:
+            return ir.Constant(I64, 0)
+        read = cgutils.get_or_insert_function(builder.module, ir.FunctionType(I64, []),
+                                              "llvm.readcyclecounter")
+        return builder.call(read, [])
+
+    return sig, codegen
+
+
+@intrinsic
+def yield_cpu(typingctx):
+    """``sched_yield()`` on POSIX systems; a ``pause`` elsewhere."""
+    sig = types.void()
+
+    def codegen(context, builder, sig, args):
+        if os.name == "posix":
+            builder.call(cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(I32, []), "sched_yield"), [])
+        else:
+            _pause(builder)
+        return context.get_dummy_value()
+
+    return sig, codegen
