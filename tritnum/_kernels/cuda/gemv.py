@@ -1,0 +1,228 @@
+"""Memory-speed CUDA GEMV for BitNet's batch-1 case: one row of x, "2bit" weights, row scales.
+
+Layout. The weights are read as a flat uint32 array of code words (16 codes of
+2 bits per word, code = trit + 1, little-endian: code ``i`` of a word in bits
+``2i, 2i+1``); a row has ``nw = n // 16`` words. One **warp per output row**
+(grid-stride over rows, ``WARPS`` warps per block): lane ``l`` takes the
+128-bit chunks ``4 l, 4 l + 128, ...`` (64 trits each) of its row, keeps a
+private sum, and the warp adds its 32 sums with a shuffle tree. All index
+arithmetic in the inner loop is unsigned 32-bit (numba types ``int(...)`` and
+mixed arithmetic as int64: every index here is re-cast to ``uint32``), so the
+launchers require ``out * nw < 2**32`` words.
+
+Two kernels, each built twice from one body by :func:`_float_kernel` /
+:func:`_int8_kernel` with a set of device operations:
+
+- **fast** (real GPUs): ``ld.global.nc.v4`` 128-bit loads, ``dp4a`` and warp
+  shuffles through inline PTX (:mod:`._ptx`). Needs ``nw % 4 == 0``
+  (``n % 64 == 0``) and 16-byte aligned rows (checked by the launchers).
+- **portable** (the CUDA simulator, which runs none of the intrinsics): the
+  same loops with four scalar loads, a byte loop for ``dp4a`` and a
+  shared-memory tree per warp (``syncthreads``).
+
+Float path (:data:`gemv_float`): each trit is ``float32(code - 1)`` times its
+``x`` (fused multiply-add), 64 products summed in float32 per chunk, chunks in
+float64 per lane; the row sum times the row scale and plus the bias in float64.
+
+int8 path (:data:`gemv_int8`): ``x`` comes as the int8 quants of one row,
+*permuted once per call* by the fused quantizer
+(:func:`.quantize.quantize_act_permuted`) so that word ``4 k + s`` of ``xp``
+holds ``q[16 k + s], q[16 k + 4 + s], q[16 k + 8 + s], q[16 k + 12 + s]``:
+then ``(word >> 2 s) & 0x03030303`` are the matching four codes and one
+``dp4a`` adds ``Σ code · q`` for four trits. The exact row sum is
+``Σ code · q − Σ q`` (``Σ q`` from the quantizer), in int32: exact for
+``n < 2**22`` (``|Σ code·q| <= 256 n``; launchers check it).
+
+Expected floors (H100 SXM, 3.35 TB/s HBM; to be measured, see
+``tests/test_cuda_ptx.py`` for the instruction counts read from the PTX):
+
+- weights: ``n / 4`` bytes per row, read once; 16384 x 8192 is 32 MiB, ~10 µs
+  at HBM speed (50 % of HBM: 20 µs). ``x`` (32 KiB float32, 8 KiB int8) is
+  re-read per warp from L1/L2.
+- int8 inner loop per 64 trits: one 128-bit weight load, four 128-bit x loads,
+  16 ``dp4a``, 12 shifts and 16 ands: about 0.8 instructions per trit, under
+  the ~2 per trit that HBM speed allows at 132 SMs x 128 lanes x 1.7 GHz.
+- float inner loop per 64 trits: one 128-bit weight load, sixteen 128-bit x
+  loads, and per trit a shift/and (bit-field extract), an int->float convert
+  and an FMA: about 3-4 instructions per trit, so the float path is expected
+  to be instruction-bound at roughly half of HBM speed.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, float32, float64, int32, uint32
+
+from . import _ptx
+
+WARPS = 4  # warps (output rows) per block
+THREADS = 32 * WARPS
+CHUNK = 4  # uint32 words per lane per step: one 128-bit load, 64 trits
+MASK2 = 0x03030303  # the low two bits of each byte
+
+
+# ------------------------------------------------------------ portable operations
+@cuda.jit(device=True, inline="always")
+def _load4_portable(a, i):
+    """``a[i : i + 4]`` as a tuple, four scalar loads."""
+    return a[i], a[uint32(i + 1)], a[uint32(i + 2)], a[uint32(i + 3)]
+
+
+@cuda.jit(device=True, inline="always")
+def _dp4a_portable(codes, q, acc):
+    """``acc + Σ_b byte_b(codes) * int8(byte_b(q))``: codes unsigned, q signed."""
+    for b in range(4):
+        c = int32((codes >> uint32(8 * b)) & uint32(0xFF))
+        v = int32(q << uint32(24 - 8 * b)) >> int32(24)  # the signed byte b
+        acc = int32(acc + c * v)
+    return acc
+
+
+@cuda.jit(device=True, inline="always")
+def _warp_sum_portable(v, red, tid):
+    """The sum of ``v`` over the warp of ``tid`` in every lane (the whole block calls it)."""
+    red[tid] = v
+    cuda.syncthreads()
+    lane = uint32(tid & 31)
+    step = uint32(16)
+    while step > uint32(0):
+        if lane < step:
+            red[tid] += red[uint32(tid + step)]
+        cuda.syncthreads()
+        step = uint32(step >> 1)
+    s = red[uint32(tid - lane)]
+    cuda.syncthreads()  # red[] is rewritten by the next call
+    return s
+
+
+# ------------------------------------------------------------ fast operations
+@cuda.jit(device=True, inline="always")
+def _warp_sum_shfl(v, red, tid):
+    """The sum of ``v`` over the warp in lane 0 (shuffle tree; ``red`` unused)."""
+    off = 16
+    while off > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, off)
+        off >>= 1
+    return v
+
+
+@cuda.jit(device=True, inline="always")
+def _trit_portable(word, shift):
+    """The trit at bit ``shift`` of a code word, as float32."""
+    return float32(int32((word >> uint32(shift)) & uint32(3)) - int32(1))
+
+
+def _float_kernel(load4, trit, warp_sum):
+    """The float32 GEMV kernel over the device operations given (see the module notes)."""
+
+    @cuda.jit(device=True, inline="always")
+    def quad(word, shift, xq, s):
+        """``s`` plus four trits of ``word`` from bit ``shift`` times the four floats ``xq``."""
+        s = cuda.fma(trit(word, shift), xq[0], s)
+        s = cuda.fma(trit(word, shift + 2), xq[1], s)
+        s = cuda.fma(trit(word, shift + 4), xq[2], s)
+        return cuda.fma(trit(word, shift + 6), xq[3], s)
+
+    @cuda.jit(device=True, inline="always")
+    def word_dot(word, x, xi, s):
+        """``s`` plus the 16 trits of ``word`` times ``x[xi : xi + 16]``."""
+        s = quad(word, 0, load4(x, xi), s)
+        s = quad(word, 8, load4(x, uint32(xi + 4)), s)
+        s = quad(word, 16, load4(x, uint32(xi + 8)), s)
+        return quad(word, 24, load4(x, uint32(xi + 12)), s)
+
+    @cuda.jit
+    def kernel(x, w, nw, scale, bias, y):
+        """``y[o] = (Σ trit · x) · scale[o] + bias[o]``: x float32 ``(n,)``, w uint32 flat.
+
+        ``nw`` words per row; ``scale`` ``(out,)``; ``bias`` ``(out,)`` or empty; y ``(out,)``.
+        """
+        red = cuda.shared.array(THREADS, float64)
+        tid = uint32(cuda.threadIdx.x)
+        lane = uint32(tid & 31)
+        words = uint32(nw)
+        out = uint32(y.shape[0])
+        step = uint32(cuda.gridDim.x * WARPS)
+        o0 = uint32(cuda.blockIdx.x * WARPS)
+        while o0 < out:
+            o = uint32(o0 + (tid >> 5))
+            acc = float64(0)
+            if o < out:
+                row = uint32(o * words)
+                c = uint32(lane * CHUNK)
+                while c < words:
+                    wq = load4(w, uint32(row + c))
+                    xi = uint32(c * 16)
+                    s = float32(0)
+                    s = word_dot(wq[0], x, xi, s)
+                    s = word_dot(wq[1], x, uint32(xi + 16), s)
+                    s = word_dot(wq[2], x, uint32(xi + 32), s)
+                    s = word_dot(wq[3], x, uint32(xi + 48), s)
+                    acc += float64(s)
+                    c = uint32(c + 32 * CHUNK)
+            total = warp_sum(acc, red, tid)
+            if o < out and lane == uint32(0):
+                total *= float64(scale[o])
+                if bias.shape[0] != 0:
+                    total += float64(bias[o])
+                y[o] = float32(total)
+            o0 = uint32(o0 + step)
+
+    return kernel
+
+
+def _int8_kernel(load4, dp4a, warp_sum):
+    """The int8 (dp4a) GEMV kernel over the device operations given (see the module notes)."""
+
+    @cuda.jit(device=True, inline="always")
+    def word_dot(word, xp, xi, acc):
+        """``acc`` plus ``Σ code · q`` over the 16 codes of ``word`` (x words from ``xi``)."""
+        xq = load4(xp, xi)
+        m = uint32(MASK2)
+        acc = dp4a(uint32(word & m), xq[0], acc)
+        acc = dp4a(uint32((word >> 2) & m), xq[1], acc)
+        acc = dp4a(uint32((word >> 4) & m), xq[2], acc)
+        return dp4a(uint32((word >> 6) & m), xq[3], acc)
+
+    @cuda.jit
+    def kernel(xp, qsum, xscale, w, nw, scale, bias, y):
+        """``y[o] = (Σ code · q − Σ q) · scale[o] · xscale + bias[o]``.
+
+        ``xp``: the permuted quants as uint32 words ``(n // 4,)``; ``qsum`` int32 ``(1,)``
+        and ``xscale`` float32 ``(1,)`` from the quantizer; the rest as the float kernel.
+        """
+        red = cuda.shared.array(THREADS, int32)
+        tid = uint32(cuda.threadIdx.x)
+        lane = uint32(tid & 31)
+        words = uint32(nw)
+        out = uint32(y.shape[0])
+        step = uint32(cuda.gridDim.x * WARPS)
+        o0 = uint32(cuda.blockIdx.x * WARPS)
+        while o0 < out:
+            o = uint32(o0 + (tid >> 5))
+            acc = int32(0)
+            if o < out:
+                row = uint32(o * words)
+                c = uint32(lane * CHUNK)
+                while c < words:
+                    wq = load4(w, uint32(row + c))
+                    xi = uint32(c * 4)
+                    acc = word_dot(wq[0], xp, xi, acc)
+                    acc = word_dot(wq[1], xp, uint32(xi + 4), acc)
+                    acc = word_dot(wq[2], xp, uint32(xi + 8), acc)
+                    acc = word_dot(wq[3], xp, uint32(xi + 12), acc)
+                    c = uint32(c + 32 * CHUNK)
+            total = warp_sum(acc, red, tid)
+            if o < out and lane == uint32(0):
+                r = float64(int32(total - qsum[0])) * float64(scale[o]) * float64(xscale[0])
+                if bias.shape[0] != 0:
+                    r += float64(bias[o])
+                y[o] = float32(r)
+            o0 = uint32(o0 + step)
+
+    return kernel
+
+
+gemv_float = _float_kernel(_ptx.load4, _ptx.trit, _warp_sum_shfl)
+gemv_int8 = _int8_kernel(_ptx.load4, _ptx.dp4a, _warp_sum_shfl)
+gemv_float_portable = _float_kernel(_load4_portable, _trit_portable, _warp_sum_portable)
+gemv_int8_portable = _int8_kernel(_load4_portable, _dp4a_portable, _warp_sum_portable)
