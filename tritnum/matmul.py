@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dispatch import call, implements, place, resolve_device
+from ._dispatch import call, implements, kernel, place, resolve_device
 from ._interop import as_rows, dask_layer, is_cuda_array, is_dask, native, origin, to_gpu, to_host
 from ._kernels.shared.q8k import QK_K
 from ._validate import choice
@@ -130,9 +130,43 @@ def _scale_rows(w: TernaryTensor) -> np.ndarray:
     return np.ascontiguousarray(w.scales.reshape(out, -1))
 
 
+def _resident(w: TernaryTensor, dev: str) -> tuple[Any, np.ndarray]:
+    """``w``'s packed data and :func:`_scale_rows` where ``dev``'s kernels read them.
+
+    On CUDA the data comes as the kernels' layouts of it (``linear_weights``), made
+    once per tensor and GPU (copied there if they live on the host) and kept with
+    the tensor: later calls copy and look up nothing.
+    """
+    if dev != "cuda":
+        return w.packed.data, _scale_rows(w)
+    from ._kernels.cuda._launch import current_device
+
+    layout = w._cached(("cuda", current_device()), lambda: kernel("linear_weights", dev)(
+        to_gpu(w.packed.data), to_gpu(_scale_rows(w)), w.packed._format, w.shape[1]))
+    return layout, layout.scales
+
+
+def _out(out: Any, shape: tuple[int, ...], dev: str) -> Any:
+    """``out`` checked: float32, C-contiguous, ``shape``, on the GPU exactly when ``dev`` is."""
+    o = native(out)
+    if (dev == "cuda") != is_cuda_array(o) or not isinstance(o, np.ndarray) and dev != "cuda":
+        where = "a GPU array" if dev == "cuda" else "a NumPy array"
+        raise TypeError(f"out must be {where} for device={dev!r}, got {type(out).__name__}")
+    if o.dtype != np.float32:
+        raise TypeError(f"out must be float32, got dtype {o.dtype}")
+    if tuple(o.shape) != shape:
+        raise ShapeMismatchError(f"out must have shape {shape}, got {tuple(o.shape)}",
+                                 expected=shape, actual=tuple(o.shape))
+    contiguous = o.is_c_contiguous() if dev == "cuda" else o.flags.c_contiguous
+    if not contiguous or (dev != "cuda" and not o.flags.writeable):
+        raise ValueError("out must be C-contiguous and writeable")
+    return o
+
+
 @implements("matmul")
 def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activations = "float",
-           x_scale: Any = None, device: str = "auto") -> Any:
+           x_scale: Any = None, device: str = "auto", out: Any = None,
+           check_finite: bool = True) -> Any:
     """``x @ dequantize(w).T + bias`` from packed ternary weights.
 
     Parameters
@@ -167,6 +201,17 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
         always takes the int8 path.
     device : {"auto", "cpu", "cuda", "numpy"}
         Where to run; ``"auto"`` follows the data.
+    out : array, optional
+        A C-contiguous float32 array of the result's shape, where the result lives
+        (NumPy for the CPU devices, a GPU array on CUDA): the result is written
+        there and ``out`` returned. On CUDA this saves the allocation of each call.
+    check_finite : bool
+        ``"int8"`` with float ``x`` only: raise ValueError on NaN or infinity in
+        ``x`` (the default). On CUDA the check reads the row scales back from the
+        GPU, one synchronization per call; ``check_finite=False`` skips it and the
+        call only launches kernels: a row of ``x`` holding NaN or infinity then
+        gives NaN in every output of that row (never a silently wrong number).
+        The CPU devices always check (it costs nothing there).
 
     Returns
     -------
@@ -239,35 +284,58 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     """
     like = origin(x)
     w = _weights(w)
-    out, n = w.shape
+    nout, n = w.shape
     a, mode = _activations(x, x_scale, activations, n)
     if mode == "q8_k":
         _q8k_blocks(w)
-    b = _bias(bias, out)
+    b = _bias(bias, nout)
     if is_dask(a) or is_dask(w.packed.data):  # lazy in, lazy out: weights shared by all tasks
+        if out is not None:
+            raise TypeError("out= does not take Dask arrays (the result is lazy)")
         return dask_layer().linear(a, w, b, mode, x_scale, device)
     lead = tuple(a.shape)[:-1]
     dev = resolve_device(device, a, w.packed.data)
     ensure_valid(w.packed, dev)
+    target = None if out is None else _out(out, (*lead, nout), dev)
     rows = as_rows(a)
     m = rows.shape[0]
     given_scale = None if x_scale is None else _vector(x_scale, "x_scale", lead).reshape(m)
-    if m == 0 or out == 0 or n == 0:
-        y = np.zeros((m, out), np.float32) + (0 if b is None else to_host(b))
-        return place(y, like, (*lead, out))
-    weights = (w.packed.data, w.packed._format, n, _scale_rows(w), b)
+    if m == 0 or nout == 0 or n == 0:
+        y = np.zeros((m, nout), np.float32) + (0 if b is None else to_host(b))
+    else:
+        data, scales = _resident(w, dev)
+        weights = (data, w.packed._format, n, scales, b)
+        into = ({} if target is None or dev != "cuda" or mode == "q8_k"
+                else {"out": target.reshape(m, nout)})
+        y = _product(a, rows, given_scale, mode, dev, weights, into, check_finite)
+        if into:
+            return out
+    if target is not None:
+        if dev == "cuda":
+            target.copy_to_device(to_gpu(y).reshape(target.shape))
+        else:
+            target[...] = y.reshape(target.shape)
+        return out
+    return place(y, like, (*lead, nout))
+
+
+def _product(a: Any, rows: Any, x_scale: Any, mode: str, dev: str, weights: tuple[Any, ...],
+             into: dict[str, Any], check_finite: bool) -> Any:
+    """The ``(m, out)`` rows of :func:`linear` (into ``into["out"]`` when given, on CUDA)."""
     if mode == "q8_k":
         q, d, bsums = call("quantize_q8k", dev, _float32_rows(rows))
         if not np.isfinite(to_host(d)).all():
             _raise_not_finite(a, "x", in_float32=True)
-        y = call("linear_q8k", dev, q, d, bsums, *weights)
-    elif mode == "int8":
-        q, xs = (rows, given_scale) if x_scale is not None else quantize_rows(
-            rows, False, dev, a)
-        y = call("linear_int8", dev, q, xs, *weights)
-    else:
-        y = call("linear_float", dev, _float32_rows(rows), *weights)
-    return place(y, like, (*lead, out))
+        return call("linear_q8k", dev, q, d, bsums, *weights)
+    if mode == "int8" and x_scale is None and dev == "cuda":  # quantized on the GPU, fused
+        y, xs = call("linear_int8_fused", dev, rows, *weights, **into)
+        if check_finite and not np.isfinite(to_host(xs)).all():
+            _raise_not_finite(a, "x", in_float32=True)
+        return y
+    if mode == "int8":
+        q, xs = (rows, x_scale) if x_scale is not None else quantize_rows(rows, False, dev, a)
+        return call("linear_int8", dev, q, xs, *weights, **into)
+    return call("linear_float", dev, _float32_rows(rows), *weights, **into)
 
 
 def _float32_rows(rows: Any) -> Any:
@@ -327,9 +395,13 @@ class BitLinear:
         if activations == "q8_k":
             _q8k_blocks(self.weight)
         self.bias = _bias(bias, self.weight.shape[0])
+        if isinstance(self.bias, np.ndarray):  # the layer's own, read-only: GPU copies stay right
+            self.bias = self.bias.copy()
+            self.bias.flags.writeable = False
         self.activations = activations
         self.device = device
         self._sparsity: float | None = None
+        self._gpu_bias: dict[int, Any] = {}  # (self.bias, its copy) on each GPU used
 
     @property
     def in_features(self) -> int:
@@ -358,10 +430,24 @@ class BitLinear:
             self._sparsity = zeros / max(self.weight.packed.size, 1)
         return self._sparsity
 
-    def __call__(self, x: Any) -> Any:
-        """``linear(x, weight, bias)`` with the layer's activations and device."""
-        return linear(x, self.weight, self.bias, activations=self.activations,
-                      device=self.device)
+    def __call__(self, x: Any, *, out: Any = None, check_finite: bool = True) -> Any:
+        """``linear(x, weight, bias)`` with the layer's activations and device.
+
+        ``out`` and ``check_finite`` as in :func:`linear`. On CUDA the bias goes to
+        the GPU once, with the weights (see :func:`linear`).
+        """
+        bias = self.bias
+        if bias is not None and resolve_device(self.device, native(x),
+                                               self.weight.packed.data) == "cuda":
+            from ._kernels.cuda._launch import current_device
+
+            key = current_device()
+            hit = self._gpu_bias.get(key)
+            if hit is None or hit[0] is not bias:  # made once per GPU and bias object
+                hit = self._gpu_bias[key] = (bias, to_gpu(bias))
+            bias = hit[1]
+        return linear(x, self.weight, bias, activations=self.activations,
+                      device=self.device, out=out, check_finite=check_finite)
 
     def __repr__(self) -> str:
         return (f"BitLinear(in_features={self.in_features}, out_features={self.out_features}, "

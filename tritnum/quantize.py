@@ -49,7 +49,7 @@ class TernaryTensor:
     array([[ 0.9, -0.9,  0. ,  0.9]], dtype=float32)
     """
 
-    __slots__ = ("_group_size", "_packed", "_scales")
+    __slots__ = ("_cache", "_group_size", "_packed", "_scales")
     __array_ufunc__ = None  # ``x @ w`` is a TypeError (the product is ``x @ w.T``)
 
     def __init__(self, packed: PackedTrits, scales: Any, group_size: int | None = None, *,
@@ -78,6 +78,18 @@ class TernaryTensor:
         self._packed = packed
         self._scales = scales
         self._group_size = group_size
+        self._cache: dict[Any, Any] = {}
+
+    def _cached(self, key: Any, make: Any) -> Any:
+        """``make()``, computed once per ``key`` for this tensor (device copies, layouts).
+
+        Never stale: the packed trits and the scales are fixed for the tensor's life
+        (its scales are owned and read-only; slicing or unpickling makes a new tensor).
+        """
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = make()
+        return hit
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle the packed trits and the scales (owned and read-only once unpickled)."""
