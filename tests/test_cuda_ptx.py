@@ -18,13 +18,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 
 import pytest
 
 CC = (8, 0)
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
 KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
-                                                                   "matmul", "q8k"))
+                                                                   "matmul", "gemv", "q8k"))
 KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress")
 
 
@@ -138,12 +139,24 @@ def _signatures():
                                  "float32")],
         "q8k_lanes": [((trits_out, f32_rows, nt.Array(nt.int16, 2, "C"), rows_u8, i64, i64,
                         f32_rows, i64, f32, f32_rows), "int8")],
-        "gemv_2bit_words": [
-            ((nt.Array(x, 2, "C"), f32, nt.Array(nt.uint32, 2, "C"), f32_rows, f32, f32_rows),
-             str(x))
-            for x in (nt.float32, nt.int8)
+        "quantize_act_permuted": [
+            ((nt.Array(dtype, 2, layout), f32, nt.boolean, trits_out, nt.Array(nt.int32, 1, "C"),
+              f32), f"{dtype}-{layout}")
+            for dtype in (*floats, nt.int8) for layout in ("C", "A")
         ],
+        **{name: [(sig, name)] for name, sig in _gemv_signatures().items()},
     }
+
+
+def _gemv_signatures():
+    """The word GEMV kernels of ``cuda/gemv.py`` as ``cuda/matmul.py`` launches them."""
+    from numba import types as nt
+
+    f32, u32, i32 = (nt.Array(t, 1, "C") for t in (nt.float32, nt.uint32, nt.int32))
+    floats = (f32, u32, nt.int64, f32, f32, f32)
+    int8 = (u32, i32, f32, u32, nt.int64, f32, f32, f32)
+    return {"gemv_float": floats, "gemv_float_portable": floats,
+            "gemv_int8": int8, "gemv_int8_portable": int8}
 
 
 def _matmul_signatures():
@@ -243,3 +256,44 @@ def test_kernel_compiles_to_ptx(cuda, kernels, name, signature):
     assert str(resty) == "none"
     assert ".target sm_80" in ptx
     assert ".entry" in ptx
+
+
+def loop_instructions(ptx):
+    """Opcodes of the innermost loops: the basic blocks that branch back to their own label."""
+    parts = re.split(r"\n(\$L__BB\d+_\d+):", ptx)
+    loops = []
+    for label, body in zip(parts[1::2], parts[2::2]):
+        if re.search(rf"bra(\.uni)?\s+{re.escape(label)};", body):
+            loops.append([line.split()[0] for line in map(str.strip, body.splitlines())
+                          if line and not line.startswith(("//", "{", "}", "@"))])
+    return loops
+
+
+# per 64 trits (one 128-bit weight load per lane and step): the inner loop of each hot GEMV
+HOT = {
+    "gemv_int8": {"dp4a.u32.s32": 16, "ld.global.nc.v4.u32": 5},
+    "gemv_float": {"fma.rn.f32": 64, "ld.global.nc.v4.u32": 1, "ld.global.nc.v4.f32": 16},
+}
+INT64_ALLOWED = {"mul.wide.u32", "add.s64"}  # an address: base + 4 * (32-bit index)
+
+
+@pytest.mark.parametrize("cc", [(8, 0), (9, 0)], ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
+@pytest.mark.parametrize("name", sorted(HOT))
+def test_hot_gemv_uses_32_bit_indices_and_no_local_memory(cuda, kernels, name, cc):
+    """The issue's static check, from the PTX: 128-bit loads and dp4a in the inner loop,
+    32-bit index arithmetic there (64-bit only to form addresses), no local memory."""
+    ptx, _ = cuda.compile_ptx(kernels[name].py_func, dict(_gemv_signatures())[name], cc=cc)
+    assert f".target sm_{cc[0]}{cc[1]}" in ptx
+    assert ".local" not in ptx and "ld.local" not in ptx and "st.local" not in ptx
+    loops = loop_instructions(ptx)
+    hot = [ops for ops in loops if all(op in ops for op in HOT[name])]
+    assert hot, f"no inner loop of {name} holds {sorted(HOT[name])}"
+    for ops in hot:
+        for op, count in HOT[name].items():
+            assert ops.count(op) == count, (op, ops.count(op))
+        wide = sorted({op for op in ops if re.search(r"\.[su]64\b|\.b64\b|\.f64\b", op)}
+                      - INT64_ALLOWED - {"cvt.f64.f32", "add.f64"}  # the float chunk sum
+                      - {"ld.param.u64"})  # an array's base from the constant bank
+        assert not wide, f"64-bit operations in {name}'s inner loop: {wide}"
+        assert not any(op.startswith(("cvt.rn.f32.s32", "cvt.rn.f32.u32")) for op in ops)
+        assert ops.count("mul.wide.u32") == ops.count("add.s64")  # addresses only
