@@ -262,7 +262,7 @@ def loop_instructions(ptx):
     """Opcodes of the innermost loops: the basic blocks that branch back to their own label."""
     parts = re.split(r"\n(\$L__BB\d+_\d+):", ptx)
     loops = []
-    for label, body in zip(parts[1::2], parts[2::2]):
+    for label, body in zip(parts[1::2], parts[2::2], strict=True):
         if re.search(rf"bra(\.uni)?\s+{re.escape(label)};", body):
             loops.append([line.split()[0] for line in map(str.strip, body.splitlines())
                           if line and not line.startswith(("//", "{", "}", "@"))])

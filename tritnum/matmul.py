@@ -149,7 +149,7 @@ def _resident(w: TernaryTensor, dev: str) -> tuple[Any, np.ndarray]:
 def _out(out: Any, shape: tuple[int, ...], dev: str) -> Any:
     """``out`` checked: float32, C-contiguous, ``shape``, on the GPU exactly when ``dev`` is."""
     o = native(out)
-    if (dev == "cuda") != is_cuda_array(o) or not isinstance(o, np.ndarray) and dev != "cuda":
+    if dev == "cuda" if not is_cuda_array(o) else dev != "cuda":
         where = "a GPU array" if dev == "cuda" else "a NumPy array"
         raise TypeError(f"out must be {where} for device={dev!r}, got {type(out).__name__}")
     if o.dtype != np.float32:

@@ -73,8 +73,11 @@ def none() -> Any:
 
 
 def launch(kernel: Any, tag: str, grid: int, block: int, *args: Any) -> None:
-    """``kernel[grid, block](*args)``, specialized once per ``tag`` (the caller's name for
-    the argument types: the same tag must always come with the same types)."""
+    """``kernel[grid, block](*args)``, specialized once per ``tag``.
+
+    ``tag`` is the caller's name for the argument types: the same tag must always
+    come with the same types.
+    """
     key = (kernel, tag, grid, block, _device())
     bound = _BOUND.get(key)
     if bound is None:

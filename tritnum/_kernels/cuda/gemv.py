@@ -30,7 +30,7 @@ int8 path (:data:`gemv_int8`): ``x`` comes as the int8 quants of one row,
 holds ``q[16 k + s], q[16 k + 4 + s], q[16 k + 8 + s], q[16 k + 12 + s]``:
 then ``(word >> 2 s) & 0x03030303`` are the matching four codes and one
 ``dp4a`` adds ``Σ code · q`` for four trits. The exact row sum is
-``Σ code · q − Σ q`` (``Σ q`` from the quantizer), in int32: exact for
+``Σ code · q - Σ q`` (``Σ q`` from the quantizer), in int32: exact for
 ``n < 2**22`` (``|Σ code·q| <= 256 n``; launchers check it).
 
 Expected floors (H100 SXM, 3.35 TB/s HBM; to be measured, see
@@ -185,7 +185,7 @@ def _int8_kernel(load4, dp4a, warp_sum):
 
     @cuda.jit
     def kernel(xp, qsum, xscale, w, nw, scale, bias, y):
-        """``y[o] = (Σ code · q − Σ q) · scale[o] · xscale + bias[o]``.
+        """``y[o] = (Σ code · q - Σ q) · scale[o] · xscale + bias[o]``.
 
         ``xp``: the permuted quants as uint32 words ``(n // 4,)``; ``qsum`` int32 ``(1,)``
         and ``xscale`` float32 ``(1,)`` from the quantizer; the rest as the float kernel.

@@ -251,8 +251,11 @@ def _gemv_grid(out: int) -> int:
 
 
 def _quantized(x: Any, xscale: Any, permute: bool) -> tuple[Any, Any, Any]:
-    """int8 quants of ``x`` (float, or int8 with ``xscale``), their row sums and scales,
-    in scratch buffers, by one launch of :func:`.quantize.quantize_act_permuted`."""
+    """int8 quants of ``x``, their row sums and scales, in scratch buffers.
+
+    ``x`` is float, or int8 with ``xscale``; one launch of
+    :func:`.quantize.quantize_act_permuted`.
+    """
     m, n = x.shape
     q = scratch("q", (m, n), np.int8)
     qsum = scratch("qsum", (m,), np.int32)
@@ -271,9 +274,11 @@ def _output(m: int, out: int, y: Any) -> Any:
 
 def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias: Any,
             y: Any = None, quantize: bool = False) -> Any:
-    """Launch the kernels for ``m`` rows of ``x``; ``(m, out)`` float32 on the GPU, into
-    ``y`` when given. ``quantize``: float ``x`` is quantized to int8 on the device first
-    (then the row scales are returned too)."""
+    """Launch the kernels for ``m`` rows of ``x``; ``(m, out)`` float32 on the GPU.
+
+    Into ``y`` when given. ``quantize``: float ``x`` is quantized to int8 on the
+    device first (then the row scales are returned too).
+    """
     m = x.shape[0]
     if not isinstance(w, Weights):
         w = prepare(w, scales, fmt, n)
@@ -326,6 +331,8 @@ def linear_int8(q: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any,
 @register("linear_int8_fused", "cuda")
 def linear_int8_fused(x: Any, w: Any, fmt: Format, n: int, scales: Any, bias: Any,
                       out: Any = None) -> tuple[Any, Any]:
-    """int8 activations quantized on the device, fused: the result and the row scales
-    (NaN for a row that held NaN or infinity, whose outputs are then NaN)."""
+    """int8 activations quantized on the device, fused: the result and the row scales.
+
+    A row that held NaN or infinity has a NaN scale, and NaN outputs.
+    """
     return _linear(x, None, w, fmt, n, scales, bias, out, quantize=True)
