@@ -24,7 +24,6 @@ from .quantize import (
     TransposedTernaryTensor,
     _raise_not_finite,
     quantize,
-    quantize_rows,
 )
 from .typing import Activations
 
@@ -131,19 +130,14 @@ def _scale_rows(w: TernaryTensor) -> np.ndarray:
 
 
 def _resident(w: TernaryTensor, dev: str) -> tuple[Any, np.ndarray]:
-    """``w``'s packed data and :func:`_scale_rows` where ``dev``'s kernels read them.
+    """``w``'s packed data and :func:`_scale_rows` as ``dev``'s kernels take them.
 
-    On CUDA the data comes as the kernels' layouts of it (``linear_weights``), made
-    once per tensor and GPU (copied there if they live on the host) and kept with
-    the tensor: later calls copy and look up nothing.
+    Made once per tensor (and GPU) and kept with it (``linear_weights``): on CUDA
+    later calls copy and look up nothing.
     """
-    if dev != "cuda":
-        return w.packed.data, _scale_rows(w)
-    from ._kernels.cuda._launch import current_device
-
-    layout = w._cached(("cuda", current_device()), lambda: kernel("linear_weights", dev)(
-        to_gpu(w.packed.data), to_gpu(_scale_rows(w)), w.packed._format, w.shape[1]))
-    return layout, layout.scales
+    scales = w._cached("scale_rows", lambda: _scale_rows(w))
+    return kernel("linear_weights", dev)(w.packed.data, scales, w.packed._format, w.shape[1],
+                                         w._cache)
 
 
 def _out(out: Any, shape: tuple[int, ...], dev: str) -> Any:
@@ -208,10 +202,10 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     check_finite : bool
         ``"int8"`` with float ``x`` only: raise ValueError on NaN or infinity in
         ``x`` (the default). On CUDA the check reads the row scales back from the
-        GPU, one synchronization per call; ``check_finite=False`` skips it and the
-        call only launches kernels: a row of ``x`` holding NaN or infinity then
-        gives NaN in every output of that row (never a silently wrong number).
-        The CPU devices always check (it costs nothing there).
+        GPU, one synchronization per call; ``check_finite=False`` skips it (on
+        every device) and a CUDA call only launches kernels: a row of ``x``
+        holding NaN or infinity then gives NaN in every output of that row, never
+        a silently wrong number.
 
     Returns
     -------
@@ -305,8 +299,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     else:
         data, scales = _resident(w, dev)
         weights = (data, w.packed._format, n, scales, b)
-        into = ({} if target is None or dev != "cuda" or mode == "q8_k"
-                else {"out": target.reshape(m, nout)})
+        into = {} if target is None or mode == "q8_k" else {"out": target.reshape(m, nout)}
         y = _product(a, rows, given_scale, mode, dev, weights, into, check_finite)
         if into:
             return out
@@ -327,14 +320,13 @@ def _product(a: Any, rows: Any, x_scale: Any, mode: str, dev: str, weights: tupl
         if not np.isfinite(to_host(d)).all():
             _raise_not_finite(a, "x", in_float32=True)
         return call("linear_q8k", dev, q, d, bsums, *weights)
-    if mode == "int8" and x_scale is None and dev == "cuda":  # quantized on the GPU, fused
+    if mode == "int8" and x_scale is None:  # quantized and multiplied, no host round trip
         y, xs = call("linear_int8_fused", dev, rows, *weights, **into)
         if check_finite and not np.isfinite(to_host(xs)).all():
             _raise_not_finite(a, "x", in_float32=True)
         return y
     if mode == "int8":
-        q, xs = (rows, x_scale) if x_scale is not None else quantize_rows(rows, False, dev, a)
-        return call("linear_int8", dev, q, xs, *weights, **into)
+        return call("linear_int8", dev, rows, x_scale, *weights, **into)
     return call("linear_float", dev, _float32_rows(rows), *weights, **into)
 
 
@@ -401,7 +393,7 @@ class BitLinear:
         self.activations = activations
         self.device = device
         self._sparsity: float | None = None
-        self._gpu_bias: dict[int, Any] = {}  # (self.bias, its copy) on each GPU used
+        self._kept: dict[Any, Any] = {}  # the bias where the kernels read it (see ``keep``)
 
     @property
     def in_features(self) -> int:
@@ -437,15 +429,9 @@ class BitLinear:
         the GPU once, with the weights (see :func:`linear`).
         """
         bias = self.bias
-        if bias is not None and resolve_device(self.device, native(x),
-                                               self.weight.packed.data) == "cuda":
-            from ._kernels.cuda._launch import current_device
-
-            key = current_device()
-            hit = self._gpu_bias.get(key)
-            if hit is None or hit[0] is not bias:  # made once per GPU and bias object
-                hit = self._gpu_bias[key] = (bias, to_gpu(bias))
-            bias = hit[1]
+        if bias is not None:  # on CUDA: copied to the GPU once
+            dev = resolve_device(self.device, native(x), self.weight.packed.data)
+            bias = kernel("keep", dev)(bias, self._kept, "bias")
         return linear(x, self.weight, bias, activations=self.activations,
                       device=self.device, out=out, check_finite=check_finite)
 

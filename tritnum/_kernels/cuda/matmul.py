@@ -51,10 +51,11 @@ from numba import cuda, float32, float64
 
 from ..._dispatch import register
 from ..._formats import Format
+from ..._interop import to_gpu
 from ..shared import packing as codecs
 from ..shared.packing import byte_rows
 from . import gemv
-from ._launch import MAX_BLOCKS, SIMULATOR, aligned, launch, none, scratch
+from ._launch import MAX_BLOCKS, SIMULATOR, aligned, current_device, launch, none, scratch
 from .quantize import ACT_THREADS, quantize_act_permuted
 
 _read_code = cuda.jit(device=True, inline="always")(codecs.read_code)
@@ -223,7 +224,6 @@ class Weights(NamedTuple):
     row_scales: Any  # (out,) float32 scales for :mod:`.gemv`, or None
 
 
-@register("linear_weights", "cuda")
 def prepare(w: Any, scales: Any, fmt: Format, n: int) -> Weights:
     """The layouts of packed weights ``w`` with ``(out, groups)`` ``scales`` on the GPU.
 
@@ -326,6 +326,31 @@ def linear_float(x: Any, w: Any, fmt: Format, n: int, scales: Any, bias: Any,
 def linear_int8(q: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any,
                 bias: Any, out: Any = None) -> Any:
     return _linear(q, xscale, w, fmt, n, scales, bias, out)
+
+
+@register("keep", "cuda")
+def keep(a: Any, cache: dict[Any, Any], name: Any) -> Any:
+    """``a`` on the current GPU, copied once per device and kept in ``cache``.
+
+    The copy is made again when ``a`` is another object than the one kept.
+    """
+    key = (name, "cuda", current_device())
+    hit = cache.get(key)
+    if hit is None or hit[0] is not a:
+        hit = cache[key] = (a, to_gpu(a))
+    return hit[1]
+
+
+@register("linear_weights", "cuda")
+def resident(data: Any, scales: Any, fmt: Format, n: int,
+             cache: dict[Any, Any]) -> tuple[Weights, Any]:
+    """Weights on the current GPU in the kernels' layouts, made once and kept in ``cache``."""
+    key = ("linear_weights", current_device())
+    hit = cache.get(key)
+    if hit is None:
+        gpu_scales = to_gpu(scales)
+        hit = cache[key] = (prepare(to_gpu(data), gpu_scales, fmt, n), gpu_scales)
+    return hit
 
 
 @register("linear_int8_fused", "cuda")
