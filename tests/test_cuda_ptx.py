@@ -258,6 +258,15 @@ def test_kernel_compiles_to_ptx(cuda, kernels, name, signature):
     assert ".entry" in ptx
 
 
+def test_convert_free_trit_constant():
+    """``_ptx.trit``'s identity: ``as_float(0x4B000000 | code) - (2**23 + 1) == code - 1``."""
+    import numpy as np
+
+    codes = np.arange(3, dtype=np.uint32)
+    got = (codes | np.uint32(0x4B000000)).view(np.float32) - np.float32(8388609.0)
+    assert got.tolist() == [-1.0, 0.0, 1.0]
+
+
 def loop_instructions(ptx):
     """Opcodes of the innermost loops: the basic blocks that branch back to their own label."""
     parts = re.split(r"\n(\$L__BB\d+_\d+):", ptx)

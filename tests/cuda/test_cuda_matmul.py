@@ -282,6 +282,19 @@ def test_2bit_word_gemv(out, n, mode, act, launched):
         assert launched.count("_int8_kernel") == 2 and "quantize_act_permuted" in launched
 
 
+def test_word_gemv_needs_aligned_float_x(launched):
+    """A float x that does not start on 16 bytes (a view one float in) takes the general GEMV."""
+    w = weights(3, 64, "2bit", "row", None)
+    wide = np.random.default_rng(13).standard_normal((1, 65)).astype(np.float32)
+    x = cuda.to_device(wide)[:, 1:]
+    got = tn.linear(x, w, device="cuda").copy_to_host()
+    np.testing.assert_allclose(got, tn.linear(wide[:, 1:], w, device="numpy"), rtol=1e-5,
+                               atol=1e-5)
+    assert "_float_kernel" not in launched
+    tn.linear(wide[:, 1:], w, device="cuda")  # copied to the GPU: aligned
+    assert "_float_kernel" in launched
+
+
 @pytest.mark.parametrize("n", [16, 48, 80])
 def test_word_gemv_needs_whole_128_bit_chunks(n, launched):
     """n not a multiple of 64: the general GEMV, still exact."""

@@ -288,8 +288,10 @@ def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias:
     y = _output(m, out, y)
     if m == 0 or out == 0:
         return (y, scratch("xscale", (m,), np.float32)) if quantize else y
-    words = (w.words, w.row_scales) if m == 1 and w.words is not None else None
     int8 = quantize or xscale is not None
+    # float x is read by 128-bit loads too (int8 x is re-laid out into a scratch buffer)
+    words = ((w.words, w.row_scales)
+             if m == 1 and w.words is not None and (int8 or aligned(x)) else None)
     if quantize or (int8 and words is not None):
         q, qsum, xs = _quantized(x, None if quantize else xscale, words is not None)
     if words is not None:
