@@ -14,22 +14,26 @@ _REGS = {types.uint32: ("u32", "r", 32), types.float32: ("f32", "f", None)}
 
 
 @intrinsic
-def load4(typingctx, a, i):
-    """``a[i : i + 4]`` as a 4-tuple by one ``ld.global.nc.v4`` (128-bit, read-only path).
+def load4(typingctx, a, i, k):
+    """``a[i + k : i + k + 4]`` as a 4-tuple by one ``ld.global.nc.v4`` (128-bit, read-only).
 
-    ``a``: a C-contiguous 1-D uint32 or float32 array; ``i``: a uint32 element index,
-    a multiple of 4 from a 16-byte aligned base. Unchecked, like any index here.
+    ``a``: a C-contiguous 1-D uint32 or float32 array; ``i``: a uint32 element index;
+    ``k``: a small constant added in 64 bits (so it folds into the load's immediate
+    offset, which a 32-bit ``i + k`` that may wrap cannot); ``i + k`` a multiple of 4
+    from a 16-byte aligned base. Unchecked, like any index here.
     """
     if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype in _REGS
-            and i == types.uint32):
+            and i == types.uint32 and isinstance(k, types.Integer)):
         return None
     kind, reg, _ = _REGS[a.dtype]
-    sig = types.UniTuple(a.dtype, 4)(a, i)
+    sig = types.UniTuple(a.dtype, 4)(a, i, k)
 
     def codegen(context, builder, signature, args):
         arr = context.make_array(signature.args[0])(context, builder, args[0])
         elem = context.get_value_type(signature.args[0].dtype)
-        ptr = builder.gep(arr.data, [builder.zext(args[1], ir.IntType(64))])
+        i64 = ir.IntType(64)
+        off = args[2] if args[2].type.width == 64 else builder.sext(args[2], i64)
+        ptr = builder.gep(arr.data, [builder.add(builder.zext(args[1], i64), off)])
         addr = builder.ptrtoint(ptr, ir.IntType(64))
         fnty = ir.FunctionType(ir.LiteralStructType([elem] * 4), [ir.IntType(64)])
         asm = ir.InlineAsm(fnty, f"ld.global.nc.v4.{kind} {{$0, $1, $2, $3}}, [$4];",
@@ -58,23 +62,29 @@ def dp4a(typingctx, a, b, c):
 
 
 @intrinsic
-def trit(typingctx, word, shift):
-    """The trit at bit ``shift`` of a "2bit" code word as float32, without a convert.
-
-    ``as_float(0x4B000000 | code) = 2**23 + code`` exactly, so subtracting ``2**23 + 1``
-    gives ``code - 1`` exactly: a shift, an and/or (one ``LOP3``) and an add, all
-    full-rate, where ``float32(code - 1)`` costs a quarter-rate ``I2F``.
-    """
-    if not (word == types.uint32 and isinstance(shift, types.Integer)):
+def prmt(typingctx, a, b, c):
+    """``prmt.b32``: byte ``k`` of the result is byte ``nibble_k(c) & 7`` of ``(b, a)``
+    (bytes 0-3 of ``a``, 4-7 of ``b``; no sign-replicate bit in the nibbles used here)."""
+    if not (a == types.uint32 and b == types.uint32 and c == types.uint32):
         return None
-    sig = types.float32(word, shift)
+    sig = types.uint32(a, b, c)
 
     def codegen(context, builder, signature, args):
         i32 = ir.IntType(32)
-        s = builder.trunc(args[1], i32) if args[1].type.width > 32 else args[1]
-        code = builder.and_(builder.lshr(args[0], s), ir.Constant(i32, 3))
-        magic = builder.bitcast(builder.or_(code, ir.Constant(i32, 0x4B000000)),
-                                ir.FloatType())
-        return builder.fsub(magic, ir.Constant(ir.FloatType(), 8388609.0))
+        asm = ir.InlineAsm(ir.FunctionType(i32, [i32, i32, i32]), "prmt.b32 $0, $1, $2, $3;",
+                           "=r,r,r,r")
+        return builder.call(asm, list(args))
 
     return sig, codegen
+
+
+@intrinsic
+def as_float(typingctx, a):
+    """The float32 whose bits are uint32 ``a`` (a register move, no instruction)."""
+    if a != types.uint32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(a), codegen

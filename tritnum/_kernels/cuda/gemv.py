@@ -62,9 +62,10 @@ MASK2 = 0x03030303  # the low two bits of each byte
 
 # ------------------------------------------------------------ portable operations
 @cuda.jit(device=True, inline="always")
-def _load4_portable(a, i):
-    """``a[i : i + 4]`` as a tuple, four scalar loads."""
-    return a[i], a[uint32(i + 1)], a[uint32(i + 2)], a[uint32(i + 3)]
+def _load4_portable(a, i, k):
+    """``a[i + k : i + k + 4]`` as a tuple, four scalar loads."""
+    j = uint32(i + k)
+    return a[j], a[uint32(j + 1)], a[uint32(j + 2)], a[uint32(j + 3)]
 
 
 @cuda.jit(device=True, inline="always")
@@ -105,30 +106,59 @@ def _warp_sum_shfl(v, red, tid):
     return v
 
 
+HALF_LUT = 0x003F00BF  # bytes by code: 0xBF, 0x00, 0x3F: the top bytes of -0.5, 0, 0.5
+PAIRS = 0x3333  # the low two bits of nibbles 0-3
+
+
 @cuda.jit(device=True, inline="always")
-def _trit_portable(word, shift):
-    """The trit at bit ``shift`` of a code word, as float32."""
-    return float32(int32((word >> uint32(shift)) & uint32(3)) - int32(1))
+def _group_portable(word, shift):
+    """Codes ``shift/2 + 2k`` (k = 0..3) of ``word`` in nibbles ``k`` (see :func:`_group_prmt`)."""
+    return uint32(word >> shift)
 
 
-def _float_kernel(load4, trit, warp_sum):
+@cuda.jit(device=True, inline="always")
+def _take_portable(g, k):
+    """Half the trit in nibble ``k`` of a group, as float32."""
+    return float32(0.5) * float32(int32((g >> uint32(4 * k)) & uint32(3)) - int32(1))
+
+
+@cuda.jit(device=True, inline="always")
+def _group_prmt(word, shift):
+    """Four codes of ``word`` looked up at once: one ``prmt`` turns the codes
+    ``shift/2 + 2k`` (nibble ``k`` of the selector) into byte ``k`` = the top byte of
+    ``(code - 1) / 2`` in float32."""
+    return _ptx.prmt(uint32(HALF_LUT), uint32(0), uint32((word >> shift) & uint32(PAIRS)))
+
+
+@cuda.jit(device=True, inline="always")
+def _take_prmt(g, k):
+    """Half the trit of byte ``k`` of a group: that byte moved to the top, zeros below."""
+    return _ptx.as_float(_ptx.prmt(g, uint32(0), uint32((k << 12) | 0x444)))
+
+
+def _float_kernel(load4, group, take, warp_sum):
     """The float32 GEMV kernel over the device operations given (see the module notes)."""
 
     @cuda.jit(device=True, inline="always")
-    def quad(word, shift, xq, s):
-        """``s`` plus four trits of ``word`` from bit ``shift`` times the four floats ``xq``."""
-        s = cuda.fma(trit(word, shift), xq[0], s)
-        s = cuda.fma(trit(word, shift + 2), xq[1], s)
-        s = cuda.fma(trit(word, shift + 4), xq[2], s)
-        return cuda.fma(trit(word, shift + 6), xq[3], s)
+    def quarter(word, shift, a, b, c, d, s):
+        """``s`` plus half the trits ``shift/2 + 2k`` of ``word`` times ``a, b, c, d``."""
+        g = group(word, shift)
+        s = cuda.fma(take(g, 0), a, s)
+        s = cuda.fma(take(g, 1), b, s)
+        s = cuda.fma(take(g, 2), c, s)
+        return cuda.fma(take(g, 3), d, s)
 
     @cuda.jit(device=True, inline="always")
-    def word_dot(word, x, xi, s):
-        """``s`` plus the 16 trits of ``word`` times ``x[xi : xi + 16]``."""
-        s = quad(word, 0, load4(x, xi), s)
-        s = quad(word, 8, load4(x, uint32(xi + 4)), s)
-        s = quad(word, 16, load4(x, uint32(xi + 8)), s)
-        return quad(word, 24, load4(x, uint32(xi + 12)), s)
+    def word_dot(word, x, xi, k, s):
+        """``s`` plus half the 16 trits of ``word`` times ``x[xi + k : xi + k + 16]``."""
+        p = load4(x, xi, k)
+        q = load4(x, xi, k + 4)
+        s = quarter(word, 0, p[0], p[2], q[0], q[2], s)
+        s = quarter(word, 2, p[1], p[3], q[1], q[3], s)
+        p = load4(x, xi, k + 8)
+        q = load4(x, xi, k + 12)
+        s = quarter(word, 16, p[0], p[2], q[0], q[2], s)
+        return quarter(word, 18, p[1], p[3], q[1], q[3], s)
 
     @cuda.jit
     def kernel(x, w, nw, scale, bias, y):
@@ -150,18 +180,18 @@ def _float_kernel(load4, trit, warp_sum):
                 row = uint32(o * words)
                 c = uint32(lane * CHUNK)
                 while c < words:
-                    wq = load4(w, uint32(row + c))
+                    wq = load4(w, uint32(row + c), 0)
                     xi = uint32(c * 16)
                     s = float32(0)
-                    s = word_dot(wq[0], x, xi, s)
-                    s = word_dot(wq[1], x, uint32(xi + 16), s)
-                    s = word_dot(wq[2], x, uint32(xi + 32), s)
-                    s = word_dot(wq[3], x, uint32(xi + 48), s)
+                    s = word_dot(wq[0], x, xi, 0, s)
+                    s = word_dot(wq[1], x, xi, 16, s)
+                    s = word_dot(wq[2], x, xi, 32, s)
+                    s = word_dot(wq[3], x, xi, 48, s)
                     acc += float64(s)
                     c = uint32(c + 32 * CHUNK)
             total = warp_sum(acc, red, tid)
             if o < out and lane == uint32(0):
-                total *= float64(scale[o])
+                total *= 2 * float64(scale[o])  # the sums were of half trits
                 if bias.shape[0] != 0:
                     total += float64(bias[o])
                 y[o] = float32(total)
@@ -174,9 +204,9 @@ def _int8_kernel(load4, dp4a, warp_sum):
     """The int8 (dp4a) GEMV kernel over the device operations given (see the module notes)."""
 
     @cuda.jit(device=True, inline="always")
-    def word_dot(word, xp, xi, acc):
-        """``acc`` plus ``Σ code · q`` over the 16 codes of ``word`` (x words from ``xi``)."""
-        xq = load4(xp, xi)
+    def word_dot(word, xp, xi, k, acc):
+        """``acc`` plus ``Σ code · q`` over the 16 codes of ``word`` (x words from ``xi + k``)."""
+        xq = load4(xp, xi, k)
         m = uint32(MASK2)
         acc = dp4a(uint32(word & m), xq[0], acc)
         acc = dp4a(uint32((word >> 2) & m), xq[1], acc)
@@ -204,12 +234,12 @@ def _int8_kernel(load4, dp4a, warp_sum):
                 row = uint32(o * words)
                 c = uint32(lane * CHUNK)
                 while c < words:
-                    wq = load4(w, uint32(row + c))
+                    wq = load4(w, uint32(row + c), 0)
                     xi = uint32(c * 4)
-                    acc = word_dot(wq[0], xp, xi, acc)
-                    acc = word_dot(wq[1], xp, uint32(xi + 4), acc)
-                    acc = word_dot(wq[2], xp, uint32(xi + 8), acc)
-                    acc = word_dot(wq[3], xp, uint32(xi + 12), acc)
+                    acc = word_dot(wq[0], xp, xi, 0, acc)
+                    acc = word_dot(wq[1], xp, xi, 4, acc)
+                    acc = word_dot(wq[2], xp, xi, 8, acc)
+                    acc = word_dot(wq[3], xp, xi, 12, acc)
                     c = uint32(c + 32 * CHUNK)
             total = warp_sum(acc, red, tid)
             if o < out and lane == uint32(0):
@@ -222,7 +252,8 @@ def _int8_kernel(load4, dp4a, warp_sum):
     return kernel
 
 
-gemv_float = _float_kernel(_ptx.load4, _ptx.trit, _warp_sum_shfl)
+gemv_float = _float_kernel(_ptx.load4, _group_prmt, _take_prmt, _warp_sum_shfl)
 gemv_int8 = _int8_kernel(_ptx.load4, _ptx.dp4a, _warp_sum_shfl)
-gemv_float_portable = _float_kernel(_load4_portable, _trit_portable, _warp_sum_portable)
+gemv_float_portable = _float_kernel(_load4_portable, _group_portable, _take_portable,
+                                    _warp_sum_portable)
 gemv_int8_portable = _int8_kernel(_load4_portable, _dp4a_portable, _warp_sum_portable)
