@@ -63,8 +63,11 @@ def dp4a(typingctx, a, b, c):
 
 @intrinsic
 def prmt(typingctx, a, b, c):
-    """``prmt.b32``: byte ``k`` of the result is byte ``nibble_k(c) & 7`` of ``(b, a)``
-    (bytes 0-3 of ``a``, 4-7 of ``b``; no sign-replicate bit in the nibbles used here)."""
+    """``prmt.b32``: byte ``k`` of the result is byte ``nibble_k(c) & 7`` of ``(b, a)``.
+
+    Bytes 0-3 are those of ``a``, 4-7 those of ``b``; the nibbles used here have no
+    sign-replicate bit.
+    """
     if not (a == types.uint32 and b == types.uint32 and c == types.uint32):
         return None
     sig = types.uint32(a, b, c)

@@ -13,16 +13,21 @@ launchers require ``out * nw < 2**32`` words.
 Two kernels, each built twice from one body by :func:`_float_kernel` /
 :func:`_int8_kernel` with a set of device operations:
 
-- **fast** (real GPUs): ``ld.global.nc.v4`` 128-bit loads, ``dp4a`` and warp
-  shuffles through inline PTX (:mod:`._ptx`). Needs ``nw % 4 == 0``
+- **fast** (real GPUs): ``ld.global.nc.v4`` 128-bit loads, ``dp4a`` and ``prmt``
+  through inline PTX (:mod:`._ptx`), numba's warp shuffles. Needs ``nw % 4 == 0``
   (``n % 64 == 0``) and 16-byte aligned rows (checked by the launchers).
 - **portable** (the CUDA simulator, which runs none of the intrinsics): the
   same loops with four scalar loads, a byte loop for ``dp4a`` and a
   shared-memory tree per warp (``syncthreads``).
 
-Float path (:data:`gemv_float`): each trit is ``float32(code - 1)`` times its
-``x`` (fused multiply-add), 64 products summed in float32 per chunk, chunks in
-float64 per lane; the row sum times the row scale and plus the bias in float64.
+Float path (:data:`gemv_float`): one ``prmt`` looks four codes up at once in
+a 4-byte table (:data:`HALF_LUT`) whose bytes are the top bytes of the float32
+values -0.5, 0, 0.5; a second ``prmt`` per trit moves its byte to the top of a
+zeroed word, which *is* the half trit as float32 (no int->float convert, which
+runs at a quarter rate). Each half trit times its ``x`` by FMA, 64 products
+summed in float32 per chunk, chunks in float64 per lane; the row sum times
+``2 * scale`` (exact) plus the bias in float64. The portable twin computes the
+same half trits arithmetically: both give the same sums.
 
 int8 path (:data:`gemv_int8`): ``x`` comes as the int8 quants of one row,
 *permuted once per call* by the fused quantizer
@@ -33,19 +38,27 @@ then ``(word >> 2 s) & 0x03030303`` are the matching four codes and one
 ``Σ code · q - Σ q`` (``Σ q`` from the quantizer), in int32: exact for
 ``n < 2**22`` (``|Σ code·q| <= 256 n``; launchers check it).
 
-Expected floors (H100 SXM, 3.35 TB/s HBM; to be measured, see
-``tests/test_cuda_ptx.py`` for the instruction counts read from the PTX):
+Expected floors (H100 SXM: 3.35 TB/s HBM, 132 SMs at ~1.75 GHz, 4 x 32 lanes
+issued per SM and clock). None of this is measured yet: no GPU was lent.
 
-- weights: ``n / 4`` bytes per row, read once; 16384 x 8192 is 32 MiB, ~10 µs
-  at HBM speed (50 % of HBM: 20 µs). ``x`` (32 KiB float32, 8 KiB int8) is
-  re-read per warp from L1/L2.
-- int8 inner loop per 64 trits: one 128-bit weight load, four 128-bit x loads,
-  16 ``dp4a``, 12 shifts and 16 ands: about 0.8 instructions per trit, under
-  the ~2 per trit that HBM speed allows at 132 SMs x 128 lanes x 1.7 GHz.
-- float inner loop per 64 trits: one 128-bit weight load, sixteen 128-bit x
-  loads, and per trit a shift/and (bit-field extract), an int->float convert
-  and an FMA: about 3-4 instructions per trit, so the float path is expected
-  to be instruction-bound at roughly half of HBM speed.
+- Bytes: ``n / 4`` per weight row, read once; at 16384 x 8192, 32 MiB: about
+  10 µs at HBM speed (50 % of HBM, the issue's target: 20 µs). ``x`` (32 KiB
+  float32 or 8 KiB int8) is re-read by every warp from L1/L2, not HBM.
+- int8 inner loop, from the PTX (sm_80 and sm_90 alike; checked in
+  ``tests/test_cuda_ptx.py``): 61 instructions per lane per 64 trits, 0.95 per
+  trit: 5 ``ld.global.nc.v4.u32`` (1 weights, 4 x), 16 ``dp4a``, 16 ``and``,
+  12 ``shr``, 2 ``mul.wide.u32`` + 5 ``add.s64`` (addresses; the constant
+  offsets fold into the loads in SASS), 3 ``add.s32`` + compare + branch.
+  That is ~15 issue cycles per SM per 2,048 trits, ~7 TB/s of weights: under
+  the instruction budget, so memory-bound.
+- float inner loop: 287 PTX instructions per 64 trits of which 70 are register
+  moves (bitcasts): about 217, 3.4 per trit: 17 128-bit loads (1 weights,
+  16 x), 80 ``prmt``, 64 ``fma``, 16 ``and``, 12 ``shr``, addresses and loop.
+  About 54 issue cycles per SM per 2,048 trits, ~2 TB/s of weights: roughly
+  60 % of HBM, instruction-bound (the 80 ``prmt`` share the integer pipe,
+  half rate on sm_90).
+- Launch: one kernel (float) or two (int8: quantizer + GEMV), no copy, no
+  synchronization with ``out=`` and ``check_finite=False``.
 """
 
 from __future__ import annotations
@@ -124,9 +137,11 @@ def _take_portable(g, k):
 
 @cuda.jit(device=True, inline="always")
 def _group_prmt(word, shift):
-    """Four codes of ``word`` looked up at once: one ``prmt`` turns the codes
-    ``shift/2 + 2k`` (nibble ``k`` of the selector) into byte ``k`` = the top byte of
-    ``(code - 1) / 2`` in float32."""
+    """Four codes of ``word`` looked up at once, by one ``prmt``.
+
+    The codes ``shift/2 + 2k`` (nibble ``k`` of the selector) become byte ``k``: the
+    top byte of ``(code - 1) / 2`` in float32.
+    """
     return _ptx.prmt(uint32(HALF_LUT), uint32(0), uint32((word >> shift) & uint32(PAIRS)))
 
 
