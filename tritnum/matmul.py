@@ -229,6 +229,12 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
 
     Notes
     -----
+    On CUDA the weights' scales (and packed data held on the host) are copied to
+    the GPU on first use and kept with ``w``, with the kernels' layouts of them,
+    until ``w`` is freed; ``BitLinear`` keeps its bias there too. A steady call
+    on GPU data with ``out=`` then allocates and copies nothing, and with
+    ``check_finite=False`` (or float activations) does not synchronize.
+
     On the float path NaN and infinity in ``x`` propagate as they do in BLAS:
     every output that reads them is NaN or infinite. Values beyond float32's range
     become infinite (the float path computes in float32).
