@@ -122,11 +122,20 @@ def _bias(bias: Any, out: int) -> Any:
 
 
 def _scale_rows(w: TernaryTensor) -> np.ndarray:
-    """The weight scales as ``(out, groups)`` float32 (one group for per-tensor scales)."""
-    out = w.shape[0]
-    if w.group_size is None:
-        return np.full((out, 1), w.scales, np.float32)
-    return np.ascontiguousarray(w.scales.reshape(out, -1))
+    """The weight scales as ``(out, groups)`` float32 (one group for per-tensor scales).
+
+    Made once per tensor and kept with it (the kernels only read it).
+    """
+
+    def make() -> np.ndarray:
+        out = w.shape[0]
+        if w.group_size is None:
+            rows = np.full((out, 1), w.scales, np.float32)
+        else:
+            rows = np.array(w.scales.reshape(out, -1), np.float32, order="C")
+        return rows
+
+    return w._cached("scale_rows", make)
 
 
 def _resident(w: TernaryTensor, dev: str) -> tuple[Any, np.ndarray]:
@@ -135,9 +144,8 @@ def _resident(w: TernaryTensor, dev: str) -> tuple[Any, np.ndarray]:
     Made once per tensor (and GPU) and kept with it (``linear_weights``): on CUDA
     later calls copy and look up nothing.
     """
-    scales = w._cached("scale_rows", lambda: _scale_rows(w))
-    return kernel("linear_weights", dev)(w.packed.data, scales, w.packed._format, w.shape[1],
-                                         w._cache)
+    return kernel("linear_weights", dev)(w.packed.data, _scale_rows(w), w.packed._format,
+                                         w.shape[1], w._cache)
 
 
 def _out(out: Any, shape: tuple[int, ...], dev: str) -> Any:
@@ -303,7 +311,9 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     if m == 0 or nout == 0 or n == 0:
         y = np.zeros((m, nout), np.float32) + (0 if b is None else to_host(b))
     else:
-        data, scales = _resident(w, dev)
+        # the q8_k kernels take the packed data as it is (copied per call on CUDA)
+        data, scales = (_resident(w, dev) if mode != "q8_k"
+                        else (w.packed.data, _scale_rows(w)))
         weights = (data, w.packed._format, n, scales, b)
         into = {} if target is None or mode == "q8_k" else {"out": target.reshape(m, nout)}
         y = _product(a, rows, given_scale, mode, dev, weights, into, check_finite)
