@@ -26,7 +26,8 @@ CC = (8, 0)
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
 KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
                                                                    "matmul", "gemv", "q8k"))
-KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress")
+KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress",
+                   "tritnum._kernels.cuda._launch")
 
 
 def _unavailable(reason: str) -> None:
@@ -111,6 +112,7 @@ def _signatures():
         ],
         "unpack_rows": [((rows_u8, i64, i64, i64, i64, trits_out, bad), "uint8-C")],
         "check_rows": [((rows_u8, i64, i64, i64, i64, bad), "uint8-C")],
+        "_clear": [((bad,), "int32")],
         "convert_rows": [((rows_u8, i64, i64, rows_u8, i64, i64, i64, i64), "uint8-C")],
         "abs_sums_rows": [
             ((nt.Array(dtype, 2, layout), i64, nt.Array(nt.float64, 2, "C")), f"{dtype}-{layout}")

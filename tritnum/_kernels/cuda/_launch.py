@@ -36,14 +36,42 @@ def blocks(work: int) -> int:
     return max(1, min(MAX_BLOCKS, -(-work // THREADS)))
 
 
+@cuda.jit
+def _clear(bad):
+    bad[0] = 0
+
+
 def flag() -> Any:
-    """A one-element int32 device array, 0, that kernels set to 1 on bad input."""
-    return cuda.to_device(np.zeros(1, np.int32))
+    """A one-element int32 device array, 0, that kernels set to 1 on bad input.
+
+    Cleared by a launch, not a copy from the host: nothing waits for the GPU.
+    """
+    bad = cuda.device_array(1, np.int32)
+    _clear[1, 1](bad)
+    return bad
 
 
 def is_set(bad: Any) -> bool:
-    """Whether a :func:`flag` was set."""
+    """Whether a :func:`flag` was set (waits for the kernels before it)."""
     return bool(bad.copy_to_host()[0])
+
+
+class Checked:
+    """Whether a kernel found its input good: ``bool()`` reads the :func:`flag` then, once.
+
+    A caller that knows the input good never asks, and never waits for the GPU.
+    """
+
+    __slots__ = ("_bad", "_ok")
+
+    def __init__(self, bad: Any) -> None:
+        self._bad = bad
+        self._ok: bool | None = None
+
+    def __bool__(self) -> bool:
+        if self._ok is None:
+            self._ok = not is_set(self._bad)
+        return self._ok
 
 
 def _device() -> int:
