@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 
 import pytest
 
@@ -25,9 +26,9 @@ CC = (8, 0)  # the probe's target; every kernel compiles for each of CCS
 CCS = ((8, 0), (9, 0))  # A100, H100/H200
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
 KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
-                                                                   "matmul", "q8k"))
+                                                                   "matmul", "gemv", "q8k"))
 KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress",
-                   "tritnum._kernels.cuda.gemm")
+                   "tritnum._kernels.cuda.gemm", "tritnum._kernels.cuda._launch")
 
 
 def _unavailable(reason: str) -> None:
@@ -112,6 +113,7 @@ def _signatures():
         ],
         "unpack_rows": [((rows_u8, i64, i64, i64, i64, trits_out, bad), "uint8-C")],
         "check_rows": [((rows_u8, i64, i64, i64, i64, bad), "uint8-C")],
+        "_clear": [((bad,), "int32")],
         "convert_rows": [((rows_u8, i64, i64, rows_u8, i64, i64, i64, i64), "uint8-C")],
         "abs_sums_rows": [
             ((nt.Array(dtype, 2, layout), i64, nt.Array(nt.float64, 2, "C")), f"{dtype}-{layout}")
@@ -143,12 +145,24 @@ def _signatures():
                                  "float32")],
         "q8k_lanes": [((trits_out, f32_rows, nt.Array(nt.int16, 2, "C"), rows_u8, i64, i64,
                         f32_rows, i64, f32, f32_rows), "int8")],
-        "gemv_2bit_words": [
-            ((nt.Array(x, 2, "C"), f32, nt.Array(nt.uint32, 2, "C"), f32_rows, f32, f32_rows),
-             str(x))
-            for x in (nt.float32, nt.int8)
+        "quantize_act_permuted": [
+            ((nt.Array(dtype, 2, layout), f32, nt.boolean, trits_out, nt.Array(nt.int32, 1, "C"),
+              f32), f"{dtype}-{layout}")
+            for dtype in (*floats, nt.int8) for layout in ("C", "A")
         ],
+        **{name: [(sig, name)] for name, sig in _gemv_signatures().items()},
     }
+
+
+def _gemv_signatures():
+    """The word GEMV kernels of ``cuda/gemv.py`` as ``cuda/matmul.py`` launches them."""
+    from numba import types as nt
+
+    f32, u32, i32 = (nt.Array(t, 1, "C") for t in (nt.float32, nt.uint32, nt.int32))
+    floats = (f32, u32, nt.int64, f32, f32, f32)
+    int8 = (u32, i32, f32, u32, nt.int64, f32, f32, f32)
+    return {"gemv_float": floats, "gemv_float_portable": floats,
+            "gemv_int8": int8, "gemv_int8_portable": int8}
 
 
 def _matmul_signatures():
@@ -272,3 +286,58 @@ def test_bit_counters_stay_in_registers(cuda, kernels):
     for name in ("search_planes", "search_dense"):
         [(search_sig, _)] = SIGNATURES[name]
         assert _local_bytes(cuda, kernels[name], search_sig) <= lists, name
+
+
+def test_half_trit_lookup_table():
+    """``gemv.HALF_LUT`` through ``prmt`` (emulated): code -> the top byte of (code - 1) / 2."""
+    import numpy as np
+
+    from tritnum._kernels.cuda import gemv
+
+    table = gemv.HALF_LUT.to_bytes(4, "little")
+    for code, half in enumerate([-0.5, 0.0, 0.5]):
+        bits = np.array([table[code] << 24], np.uint32)
+        assert bits.view(np.float32)[0] == half
+
+
+def loop_instructions(ptx):
+    """Opcodes of the innermost loops: the basic blocks that branch back to their own label."""
+    parts = re.split(r"\n(\$L__BB\d+_\d+):", ptx)
+    loops = []
+    for label, body in zip(parts[1::2], parts[2::2], strict=True):
+        if re.search(rf"bra(\.uni)?\s+{re.escape(label)};", body):
+            loops.append([line.split()[0] for line in map(str.strip, body.splitlines())
+                          if line and not line.startswith(("//", "{", "}", "@"))])
+    return loops
+
+
+# per 64 trits (one 128-bit weight load per lane and step): the inner loop of each hot GEMV
+HOT = {
+    "gemv_int8": {"dp4a.u32.s32": 16, "ld.global.nc.v4.u32": 5},
+    "gemv_float": {"fma.rn.f32": 64, "prmt.b32": 80, "ld.global.nc.v4.u32": 1,
+                   "ld.global.nc.v4.f32": 16},
+}
+# an address: base + 4 * (32-bit index) + a constant offset (ptxas folds it into the load)
+INT64_ALLOWED = {"mul.wide.u32", "add.s64"}
+
+
+@pytest.mark.parametrize("cc", [(8, 0), (9, 0)], ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
+@pytest.mark.parametrize("name", sorted(HOT))
+def test_hot_gemv_uses_32_bit_indices_and_no_local_memory(cuda, kernels, name, cc):
+    """The issue's static check, from the PTX: 128-bit loads and dp4a in the inner loop,
+    32-bit index arithmetic there (64-bit only to form addresses), no local memory."""
+    ptx, _ = cuda.compile_ptx(kernels[name].py_func, dict(_gemv_signatures())[name], cc=cc)
+    assert f".target sm_{cc[0]}{cc[1]}" in ptx
+    assert ".local" not in ptx and "ld.local" not in ptx and "st.local" not in ptx
+    loops = loop_instructions(ptx)
+    hot = [ops for ops in loops if all(op in ops for op in HOT[name])]
+    assert hot, f"no inner loop of {name} holds {sorted(HOT[name])}"
+    for ops in hot:
+        for op, count in HOT[name].items():
+            assert ops.count(op) == count, (op, ops.count(op))
+        wide = sorted({op for op in ops if re.search(r"\.[su]64\b|\.b64\b|\.f64\b", op)}
+                      - INT64_ALLOWED - {"cvt.f64.f32", "add.f64"}  # the float chunk sum
+                      - {"ld.param.u64"})  # an array's base from the constant bank
+        assert not wide, f"64-bit operations in {name}'s inner loop: {wide}"
+        assert not any(op.startswith("cvt") and op != "cvt.f64.f32" for op in ops)
+        assert ops.count("mul.wide.u32") <= 2  # one 32-bit index widened per array

@@ -193,6 +193,34 @@ def test_nan_on_the_int8_path_names_the_position():
         tn.linear(np.array([[0.0, 1, 2], [0, 1, np.nan]]), w, activations="int8")
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("device", ["cpu", "numpy"])
+def test_int8_nan_rows_without_the_check(device):
+    """check_finite=False: a row holding NaN or infinity gives NaN outputs, the others stay."""
+    w = tn.quantize(np.arange(12.0).reshape(3, 4) - 5)
+    x = np.array([[1.0, 2, 3, 4], [0, np.inf, 1, 1], [4, 3, 2, 1]], np.float32)
+    y = tn.linear(x, w, activations="int8", device=device, check_finite=False)
+    assert np.isnan(y[1]).all()
+    ref = tn.linear(x[[0, 2]], w, activations="int8", device=device)
+    np.testing.assert_array_equal(y[[0, 2]], ref)
+
+
+@pytest.mark.parametrize("activations", ["float", "int8", "q8_k"])
+@pytest.mark.parametrize("device", ["cpu", "numpy"])
+def test_out_receives_the_result(device, activations):
+    w = tn.quantize(np.random.default_rng(3).standard_normal((3, 256)), group_size=256)
+    x = np.random.default_rng(4).standard_normal((2, 2, 256)).astype(np.float32)
+    out = np.full((2, 2, 3), np.nan, np.float32)
+    got = tn.linear(x, w, activations=activations, device=device, out=out)
+    assert got is out
+    np.testing.assert_array_equal(out, tn.linear(x, w, activations=activations, device=device))
+    for bad, error in [(np.zeros((2, 2, 4), np.float32), tn.ShapeMismatchError),
+                       (np.zeros((2, 2, 3)), TypeError),
+                       (np.zeros((2, 3, 2), np.float32).transpose(0, 2, 1), ValueError)]:
+        with pytest.raises(error):
+            tn.linear(x, w, device=device, out=bad)
+
+
 @pytest.mark.parametrize("level", isa.LEVELS)
 @given(blocks=st.integers(0, 6), seed=st.integers(0, 2**32 - 1))
 def test_simd_dot_and_decode_match_numpy(level, blocks, seed):

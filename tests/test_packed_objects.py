@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tritnum as tn
+from tritnum.matmul import _scale_rows
 
 FORMATS = tn.FORMATS
 
@@ -96,11 +97,11 @@ def test_ternary_tensor_rows_keep_their_scales(group_size):
 def test_the_scales_by_row_are_made_once_and_cannot_be_changed(group_size):
     w = np.random.default_rng(3).standard_normal((4, 32)).astype(np.float32)
     t = tn.quantize(w, group_size=group_size)
-    rows = t._scales_by_row()
+    rows = _scale_rows(t)
     expected = np.broadcast_to(t.scales, (4, 1)) if group_size is None else t.scales
     np.testing.assert_array_equal(rows, expected)
     assert rows.dtype == np.float32 and rows.shape == (4, 32 // (group_size or 32))
-    assert t._scales_by_row() is rows and not rows.flags.writeable
+    assert _scale_rows(t) is rows and not rows.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         rows[0, 0] = 2
-    assert t[1:3]._scales_by_row().shape == (2, rows.shape[1])  # a new tensor: its own
+    assert _scale_rows(t[1:3]).shape == (2, rows.shape[1])  # a new tensor: its own

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dispatch import call, implements, place, resolve_device
+from ._dispatch import call, implements, kernel, place, resolve_device
 from ._interop import as_rows, dask_layer, is_cuda_array, is_dask, native, origin, to_gpu, to_host
 from ._kernels.shared.q8k import QK_K
 from ._validate import choice
@@ -24,7 +24,6 @@ from .quantize import (
     TransposedTernaryTensor,
     _raise_not_finite,
     quantize,
-    quantize_rows,
 )
 from .typing import Activations
 
@@ -122,9 +121,55 @@ def _bias(bias: Any, out: int) -> Any:
     return _vector(b, "bias", (out,))
 
 
+def _scale_rows(w: TernaryTensor) -> np.ndarray:
+    """The weight scales as ``(out, groups)`` float32 (one group for per-tensor scales).
+
+    Made once per tensor and kept with it, read-only (the kernels only read it).
+    """
+
+    def make() -> np.ndarray:
+        out = w.shape[0]
+        if w.group_size is None:
+            rows = np.full((out, 1), w.scales, np.float32)
+        else:
+            rows = np.array(w.scales.reshape(out, -1), np.float32, order="C")
+        rows.flags.writeable = False
+        return rows
+
+    return w._cached("scale_rows", make)
+
+
+def _resident(w: TernaryTensor, dev: str) -> tuple[Any, np.ndarray]:
+    """``w``'s packed data and :func:`_scale_rows` as ``dev``'s kernels take them.
+
+    Made once per tensor (and GPU) and kept with it (``linear_weights``): on CUDA
+    later calls copy and look up nothing.
+    """
+    return kernel("linear_weights", dev)(w.packed.data, _scale_rows(w), w.packed._format,
+                                         w.shape[1], w._cache)
+
+
+def _out(out: Any, shape: tuple[int, ...], dev: str) -> Any:
+    """``out`` checked: float32, C-contiguous, ``shape``, on the GPU exactly when ``dev`` is."""
+    o = native(out)
+    if dev == "cuda" if not is_cuda_array(o) else dev != "cuda":
+        where = "a GPU array" if dev == "cuda" else "a NumPy array"
+        raise TypeError(f"out must be {where} for device={dev!r}, got {type(out).__name__}")
+    if o.dtype != np.float32:
+        raise TypeError(f"out must be float32, got dtype {o.dtype}")
+    if tuple(o.shape) != shape:
+        raise ShapeMismatchError(f"out must have shape {shape}, got {tuple(o.shape)}",
+                                 expected=shape, actual=tuple(o.shape))
+    contiguous = o.is_c_contiguous() if dev == "cuda" else o.flags.c_contiguous
+    if not contiguous or (dev != "cuda" and not o.flags.writeable):
+        raise ValueError("out must be C-contiguous and writeable")
+    return o
+
+
 @implements("matmul")
 def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activations = "float",
-           x_scale: Any = None, device: str = "auto") -> Any:
+           x_scale: Any = None, device: str = "auto", out: Any = None,
+           check_finite: bool = True) -> Any:
     """``x @ dequantize(w).T + bias`` from packed ternary weights.
 
     Parameters
@@ -159,6 +204,17 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
         always takes the int8 path.
     device : {"auto", "cpu", "cuda", "numpy"}
         Where to run; ``"auto"`` follows the data.
+    out : array, optional
+        A C-contiguous float32 array of the result's shape, where the result lives
+        (NumPy for the CPU devices, a GPU array on CUDA): the result is written
+        there and ``out`` returned. On CUDA this saves the allocation of each call.
+    check_finite : bool
+        ``"int8"`` with float ``x`` only: raise ValueError on NaN or infinity in
+        ``x`` (the default). On CUDA the check reads the row scales back from the
+        GPU, one synchronization per call; ``check_finite=False`` skips it (on
+        every device) and a CUDA call only launches kernels: a row of ``x``
+        holding NaN or infinity then gives NaN in every output of that row, never
+        a silently wrong number.
 
     Returns
     -------
@@ -182,6 +238,12 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
 
     Notes
     -----
+    On CUDA the weights' scales (and packed data held on the host) are copied to
+    the GPU on first use and kept with ``w``, with the kernels' layouts of them,
+    until ``w`` is freed; ``BitLinear`` keeps its bias there too. A steady call
+    on GPU data with ``out=`` then allocates and copies nothing, and with
+    ``check_finite=False`` (or float activations) does not synchronize.
+
     On the float path NaN and infinity in ``x`` propagate as they do in BLAS:
     every output that reads them is NaN or infinite. Values beyond float32's range
     become infinite (the float path computes in float32).
@@ -231,35 +293,58 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     """
     like = origin(x)
     w = _weights(w)
-    out, n = w.shape
+    nout, n = w.shape
     a, mode = _activations(x, x_scale, activations, n)
     if mode == "q8_k":
         _q8k_blocks(w)
-    b = _bias(bias, out)
+    b = _bias(bias, nout)
     if is_dask(a) or is_dask(w.packed.data):  # lazy in, lazy out: weights shared by all tasks
+        if out is not None:
+            raise TypeError("out= does not take Dask arrays (the result is lazy)")
         return dask_layer().linear(a, w, b, mode, x_scale, device)
     lead = tuple(a.shape)[:-1]
     dev = resolve_device(device, a, w.packed.data)
     ensure_valid(w.packed, dev)
+    target = None if out is None else _out(out, (*lead, nout), dev)
     rows = as_rows(a)
     m = rows.shape[0]
     given_scale = None if x_scale is None else _vector(x_scale, "x_scale", lead).reshape(m)
-    if m == 0 or out == 0 or n == 0:
-        y = np.zeros((m, out), np.float32) + (0 if b is None else to_host(b))
-        return place(y, like, (*lead, out))
-    weights = (w.packed.data, w.packed._format, n, w._scales_by_row(), b)
+    if m == 0 or nout == 0 or n == 0:
+        y = np.zeros((m, nout), np.float32) + (0 if b is None else to_host(b))
+    else:
+        # the q8_k kernels take the packed data as it is (copied per call on CUDA)
+        data, scales = (_resident(w, dev) if mode != "q8_k"
+                        else (w.packed.data, _scale_rows(w)))
+        weights = (data, w.packed._format, n, scales, b)
+        into = {} if target is None or mode == "q8_k" else {"out": target.reshape(m, nout)}
+        y = _product(a, rows, given_scale, mode, dev, weights, into, check_finite)
+        if into:
+            return out
+    if target is not None:
+        if dev == "cuda":
+            target.copy_to_device(to_gpu(y).reshape(target.shape))
+        else:
+            target[...] = y.reshape(target.shape)
+        return out
+    return place(y, like, (*lead, nout))
+
+
+def _product(a: Any, rows: Any, x_scale: Any, mode: str, dev: str, weights: tuple[Any, ...],
+             into: dict[str, Any], check_finite: bool) -> Any:
+    """The ``(m, out)`` rows of :func:`linear` (into ``into["out"]`` when given, on CUDA)."""
     if mode == "q8_k":
         q, d, bsums = call("quantize_q8k", dev, _float32_rows(rows))
         if not np.isfinite(to_host(d)).all():
             _raise_not_finite(a, "x", in_float32=True)
-        y = call("linear_q8k", dev, q, d, bsums, *weights)
-    elif mode == "int8":
-        q, xs = (rows, given_scale) if x_scale is not None else quantize_rows(
-            rows, False, dev, a)
-        y = call("linear_int8", dev, q, xs, *weights)
-    else:
-        y = call("linear_float", dev, _float32_rows(rows), *weights)
-    return place(y, like, (*lead, out))
+        return call("linear_q8k", dev, q, d, bsums, *weights)
+    if mode == "int8" and x_scale is None:  # quantized and multiplied, no host round trip
+        y, xs = call("linear_int8_fused", dev, rows, *weights, **into)
+        if check_finite and not np.isfinite(to_host(xs)).all():
+            _raise_not_finite(a, "x", in_float32=True)
+        return y
+    if mode == "int8":
+        return call("linear_int8", dev, rows, x_scale, *weights, **into)
+    return call("linear_float", dev, _float32_rows(rows), *weights, **into)
 
 
 def _float32_rows(rows: Any) -> Any:
@@ -319,9 +404,13 @@ class BitLinear:
         if activations == "q8_k":
             _q8k_blocks(self.weight)
         self.bias = _bias(bias, self.weight.shape[0])
+        if isinstance(self.bias, np.ndarray):  # the layer's own, read-only: GPU copies stay right
+            self.bias = self.bias.copy()
+            self.bias.flags.writeable = False
         self.activations = activations
         self.device = device
         self._sparsity: float | None = None
+        self._kept: dict[Any, Any] = {}  # the bias where the kernels read it (see ``keep``)
 
     @property
     def in_features(self) -> int:
@@ -350,10 +439,18 @@ class BitLinear:
             self._sparsity = zeros / max(self.weight.packed.size, 1)
         return self._sparsity
 
-    def __call__(self, x: Any) -> Any:
-        """``linear(x, weight, bias)`` with the layer's activations and device."""
-        return linear(x, self.weight, self.bias, activations=self.activations,
-                      device=self.device)
+    def __call__(self, x: Any, *, out: Any = None, check_finite: bool = True) -> Any:
+        """``linear(x, weight, bias)`` with the layer's activations and device.
+
+        ``out`` and ``check_finite`` as in :func:`linear`. On CUDA the bias goes to
+        the GPU once, with the weights (see :func:`linear`).
+        """
+        bias = self.bias
+        if bias is not None:  # on CUDA: copied to the GPU once
+            dev = resolve_device(self.device, native(x), self.weight.packed.data)
+            bias = kernel("keep", dev)(bias, self._kept, "bias")
+        return linear(x, self.weight, bias, activations=self.activations,
+                      device=self.device, out=out, check_finite=check_finite)
 
     def __repr__(self) -> str:
         return (f"BitLinear(in_features={self.in_features}, out_features={self.out_features}, "

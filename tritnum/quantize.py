@@ -49,7 +49,7 @@ class TernaryTensor:
     array([[ 0.9, -0.9,  0. ,  0.9]], dtype=float32)
     """
 
-    __slots__ = ("_by_row", "_group_size", "_packed", "_scales")
+    __slots__ = ("_cache", "_group_size", "_packed", "_scales")
     __array_ufunc__ = None  # ``x @ w`` is a TypeError (the product is ``x @ w.T``)
 
     def __init__(self, packed: PackedTrits, scales: Any, group_size: int | None = None, *,
@@ -78,7 +78,18 @@ class TernaryTensor:
         self._packed = packed
         self._scales = scales
         self._group_size = group_size
-        self._by_row: np.ndarray | None = None
+        self._cache: dict[Any, Any] = {}
+
+    def _cached(self, key: Any, make: Any) -> Any:
+        """``make()``, computed once per ``key`` for this tensor (device copies, layouts).
+
+        Never stale: the packed trits and the scales are fixed for the tensor's life
+        (its scales are owned and read-only; slicing or unpickling makes a new tensor).
+        """
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = make()
+        return hit
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle the packed trits and the scales (owned and read-only once unpickled)."""
@@ -87,19 +98,6 @@ class TernaryTensor:
     @classmethod
     def _restore(cls, packed: PackedTrits, scales: Any, group_size: int | None) -> TernaryTensor:
         return cls(packed, scales, group_size, copy=False)  # fresh unpickled scales: owned
-
-    def _scales_by_row(self) -> np.ndarray:
-        """The scales of a 2-D tensor as ``(out, groups)`` float32 (one group per tensor).
-
-        Made on first use and kept (read-only): the matmul kernels take this form.
-        """
-        if self._by_row is None:
-            out = self.shape[0]
-            rows = (np.full((out, 1), self._scales, np.float32) if self._group_size is None
-                    else np.ascontiguousarray(self._scales.reshape(out, -1)))
-            rows.flags.writeable = False
-            self._by_row = rows
-        return self._by_row
 
     @property
     def packed(self) -> PackedTrits:

@@ -17,6 +17,7 @@ from numba import cuda
 
 import tritnum as tn
 from tritnum._dispatch import is_cuda_array
+from tritnum._kernels.cuda import gemv
 from tritnum._kernels.cuda import matmul as kernels
 from tritnum.testing import ternary_tensors
 
@@ -45,11 +46,13 @@ GEMM_SHAPES = [s for s in SHAPES if s[0] > kernels.GEMV_MAX_ROWS]
 
 @pytest.fixture(autouse=True)
 def small_launch(monkeypatch, request):
-    """8-thread GEMV blocks and 4x4 GEMM tiles under the simulator, except in test_real_*."""
+    """8-thread GEMV blocks, 4x4 GEMM tiles and two-warp word GEMV blocks under the
+    simulator, except in test_real_*."""
     if SIMULATOR and not request.node.name.startswith("test_real_"):
         monkeypatch.setattr(kernels, "GEMV_THREADS", 8)
         monkeypatch.setattr(kernels, "TILE", 4)
-        monkeypatch.setattr(kernels, "WORD_WARPS", 2)
+        monkeypatch.setattr(gemv, "WARPS", 2)
+        monkeypatch.setattr(gemv, "THREADS", 64)
 
 
 def weights(out, n, fmt, mode, group_size, seed=0):
@@ -243,28 +246,25 @@ def test_any_shape_matches_reference(problem):
     assert np.linalg.norm(got - ref) <= 1e-6 * (bound + np.linalg.norm(ref))
 
 
-class _Spy:
-    """Records the launches of a CUDA kernel and passes them on."""
+@pytest.fixture
+def launched(monkeypatch):
+    """The names of the kernels :mod:`..cuda.matmul` launches through ``_launch.launch``."""
+    names = []
+    real = kernels.launch
 
-    def __init__(self, kernel):
-        self.kernel, self.launches = kernel, 0
+    def spy(kernel, *args):
+        names.append(kernel.py_func.__qualname__.split(".<locals>")[0])
+        return real(kernel, *args)
 
-    def __getitem__(self, config):
-        launch = self.kernel[config]
-
-        def run(*args):
-            self.launches += 1
-            return launch(*args)
-        return run
+    monkeypatch.setattr(kernels, "launch", spy)
+    return names
 
 
 @pytest.mark.parametrize("act", ["float", "int8"])
 @pytest.mark.parametrize("mode", ["tensor", "row"])
-@pytest.mark.parametrize(("out", "n"), [(1, 16), (5, 48), (3, 160), (11, 32)])
-def test_2bit_word_gemv(out, n, mode, act, monkeypatch):
-    """One row of x on "2bit" weights with one scale per row: the word kernel, any out."""
-    spy = _Spy(kernels.gemv_2bit_words)
-    monkeypatch.setattr(kernels, "gemv_2bit_words", spy)
+@pytest.mark.parametrize(("out", "n"), [(1, 64), (5, 128), (3, 320), (9, 64)])
+def test_2bit_word_gemv(out, n, mode, act, launched):
+    """One row of x on "2bit" weights with one scale per row: the warp-per-row GEMV."""
     rng = np.random.default_rng(out * n)
     w = weights(out, n, "2bit", mode, None)
     x = rng.standard_normal((1, n)).astype(np.float32)
@@ -272,10 +272,103 @@ def test_2bit_word_gemv(out, n, mode, act, monkeypatch):
     if act == "float":
         check_float(x, w, bias)
         check_float(x[0], w, bias)  # a vector x is one row too
+        assert "_float_kernel" in launched
     else:
         exact_int8(rng.integers(-128, 128, (1, n), dtype=np.int8),
                    tn.TernaryTensor(w.packed, np.float32(1.0)))
         got = tn.linear(x, w, bias, activations="int8", device="cuda")
         np.testing.assert_allclose(
             got, tn.linear(x, w, bias, activations="int8", device="numpy"), rtol=1e-6, atol=1e-6)
-    assert spy.launches >= 1
+        assert launched.count("_int8_kernel") == 2 and "quantize_act_permuted" in launched
+
+
+def test_word_gemv_needs_aligned_float_x(launched):
+    """A float x that does not start on 16 bytes (a view one float in) takes the general GEMV."""
+    w = weights(3, 64, "2bit", "row", None)
+    wide = np.random.default_rng(13).standard_normal((1, 65)).astype(np.float32)
+    x = cuda.to_device(wide)[:, 1:]
+    got = tn.linear(x, w, device="cuda").copy_to_host()
+    np.testing.assert_allclose(got, tn.linear(wide[:, 1:], w, device="numpy"), rtol=1e-5,
+                               atol=1e-5)
+    assert "_float_kernel" not in launched
+    tn.linear(wide[:, 1:], w, device="cuda")  # copied to the GPU: aligned
+    assert "_float_kernel" in launched
+
+
+@pytest.mark.parametrize("n", [16, 48, 80])
+def test_word_gemv_needs_whole_128_bit_chunks(n, launched):
+    """n not a multiple of 64: the general GEMV, still exact."""
+    w = weights(3, n, "2bit", "row", None)
+    exact_int8(np.random.default_rng(n).integers(-128, 128, (1, n), dtype=np.int8),
+               tn.TernaryTensor(w.packed, np.float32(1.0)))
+    assert "_int8_kernel" not in launched
+
+
+@pytest.mark.parametrize(("shape", "permute"), [((1, 64), True), ((3, 32), True),
+                                                 ((3, 32), False), ((2, 7), False)])
+def test_fused_quantizer_matches_quantize_activations(shape, permute):
+    """Quants, row sums and scales of the fused kernel; the GEMV's byte order when permuted
+    (whole 16-value chunks only, as the word GEMV takes them)."""
+    rng = np.random.default_rng(shape[1])
+    x = (rng.standard_normal(shape) * 5).astype(np.float32)
+    q, qsum, xs = kernels._quantized(cuda.to_device(x), None, permute)
+    ref_q, ref_scale = tn.quantize_activations(x, device="numpy")
+    got = q.copy_to_host()
+    if permute:
+        j = np.arange(shape[1])
+        got = got[:, (j & ~15) | ((j & 3) << 2) | ((j >> 2) & 3)]
+    np.testing.assert_array_equal(got, ref_q)
+    np.testing.assert_array_equal(qsum.copy_to_host(), ref_q.astype(np.int64).sum(1))
+    np.testing.assert_array_equal(xs.copy_to_host(), ref_scale)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("n", [64, 30])
+def test_int8_nan_raises_or_gives_nan_rows(n):
+    """NaN or infinity in x: ValueError by default; NaN rows with check_finite=False."""
+    w = weights(4, n, "2bit", "row", None)
+    x = np.ones((3, n), np.float32)
+    x[1, 5] = np.inf
+    with pytest.raises(ValueError, match=r"x\[1, 5\] = inf"):
+        tn.linear(x, w, activations="int8", device="cuda")
+    with pytest.raises(ValueError, match="is not finite"):
+        tn.linear(x[1], w, activations="int8", device="cuda")
+    got = tn.linear(x, w, activations="int8", device="cuda", check_finite=False)
+    assert np.isnan(got[1]).all() and np.isfinite(got[[0, 2]]).all()
+    got = tn.linear(x[1], w, activations="int8", device="cuda", check_finite=False)
+    assert np.isnan(got).all()
+
+
+@pytest.mark.parametrize("m", [1, 2])
+def test_out_on_device_and_steady_state_allocates_nothing(m, monkeypatch):
+    """With out=, a warm int8 or float call on device data allocates and copies nothing."""
+    rng = np.random.default_rng(12)
+    layer = tn.BitLinear(rng.standard_normal((6, 64)), bias=rng.standard_normal(6))
+    x = cuda.to_device(rng.standard_normal((m, 64)).astype(np.float32))
+    out = cuda.device_array((m, 6), np.float32)
+    ref = tn.linear(x.copy_to_host(), layer.weight, layer.bias, activations="int8",
+                    device="numpy")
+    assert layer(x, out=out, check_finite=False) is out  # warm: copies made once
+    calls = []
+    for name in ("device_array", "to_device", "device_array_like"):
+        monkeypatch.setattr(cuda, name, lambda *a, _n=name, **k: calls.append(_n))
+    assert layer(x, out=out, check_finite=False) is out
+    assert tn.linear(x, layer.weight, activations="float", out=out) is out
+    assert calls == []
+    monkeypatch.undo()
+    assert layer(x, out=out) is out
+    np.testing.assert_allclose(out.copy_to_host(), ref, rtol=1e-6, atol=1e-6)
+
+
+def test_weights_copied_to_the_gpu_once():
+    w = weights(3, 64, "2bit", "row", None)
+    x = np.ones((1, 64), np.float32)
+    tn.linear(x, w, device="cuda")
+    cached = dict(w._cache)
+    assert len(cached) == 2  # the host scale rows, the GPU layouts
+    tn.linear(x, w, device="cuda")
+    assert w._cache.keys() == cached.keys()
+    assert all(w._cache[k] is v for k, v in cached.items())
+    host = np.zeros((1, 3), np.float32)
+    assert tn.linear(x, w, device="numpy", out=host) is host
+    np.testing.assert_array_equal(host, tn.linear(x, w, device="numpy"))

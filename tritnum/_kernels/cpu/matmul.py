@@ -25,6 +25,8 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
+from ..shared import linear
+from ..shared.linear import into
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.gemv import BLOCK_BYTES, decode_2bit, dot_2bit, scaled_dot_2bit
@@ -218,17 +220,17 @@ def _finish(y, bias):
 
 
 @register("linear_float", "cpu")
-def linear_float(x, w, fmt, n, scales, bias):
+def linear_float(x, w, fmt, n, scales, bias, out=None):
     segment = _gemv_segment(fmt, n, scales.shape[1])
     if segment and x.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(x, np.ones(x.shape[0], np.float32), w, fmt, n, scales, segment)
     else:
         y = _gemm(x, w, fmt, n, scales, np.ones(x.shape[0], np.float32), exact=False)
-    return _finish(y, bias)
+    return into(_finish(y, bias), out)
 
 
 @register("linear_int8", "cpu")
-def linear_int8(q, xscale, w, fmt, n, scales, bias):
+def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
     segment = _gemv_segment(fmt, n, scales.shape[1])
     if segment and q.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(q, xscale, w, fmt, n, scales, segment)
@@ -236,4 +238,9 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias):
         y = gemm_int8(q, xscale, w, fmt, n, scales)
     else:
         y = _gemm(q.astype(np.float32), w, fmt, n, scales, xscale)
-    return _finish(y, bias)
+    return into(_finish(y, bias), out)
+
+
+register("linear_int8_fused", "cpu")(linear.int8_fused("cpu"))
+register("linear_weights", "cpu")(linear.weights)
+register("keep", "cpu")(linear.keep)

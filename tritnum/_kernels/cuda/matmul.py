@@ -3,9 +3,11 @@
 Three kernels, each compiled for float32 and int8 activations, picked by the
 number of activation rows ``m`` and the weights:
 
-- **2bit GEMV** (:func:`gemv_2bit_words`, ``m == 1``, "2bit" weights with one
-  scale per row and ``n % 16 == 0``: BitNet's batch-1 case): a warp per few
-  output rows reads the weights as uint32 words and ``x`` once per word column.
+- **2bit GEMV** (:mod:`.gemv`, ``m == 1``, "2bit" weights with one scale per
+  row and ``n % 64 == 0``: BitNet's batch-1 case): a warp per output row,
+  128-bit loads, ``dp4a`` on the int8 path. int8 activations (quantized here
+  from float ``x``, or given) are first permuted and summed by one launch of
+  :func:`.quantize.quantize_act_permuted`.
 
 - **GEMV** (:func:`gemv_rows`, ``m <= GEMV_MAX_ROWS``): memory-bound. One
   block per output row; its threads stride over the row's packed units,
@@ -33,20 +35,30 @@ boundaries fall anywhere inside a packed unit or a tile).
 A missing ``xscale`` or ``bias`` reaches the kernels as an empty float32
 array, never as None: the simulator takes None arguments, but a real GPU
 launch refuses them (numba-cuda 0.30: ``NotImplementedError: (none, None)``).
+
+Steady state (weights, scales and bias already on the device, ``out=`` given):
+the 2bit GEMV path launches one kernel (float) or two (int8), through
+pre-bound launches (:func:`._launch.launch`) into scratch buffers
+(:func:`._launch.scratch`), with no allocation, no copy and no synchronization.
+The int8 row scales come back on the device; a NaN scale marks a row that held
+NaN or infinity (its outputs are NaN), for ``linear`` to check or not.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import cuda, float32, float64
 
 from ..._dispatch import register
 from ..._formats import Format
+from ..._interop import to_gpu
 from ..shared import packing as codecs
 from ..shared.packing import byte_rows
-from ._launch import MAX_BLOCKS
+from . import gemv
+from ._launch import MAX_BLOCKS, SIMULATOR, aligned, current_device, launch, none, scratch
+from .quantize import ACT_THREADS, quantize_act_permuted
 
 _read_code = cuda.jit(device=True, inline="always")(codecs.read_code)
 _UNIT_TRITS = codecs.UNIT_TRITS
@@ -204,105 +216,159 @@ def gemm_tiles(x, xscale, w, fmt, half, n, scales, bias, y):
                 y[r, o] = _finish(acc, xscale, r, bias, o)
 
 
-ROWS_PER_WARP = 4  # output rows each warp of the 2bit GEMV takes
-WORD_WARPS = 8  # warps per block of the 2bit GEMV
-WORD_THREADS = 32 * WORD_WARPS  # its block size (a literal for the shared array's shape)
+class Weights(NamedTuple):
+    """Weights laid out for the kernels once (see ``linear``'s per-tensor cache)."""
+
+    packed: Any  # the packed data as given (the torch GEMM decodes it, see .gemm)
+    rows: Any  # (out, bytes) uint8
+    half: int  # minus-plane byte offset (bitplane)
+    scales: Any  # (out, groups) float32
+    words: Any  # flat uint32 code words for :mod:`.gemv`, or None where it does not apply
+    row_scales: Any  # (out,) float32 scales for :mod:`.gemv`, or None
 
 
-@cuda.jit
-def gemv_2bit_words(x, xscale, w, scale, bias, y):
-    """The common GEMV: one row of x, "2bit" weights, one scale per output row.
+def prepare(w: Any, scales: Any, fmt: Format, n: int) -> Weights:
+    """The layouts of packed weights ``w`` with ``(out, groups)`` ``scales`` on the GPU.
 
-    ``w`` is ``(out, n // 16)`` uint32 words (16 codes each, little-endian). Each
-    warp takes ``ROWS_PER_WARP`` output rows; its lanes stride over the word
-    columns, load the 16 values of ``x`` a column meets once into registers and
-    use them for every row (one 4-byte weight load per 16 trits). Float ``x``
-    sums in float32 per lane (per word first), int8 ``x`` in exact int32; a
-    shared-memory tree sums the lanes (no warp shuffles: the simulator has none),
-    and ``_finish`` applies ``scale``, ``xscale`` and ``bias`` in float64.
-    Arguments as :func:`gemv_rows` (``scale``: ``(out, 1)``).
+    The word GEMV of :mod:`.gemv` takes "2bit" rows with one scale each when
+    ``n % 64 == 0``, the rows start 16-byte aligned, word indices fit 32 bits and
+    int32 sums are exact (``n < 2**22``). Views, no copies.
     """
-    sums = cuda.shared.array((ROWS_PER_WARP, WORD_THREADS), float64)
-    xv = cuda.local.array(16, float32)
-    acc = cuda.local.array(ROWS_PER_WARP, float64)
-    tid = cuda.threadIdx.x
-    lane = tid % 32
-    base = tid - lane  # the warp's first thread
-    per_block = (cuda.blockDim.x // 32) * ROWS_PER_WARP
-    int8 = xscale.shape[0] != 0  # the float path has no xscale
-    nw = w.shape[1]
-    out = w.shape[0]
-    for o0 in range(cuda.blockIdx.x * per_block, out, cuda.gridDim.x * per_block):
-        first = o0 + (tid // 32) * ROWS_PER_WARP
-        for r in range(ROWS_PER_WARP):
-            acc[r] = 0.0
-        for c in range(lane, nw, 32):
-            for i in range(16):
-                xv[i] = float32(x[0, 16 * c + i])
-            for r in range(ROWS_PER_WARP):
-                if first + r < out:
-                    word = w[first + r, c]
-                    if int8:
-                        isum = 0
-                        for i in range(16):
-                            isum += (int((word >> (2 * i)) & 3) - 1) * int(xv[i])
-                        acc[r] += float64(isum)
-                    else:
-                        fsum = float32(0)
-                        for i in range(16):
-                            fsum += float32(int((word >> (2 * i)) & 3) - 1) * xv[i]
-                        acc[r] += float64(fsum)
-        for r in range(ROWS_PER_WARP):
-            sums[r, tid] = acc[r]
-        cuda.syncthreads()
-        step = 16
-        while step > 0:
-            if lane < step:
-                for r in range(ROWS_PER_WARP):
-                    sums[r, tid] += sums[r, tid + step]
-            cuda.syncthreads()
-            step //= 2
-        o = first + lane
-        if lane < ROWS_PER_WARP and o < out:
-            y[0, o] = _finish(sums[lane, base] * float64(scale[o, 0]), xscale, 0, bias, o)
-        cuda.syncthreads()  # sums[] is rewritten for the next rows
-
-
-def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias: Any) -> Any:
-    """Launch the GEMV or GEMM kernel for ``m`` rows of ``x``; ``(m, out)`` float32 on the GPU."""
-    m = x.shape[0]
     rows, half = byte_rows(w, fmt)
-    out = rows.shape[0]
-    none = cuda.device_array(0, np.float32)  # stands for a missing xscale or bias
-    xscale = none if xscale is None else xscale
-    bias = none if bias is None else bias
-    y = cuda.device_array((m, out), np.float32)
-    if m == 0 or out == 0:
-        return y
-    if m == 1 and fmt.name == "2bit" and scales.shape[1] == 1 and n % 16 == 0:
-        rows_per_block = WORD_WARPS * ROWS_PER_WARP
-        gemv_2bit_words[min(-(-out // rows_per_block), MAX_BLOCKS), 32 * WORD_WARPS](
-            x, xscale, rows.view(np.uint32), scales, bias, y)
-    elif m <= GEMV_MAX_ROWS:
-        gemv_rows[min(out, MAX_BLOCKS), GEMV_THREADS](
-            x, xscale, rows, fmt.code, half, n, scales, bias, y)
-    else:
-        from . import gemm  # decoded weights and torch's cuBLAS, opt-in; it imports _finish
+    if (fmt.name == "2bit" and scales.shape[1] == 1 and n % 64 == 0 and n < 1 << 22
+            and rows.size // 4 < 1 << 32 and aligned(rows)):
+        return Weights(w, rows, half, scales, rows.reshape(rows.size).view(np.uint32),
+                       scales.reshape(scales.shape[0]))
+    return Weights(w, rows, half, scales, None, None)
 
-        if gemm.use_torch(m, n, out, scales.shape[1], xscale.shape[0] != 0):
-            gemm.linear(x, xscale, w, fmt, n, scales, bias, y)
+
+def _gemv_kernels() -> tuple[Any, Any]:
+    """The float and int8 GEMV: inline-PTX kernels on a GPU, their twins in the simulator."""
+    if SIMULATOR:
+        return gemv.gemv_float_portable, gemv.gemv_int8_portable
+    return gemv.gemv_float, gemv.gemv_int8
+
+
+def _gemv_grid(out: int) -> int:
+    return min(-(-out // gemv.WARPS), MAX_BLOCKS)
+
+
+def _quantized(x: Any, xscale: Any, permute: bool) -> tuple[Any, Any, Any]:
+    """int8 quants of ``x``, their row sums and scales, in scratch buffers.
+
+    ``x`` is float, or int8 with ``xscale``; one launch of
+    :func:`.quantize.quantize_act_permuted`.
+    """
+    m, n = x.shape
+    q = scratch("q", (m, n), np.int8)
+    qsum = scratch("qsum", (m,), np.int32)
+    xs = scratch("xscale", (m,), np.float32)
+    if m:
+        launch(quantize_act_permuted,
+               f"{x.dtype}-{x.is_c_contiguous()}-{xscale is None}-{permute}",
+               min(m, MAX_BLOCKS), ACT_THREADS,
+               x, none() if xscale is None else xscale, permute, q, qsum, xs)
+    return q, qsum, xs
+
+
+def _output(m: int, out: int, y: Any) -> Any:
+    return cuda.device_array((m, out), np.float32) if y is None else y
+
+
+def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias: Any,
+            y: Any = None, quantize: bool = False) -> Any:
+    """Launch the kernels for ``m`` rows of ``x``; ``(m, out)`` float32 on the GPU.
+
+    Into ``y`` when given. ``quantize``: float ``x`` is quantized to int8 on the
+    device first (then the row scales are returned too).
+    """
+    m = x.shape[0]
+    if not isinstance(w, Weights):
+        w = prepare(w, scales, fmt, n)
+    rows, half = w.rows, w.half
+    out = rows.shape[0]
+    bias = none() if bias is None else bias
+    y = _output(m, out, y)
+    if m == 0 or out == 0:
+        return (y, scratch("xscale", (m,), np.float32)) if quantize else y
+    int8 = quantize or xscale is not None
+    # float x is read by 128-bit loads too (int8 x is re-laid out into a scratch buffer)
+    words = ((w.words, w.row_scales)
+             if m == 1 and w.words is not None and (int8 or aligned(x)) else None)
+    if quantize or (int8 and words is not None):
+        q, qsum, xs = _quantized(x, None if quantize else xscale, words is not None)
+    if words is not None:
+        gemv_float, gemv_int8 = _gemv_kernels()
+        flat = y.reshape(out)
+        if int8:
+            launch(gemv_int8, "int8", _gemv_grid(out), gemv.THREADS,
+                   q.reshape(n).view(np.uint32), qsum, xs, words[0], n // 16, words[1],
+                   bias, flat)
         else:
-            grid = (min(-(-out // TILE), MAX_BLOCKS), min(-(-m // TILE), MAX_BLOCKS))
-            gemm_tiles[grid, (TILE, TILE)](x, xscale, rows, fmt.code, half, n, scales, bias, y)
-    return y
+            launch(gemv_float, "float32", _gemv_grid(out), gemv.THREADS,
+                   x.reshape(n), words[0], n // 16, words[1], bias, flat)
+    else:
+        if quantize:
+            x, xscale = q, xs
+        elif xscale is None:
+            xscale = none()
+        if m <= GEMV_MAX_ROWS:
+            gemv_rows[min(out, MAX_BLOCKS), GEMV_THREADS](
+                x, xscale, rows, fmt.code, half, n, scales, bias, y)
+        else:
+            from . import gemm  # decoded weights and torch's cuBLAS, opt-in; it imports _finish
+
+            if gemm.use_torch(m, n, out, scales.shape[1], xscale.shape[0] != 0):
+                gemm.linear(x, xscale, w.packed, fmt, n, scales, bias, y)
+            else:
+                grid = (min(-(-out // TILE), MAX_BLOCKS), min(-(-m // TILE), MAX_BLOCKS))
+                gemm_tiles[grid, (TILE, TILE)](x, xscale, rows, fmt.code, half, n, scales,
+                                               bias, y)
+    return (y, xs) if quantize else y
 
 
 @register("linear_float", "cuda")
-def linear_float(x: Any, w: Any, fmt: Format, n: int, scales: Any, bias: Any) -> Any:
-    return _linear(x, None, w, fmt, n, scales, bias)
+def linear_float(x: Any, w: Any, fmt: Format, n: int, scales: Any, bias: Any,
+                 out: Any = None) -> Any:
+    return _linear(x, None, w, fmt, n, scales, bias, out)
 
 
 @register("linear_int8", "cuda")
 def linear_int8(q: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any,
-                bias: Any) -> Any:
-    return _linear(q, xscale, w, fmt, n, scales, bias)
+                bias: Any, out: Any = None) -> Any:
+    return _linear(q, xscale, w, fmt, n, scales, bias, out)
+
+
+@register("keep", "cuda")
+def keep(a: Any, cache: dict[Any, Any], name: Any) -> Any:
+    """``a`` on the current GPU, copied once per device and kept in ``cache``.
+
+    The copy is made again when ``a`` is another object than the one kept.
+    """
+    key = (name, "cuda", current_device())
+    hit = cache.get(key)
+    if hit is None or hit[0] is not a:
+        hit = cache[key] = (a, to_gpu(a))
+    return hit[1]
+
+
+@register("linear_weights", "cuda")
+def resident(data: Any, scales: Any, fmt: Format, n: int,
+             cache: dict[Any, Any]) -> tuple[Weights, Any]:
+    """Weights on the current GPU in the kernels' layouts, made once and kept in ``cache``."""
+    key = ("linear_weights", current_device())
+    hit = cache.get(key)
+    if hit is None:
+        gpu_scales = to_gpu(scales)
+        hit = cache[key] = (prepare(to_gpu(data), gpu_scales, fmt, n), gpu_scales)
+    return hit
+
+
+@register("linear_int8_fused", "cuda")
+def linear_int8_fused(x: Any, w: Any, fmt: Format, n: int, scales: Any, bias: Any,
+                      out: Any = None) -> tuple[Any, Any]:
+    """int8 activations quantized on the device, fused: the result and the row scales.
+
+    A row that held NaN or infinity has a NaN scale, and NaN outputs.
+    """
+    return _linear(x, None, w, fmt, n, scales, bias, out, quantize=True)

@@ -2,7 +2,8 @@
 
 The per-unit codecs are the same functions the CPU kernels use
 (:mod:`..codecs`), compiled as device functions. Bad input sets a
-one-element device flag.
+one-element device flag; unpack and convert hand it back unread
+(:class:`._launch.Checked`), for callers that know their input good.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..._dispatch import register
 from ..._formats import Format
 from ..shared import packing as codecs
 from ..shared.packing import byte_rows
-from ._launch import THREADS, blocks, flag, is_set
+from ._launch import THREADS, Checked, blocks, flag, is_set
 
 _encode_unit = cuda.jit(device=True, inline="always")(codecs.encode_unit)
 _store_unit = cuda.jit(device=True, inline="always")(codecs.store_unit)
@@ -73,7 +74,9 @@ def convert_rows(src, sfmt, shalf, dst, dfmt, dhalf, dunits, n):
         cnt = max(min(per, n - u * per), 0)
         for k in range(cnt):
             scratch[k] = _read_code(sfmt, src[r], u * per + k, shalf) - 1
-        _store_unit(dfmt, dst[r], u, dhalf, _encode_unit(dfmt, scratch, 0, cnt))
+        value = _encode_unit(dfmt, scratch, 0, cnt)
+        if value >= 0:  # a corrupt source code: check_rows flags it, nothing is stored
+            _store_unit(dfmt, dst[r], u, dhalf, value)
 
 
 def _units(rows: Any, half: int) -> int:
@@ -93,7 +96,7 @@ def pack(a: Any, fmt: Format) -> tuple[Any, bool]:
 
 
 @register("unpack", "cuda")
-def unpack(data: Any, fmt: Format, n: int) -> tuple[Any, bool]:
+def unpack(data: Any, fmt: Format, n: int) -> tuple[Any, Checked]:
     rows = data.shape[0]
     out = cuda.device_array((rows, n), "int8")
     src, half = byte_rows(data, fmt)
@@ -101,22 +104,20 @@ def unpack(data: Any, fmt: Format, n: int) -> tuple[Any, bool]:
     bad = flag()
     if rows * units:
         unpack_rows[blocks(rows * units), THREADS](src, fmt.code, n, half, units, out, bad)
-    return out, not is_set(bad)
+    return out, Checked(bad)
 
 
 @register("convert", "cuda")
-def convert(data: Any, sfmt: Format, dfmt: Format, n: int) -> tuple[Any, bool]:
+def convert(data: Any, sfmt: Format, dfmt: Format, n: int) -> tuple[Any, Checked]:
     rows = data.shape[0]
     out = cuda.device_array(dfmt.data_shape((rows, n)), dfmt.dtype)
     src, shalf = byte_rows(data, sfmt)
     dst, dhalf = byte_rows(out, dfmt)
     sunits, dunits = _units(src, shalf), _units(dst, dhalf)
     bad = flag()
-    if rows * sunits:
+    if rows * sunits:  # checked beside the conversion (which reads any code in bounds)
         check_rows[blocks(rows * sunits), THREADS](src, sfmt.code, n, shalf, sunits, bad)
-        if is_set(bad):
-            return out, False
     if rows * dunits:
         convert_rows[blocks(rows * dunits), THREADS](
             src, sfmt.code, shalf, dst, dfmt.code, dhalf, dunits, n)
-    return out, True
+    return out, Checked(bad)

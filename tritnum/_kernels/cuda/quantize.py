@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import cuda, float32, float64, int8
+from numba import cuda, float32, float64, int8, int32
 
 from ..._dispatch import register
 from ..._formats import Format
@@ -64,6 +64,20 @@ def row_amax(x, out):
         out[r] = m + finite
 
 
+@cuda.jit(device=True, inline="always")
+def _quant(v, inv):
+    """``rint(v * inv)`` in float32 (half to even, as ``np.rint``), clipped to int8's range."""
+    v = min(max(v * inv, float32(-128)), float32(127))
+    f = float32(int32(v))  # trunc toward zero; |v| <= 128 fits
+    d = v - f
+    odd = int32(f) % 2 != 0
+    if d > 0.5 or (d == 0.5 and odd):
+        f += 1
+    elif d < -0.5 or (d == -0.5 and odd):
+        f -= 1
+    return int32(f)
+
+
 @cuda.jit
 def quantize_act_rows(x, amax, q):
     """One thread per element: rint(x * (127 / amax)) in float32, clipped to int8."""
@@ -71,16 +85,80 @@ def quantize_act_rows(x, amax, q):
     for i in range(cuda.grid(1), rows * n, cuda.gridsize(1)):
         r = i // n
         j = i - r * n
-        v = float32(x[r, j]) * (float32(127) / amax[r])
-        v = min(max(v, float32(-128)), float32(127))
-        # round half to even, as np.rint
-        f = float32(int(v))  # trunc toward zero; |v| <= 128 fits
-        d = v - f
-        if d > 0.5 or (d == 0.5 and int(f) % 2 != 0):
-            f += 1
-        elif d < -0.5 or (d == -0.5 and int(f) % 2 != 0):
-            f -= 1
-        q[r, j] = int8(f)
+        q[r, j] = int8(_quant(float32(x[r, j]), float32(127) / amax[r]))
+
+
+ACT_THREADS = 128  # threads per row of :func:`quantize_act_permuted` (a power of two)
+
+
+@cuda.jit(device=True, inline="always")
+def _block_reduce(red, tid, take_max):
+    """``red[0]`` becomes the sum (or max) of ``red[:ACT_THREADS]`` (whole block)."""
+    cuda.syncthreads()
+    step = ACT_THREADS // 2
+    while step > 0:
+        if tid < step:
+            if take_max:
+                red[tid] = max(red[tid], red[tid + step])
+            else:
+                red[tid] += red[tid + step]
+        cuda.syncthreads()
+        step //= 2
+
+
+@cuda.jit
+def quantize_act_permuted(x, scale_in, permute, q, qsum, xscale):
+    """Fused int8 activations for the GEMV: one block per row, no host round trip.
+
+    Float ``x`` ``(m, n)``: ``amax = max(max|x|, 1e-5)`` by a block reduction, the
+    quants ``rint(x * 127 / amax)`` (as :func:`quantize_act_rows`) and
+    ``xscale[r] = amax / 127``; a row holding NaN or infinity gets ``xscale[r] = NaN``
+    and zero quants: the on-device flag (every output of the row is then NaN;
+    ``linear`` checks it unless told not to). int8 ``x`` with its ``scale_in`` (a
+    non-empty ``(m,)``) is taken as the quants. Either way ``qsum[r] = Σ q`` and, with
+    ``permute``, quant ``16 k + 4 b + s`` is stored at byte ``16 k + 4 s + b`` of the
+    row (see :mod:`.gemv`), else at its own place.
+    """
+    redf = cuda.shared.array(ACT_THREADS, float32)
+    redm = cuda.shared.array(ACT_THREADS, float32)
+    redi = cuda.shared.array(ACT_THREADS, int32)
+    m, n = x.shape
+    tid = cuda.threadIdx.x
+    given = scale_in.shape[0] != 0
+    for r in range(cuda.blockIdx.x, m, cuda.gridDim.x):
+        amax = float32(1)
+        if not given:
+            big = float32(0)
+            bad = float32(0)
+            for j in range(tid, n, ACT_THREADS):
+                v = float32(x[r, j])
+                big = max(big, abs(v))
+                bad += v * float32(0)  # NaN once a value is NaN or infinite
+            redm[tid] = big
+            redf[tid] = bad
+            _block_reduce(redm, tid, True)
+            _block_reduce(redf, tid, False)
+            amax = max(redm[0], float32(1e-5)) + redf[0]
+        ok = given or (amax - amax == 0)
+        inv = float32(127) / amax
+        s = int32(0)
+        for j in range(tid, n, ACT_THREADS):
+            v = int32(0)
+            if given:
+                v = int32(x[r, j])
+            elif ok:
+                v = _quant(float32(x[r, j]), inv)
+            k = j
+            if permute:
+                k = (j & ~15) | ((j & 3) << 2) | ((j >> 2) & 3)
+            q[r, k] = int8(v)
+            s += v
+        redi[tid] = s
+        _block_reduce(redi, tid, False)
+        if tid == 0:
+            qsum[r] = redi[0]
+            xscale[r] = scale_in[r] if given else amax / float32(127)
+        cuda.syncthreads()  # the shared sums are rewritten for the next row
 
 
 @register("abs_sums", "cuda")
