@@ -2,10 +2,13 @@
 
 Pack kernels take int8 rows with a unit stride along the last axis (other
 integer dtypes and strides are first narrowed into such a copy). The whole
-storage units of each row are packed machine words at a time, 4 trits per
-uint32 for "2bit" and 8 per uint64 for "bitplane", read and written with
-unaligned loads so that rows may start at any byte; the last, padded unit of a
-row goes through the per-unit codecs of :mod:`..codecs`. Format conversion
+storage units of each row are packed in SIMD blocks ("2bit" both ways and
+"base3" packing: :mod:`._llvm.packing`, the vector width and instructions of the
+CPU's level in :mod:`tritnum._isa`), the units after the last block machine
+words at a time, 4 trits per uint32 for "2bit", 5 per uint64 for "base3" and 8
+per uint64 for "bitplane", read and written with unaligned loads so that rows
+may start at any byte; the last, padded unit of a row goes through the
+per-unit codecs of :mod:`..codecs`. Format conversion
 unpacks and re-packs a few rows at a time. Work is split into tasks of
 ``CHUNK`` units over rows and within long rows; each kernel runs a range of
 tasks and :mod:`._parallel` spreads them over threads. Kernels return how many
