@@ -191,8 +191,9 @@ SIMD = {level: (t, simd.make_pack_2bit(t), simd.make_unpack_2bit(t), simd.make_p
 @given(blocks=st.integers(0, 5), offset=st.integers(0, 9), seed=st.integers(0, 2**32 - 1),
        bad=st.sampled_from([None, 2, -2, 127, -128]), where=st.floats(0, 1))
 def test_simd_blocks_match_numpy(level, blocks, offset, seed, bad, where):
-    """Each level's 2bit pack/unpack and base3 pack blocks against the format's formulas,
-    from any byte offset, writing nothing outside their blocks and flagging bad input."""
+    """Each level's 2bit pack/unpack and base3 pack blocks (and the bit-plane words, the
+    same IR at every level) against the format's formulas, from any byte offset, writing
+    nothing outside their blocks and flagging bad input."""
     if level not in isa.available():
         pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
     target, pack2, unpack2, pack3 = SIMD[level]
@@ -205,15 +206,30 @@ def test_simd_blocks_match_numpy(level, blocks, offset, seed, bad, where):
         a[offset + int(where * (span - 1))] = bad
 
     @njit
-    def run(a, o2, back, o3):
+    def run(a, o2, back, o3, planes):
         top2 = pack2(a, offset, o2, 1, blocks)
         threes = unpack2(o2, 1, back, 2, blocks)
-        return top2, threes, pack3(a, offset, o3, 1, blocks)
+        top3 = pack3(a, offset, o3, 1, blocks)
+        return top2, threes, top3, simd.pack_planes(a, offset, planes, 8, 8 * blocks + 16, words)
 
+    words = min(n2, n3) // 64
     o2 = np.full(n2 // 4 + 2, 0xEE, np.uint8)
     back = np.full(n2 + 3, 7, np.int8)
     o3 = np.full(blocks * units + 2, 0xEE, np.uint8)
-    top2, threes, top3 = run(a, o2, back, o3)
+    # plus words from byte 8, minus words from 8 blocks + 16 (words <= blocks), a byte after
+    planes = np.full(16 * blocks + 24, 0xEE, np.uint8)
+    top2, threes, top3, topp = run(a, o2, back, o3, planes)
+    trits = a[offset:offset + 64 * words]
+    if (np.abs(trits.astype(np.int64)) > 1).any():
+        assert topp > 2
+    else:
+        assert topp <= 2
+        for plane, value in ((planes[8:], 1), (planes[8 * blocks + 16:], -1)):
+            bits = np.packbits(trits == value, bitorder="little")
+            np.testing.assert_array_equal(plane[:8 * words], bits)
+        untouched = np.r_[planes[:8], planes[8 + 8 * words:8 * blocks + 16],
+                          planes[8 * blocks + 16 + 8 * words:]]
+        assert (untouched == 0xEE).all()
     codes = a[offset:].astype(np.int64) + 1
     if (codes[:n2] > 2).any() or (codes[:n2] < 0).any():
         assert top2 > 2

@@ -1,14 +1,14 @@
-"""CPU packing kernels: word-parallel (SWAR) rows, with the shared codecs for tails.
+"""CPU packing kernels: SIMD blocks and word-parallel (SWAR) rows, the shared codecs for tails.
 
 Pack kernels take int8 rows with a unit stride along the last axis (other
 integer dtypes and strides are first narrowed into such a copy). The whole
-storage units of each row are packed in SIMD blocks ("2bit" both ways and
-"base3" packing: :mod:`._llvm.packing`, the vector width and instructions of the
-CPU's level in :mod:`tritnum._isa`), the units after the last block machine
-words at a time, 4 trits per uint32 for "2bit", 5 per uint64 for "base3" and 8
-per uint64 for "bitplane", read and written with unaligned loads so that rows
-may start at any byte; the last, padded unit of a row goes through the
-per-unit codecs of :mod:`..codecs`. Format conversion
+storage units of each row go in SIMD blocks (:mod:`._llvm.packing`, with the
+vector width and instructions of the CPU's level in :mod:`tritnum._isa`) where
+there is one ("2bit" both ways, "base3" packing, "bitplane" packing), else and
+after the last block machine words at a time (4 trits per uint32 for "2bit",
+5 per uint64 for "base3", 8 per uint64 for "bitplane"), read and written with
+unaligned loads so that rows may start at any byte; the last, padded unit of a
+row goes through the per-unit codecs of :mod:`..codecs`. Format conversion
 unpacks and re-packs a few rows at a time. Work is split into tasks of
 ``CHUNK`` units over rows and within long rows; each kernel runs a range of
 tasks and :mod:`._parallel` spreads them over threads. Kernels return how many
@@ -30,6 +30,7 @@ from ._llvm.packing import (
     BLOCK_TRITS,
     pack_2bit,
     pack_base3,
+    pack_planes,
     unpack_2bit,
 )
 from ._llvm.unaligned import load_u32, load_u64, store_u32, store_u64
@@ -165,47 +166,20 @@ def _pack3(a, out, half, t0, t1):
     return bad
 
 
-@jit(inline="always")
-def _gather_low_bits(flags):
-    """Bit 0 of each byte of a uint64 (its other bits 0) packed into one byte: byte i -> bit i."""
-    flags |= flags >> np.uint64(7)  # each byte: bits 0-1
-    flags |= flags >> np.uint64(14)  # bits 0-3
-    flags |= flags >> np.uint64(28)  # bits 0-7
-    return np.uint8(flags & np.uint64(0xFF))
-
-
 @jit()
 def _packbp(a, out, half, t0, t1):
-    """8 trits (one uint64 load) to one byte of each bit plane.
-
-    The planes are written in two passes over the chunk (it stays in cache): one
-    output stream per loop vectorizes, two interleaved streams do not.
-    """
+    """64 trits (one SIMD block of :mod:`._llvm.packing`) to a word of each bit plane."""
     n = a.shape[1]
     full = 8 * (n // 64)  # bytes per plane covered by whole words
-    low = np.uint64(0x0101010101010101)
-    high7 = np.uint64(0x7F7F7F7F7F7F7F7F)
     bad = 0
     for t in range(t0, t1):
-        r, lo, hi = _task(t, half)
+        r, lo, hi = _task(t, half)  # lo, hi: multiples of 8 (CHUNK is)
         src = a[r]
-        dst = out[r]
-        plus = dst[:half]
-        minus = dst[half:]
-        seen = np.uint64(0)
-        threes = np.uint64(0)
-        for i in range(lo, min(hi, full)):
-            x = load_u64(src, 8 * i)
-            # per-byte code t + 1 (no carries between bytes): as in _pack2
-            code = ((x & high7) + low) ^ (x & ~high7)
-            seen |= code
-            threes |= code & (code >> np.uint64(1))
-            plus[i] = _gather_low_bits(x & ~(x >> np.uint64(7)) & low)
-        for i in range(lo, min(hi, full)):
-            minus[i] = _gather_low_bits((load_u64(src, 8 * i) >> np.uint64(7)) & low)
-        ok = ((seen & np.uint64(0xFCFCFCFCFCFCFCFC)) | (threes & low)) == 0
+        stop = min(hi, full)
+        words = max(stop - lo, 0) // 8  # reads trits 8 lo .. 8 stop <= n
+        ok = pack_planes(src, 8 * lo, out[r], lo, half + lo, words) <= 2
         if lo <= full < hi:
-            ok &= _encode_tail(2, src, dst, full, half, n, half)
+            ok &= _encode_tail(2, src, out[r], full, half, n, half)
         if not ok:
             bad += 1
     return bad

@@ -251,6 +251,39 @@ def make_pack_base3(target: Target):
     return pack_base3
 
 
+@intrinsic
+def pack_planes(typingctx, src, soff, dst, plus, minus, nwords):
+    """Bit-plane words of ``nwords`` runs of 64 trits from byte ``soff`` of ``src``.
+
+    Word k of the plus plane goes to byte ``plus + 8 k`` of ``dst``, of the minus
+    plane to ``minus + 8 k``: a ``<64 x i8>`` compare each (``vpcmpeqb`` into a mask
+    register on AVX-512 BW, two ``vpmovmskb`` on AVX2), the same IR at every level.
+    Returns the largest code as the packers above do.
+    """
+    if not _sig_ok(src, dst, types.int8, types.uint8):
+        return None
+    sig = types.uint8(src, types.intp, dst, types.intp, types.intp, types.intp)
+
+    def codegen(context, builder, sig, args):
+        vb = vector(I8, 64)
+        top = cgutils.alloca_once_value(builder, ir.Constant(vb, None))
+        src = pointer(context, builder, sig.args[0], args[0], args[1], I8)
+        dst = pointer(context, builder, sig.args[2], args[2], ir.Constant(I64, 0), I8)
+        with cgutils.for_range(builder, args[5]) as loop:
+            k = loop.index
+            codes = builder.add(load(builder, src, builder.mul(k, ir.Constant(k.type, 64)), vb,
+                                     1), splat(I8, 64, 1))
+            builder.store(_umax(builder, builder.load(top), codes), top)
+            at = builder.mul(k, ir.Constant(k.type, 8))
+            for plane, code in ((args[3], 2), (args[4], 0)):
+                word = builder.bitcast(builder.icmp_unsigned("==", codes, splat(I8, 64, code)),
+                                       I64)
+                _store(builder, word, dst, builder.add(plane, at))
+        return _reduce(builder, "umax", top)
+
+    return sig, codegen
+
+
 pack_2bit = make_pack_2bit(TARGET)
 unpack_2bit = make_unpack_2bit(TARGET)
 pack_base3 = make_pack_base3(TARGET)
