@@ -12,7 +12,7 @@ One module per job:
 
 This module holds the IR helpers they share: the scalar types, :func:`vector`,
 :func:`splat` constants and :func:`broadcast` of a run-time scalar, the one pointer
-helper :func:`pointer`, :func:`load` and :func:`horizontal_sum`. Nothing here is
+helper :func:`pointer`, :func:`load`, :func:`store` and :func:`horizontal_sum`. Nothing here is
 bounds-checked: the callers keep every access in bounds.
 """
 
@@ -51,6 +51,12 @@ def pointer(context, builder, arrty, arr, offset, elt):
 def load(builder, base, offset, ty, align):
     return builder.load(builder.bitcast(builder.gep(base, [offset]), ty.as_pointer()),
                         align=align)
+
+
+def store(builder, value, base, offset, align):
+    """Store ``value`` at element ``offset`` of pointer ``base``: :func:`load`'s counterpart."""
+    builder.store(value, builder.bitcast(builder.gep(base, [offset]), value.type.as_pointer()),
+                  align=align)
 
 
 def horizontal_sum(builder, v, add):

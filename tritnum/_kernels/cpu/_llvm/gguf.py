@@ -30,7 +30,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...._isa import ISA
-from . import F32, I8, I32, broadcast, load, pointer, splat, vector
+from . import F32, I8, I32, broadcast, load, pointer, splat, store, vector
 
 
 def lanes_of(level: str) -> int:
@@ -59,17 +59,13 @@ def _digit_sum(builder, xp, inv, runs, count):
     return total
 
 
-def _store(builder, value, base, offset):
-    builder.store(value, builder.bitcast(builder.gep(base, [ir.Constant(I32, offset)]),
-                                         value.type.as_pointer()), align=1)
-
-
 def _tq2(builder, xp, inv, qp, lanes):
     """Byte 32 h + k holds values 128 h + k + 32 n at bits 2 n."""
     for h in range(2):
         for part in range(32 // lanes):
             runs = [(128 * h + 32 * n + lanes * part, 4 ** n) for n in range(4)]
-            _store(builder, _digit_sum(builder, xp, inv, runs, lanes), qp, 32 * h + lanes * part)
+            store(builder, _digit_sum(builder, xp, inv, runs, lanes), qp,
+                  ir.Constant(I32, 32 * h + lanes * part), 1)
 
 
 def _tq1(builder, xp, inv, qp, lanes):
@@ -86,7 +82,8 @@ def _tq1(builder, xp, inv, qp, lanes):
             byte = builder.lshr(builder.add(builder.mul(q, splat(I32, width, 256 * 17262)),
                                             splat(I32, width, 242 * 17262)),
                                 splat(I32, width, 22))
-            _store(builder, builder.trunc(byte, vector(I8, width)), qp, first + width * part)
+            store(builder, builder.trunc(byte, vector(I8, width)), qp,
+                  ir.Constant(I32, first + width * part), 1)
 
 
 def _make_encoder(body, lanes):

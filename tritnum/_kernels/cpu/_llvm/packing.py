@@ -39,7 +39,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...._isa import ISA
-from . import I8, I16, I32, I64, load, pointer, splat, vector
+from . import I8, I16, I32, I64, load, pointer, splat, store, vector
 
 
 @dataclass(frozen=True)
@@ -113,11 +113,6 @@ def _block_loop(context, builder, sig, args, body):
         body(src, dst, loop.index)
 
 
-def _store(builder, value, base, offset):
-    builder.store(value, builder.bitcast(builder.gep(base, [offset]),
-                                         value.type.as_pointer()), align=1)
-
-
 def _reduce(builder, kind, acc):
     value = builder.load(acc)
     return _call(builder, f"llvm.vector.reduce.{kind}.{_suffix(value)}", I8, [value])
@@ -146,8 +141,8 @@ def make_pack_2bit(target: Target):
                 else:
                     words = builder.bitcast(codes, vector(I32, lanes // 4))
                     words = _or_shifted(builder, words, builder.lshr)
-                _store(builder, builder.trunc(words, vector(I8, lanes // 4)), dst,
-                       builder.mul(k, ir.Constant(k.type, lanes // 4)))
+                store(builder, builder.trunc(words, vector(I8, lanes // 4)), dst,
+                       builder.mul(k, ir.Constant(k.type, lanes // 4)), 1)
 
             _block_loop(context, builder, sig, args, body)
             return _reduce(builder, "umax", top)
@@ -179,8 +174,8 @@ def make_unpack_2bit(target: Target):
                                         vb)
                 three = builder.and_(codes, builder.lshr(codes, splat(I8, lanes, 1)))
                 builder.store(builder.or_(builder.load(threes), three), threes)
-                _store(builder, builder.sub(codes, splat(I8, lanes, 1)), dst,
-                       builder.mul(k, ir.Constant(k.type, lanes)))
+                store(builder, builder.sub(codes, splat(I8, lanes, 1)), dst,
+                       builder.mul(k, ir.Constant(k.type, lanes)), 1)
 
             _block_loop(context, builder, sig, args, body)
             return _reduce(builder, "or", threes)
@@ -240,8 +235,8 @@ def make_pack_base3(target: Target):
                 byte = builder.lshr(builder.add(builder.mul(q, splat(I32, units, 256 * 17262)),
                                                 splat(I32, units, 242 * 17262)),
                                     splat(I32, units, 22))
-                _store(builder, builder.trunc(byte, vector(I8, units)), dst,
-                       builder.mul(k, ir.Constant(k.type, units)))
+                store(builder, builder.trunc(byte, vector(I8, units)), dst,
+                       builder.mul(k, ir.Constant(k.type, units)), 1)
 
             _block_loop(context, builder, sig, args, body)
             return _reduce(builder, "umax", top)
@@ -278,7 +273,7 @@ def pack_planes(typingctx, src, soff, dst, plus, minus, nwords):
             for plane, code in ((args[3], 2), (args[4], 0)):
                 word = builder.bitcast(builder.icmp_unsigned("==", codes, splat(I8, 64, code)),
                                        I64)
-                _store(builder, word, dst, builder.add(plane, at))
+                store(builder, word, dst, builder.add(plane, at), 1)
         return _reduce(builder, "umax", top)
 
     return sig, codegen
