@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tritnum as tn
+from tritnum import _isa as isa
 from tritnum._kernels.cpu._jit import jit
+from tritnum._kernels.cpu._llvm import gguf as simd_gguf
 from tritnum._kernels.shared import floatbits
 
 GGUF_TYPES = {"TQ2_0": GGMLQuantizationType.TQ2_0, "TQ1_0": GGMLQuantizationType.TQ1_0}
@@ -305,3 +307,59 @@ def test_float16_input_encodes_as_its_float32_values(device):
     x[2, 9] = np.inf
     with pytest.raises(ValueError, match=r"x\[2, 9\] = inf is not finite"):
         tn.io.to_gguf_blocks(x, "TQ2_0", device=device)
+
+
+# the SIMD block encoders of every ISA level (tritnum._isa), made once; a level the CPU lacks
+# skips
+ENCODERS = {level: simd_gguf.make_encoders(simd_gguf.lanes_of(level)) for level in isa.LEVELS}
+
+
+@pytest.mark.parametrize("level", isa.LEVELS)
+@given(seed=st.integers(0, 2**32 - 1), special=st.sampled_from(
+    [None, "nan", "inf", "zero", "ties", "tiny"]))
+def test_simd_encoders_match_numpy(level, seed, special):
+    """Each level's absmax and TQ2_0/TQ1_0 code bytes against the layouts in NumPy, with
+    values on the +-0.5 boundaries, NaN, infinities, an all-zero and a subnormal block."""
+    if level not in isa.available():
+        pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
+    from tritnum._kernels.shared import gguf as shared
+
+    tq2, tq1, absmax = ENCODERS[level]
+    rng = np.random.default_rng(seed)
+    x = np.zeros(3 + 2 * 256, np.float32)  # two blocks from element 3 (unaligned)
+    x[3:] = rng.standard_normal(512).astype(np.float32) * rng.choice([1e-3, 1, 1e5])
+    if special == "nan":
+        x[3 + rng.integers(512)] = np.nan
+    elif special == "inf":
+        x[3 + rng.integers(512)] = -np.inf
+    elif special == "zero":
+        x[3:259] = 0
+    elif special == "ties":  # exactly +-d/2 and their neighbours, d = 2
+        x[3:] = rng.choice(np.array([2, -2, 1, -1, np.nextafter(1, 0), np.nextafter(-1, 0),
+                                     0], np.float32), 512)
+    elif special == "tiny":
+        x[3:259] = rng.choice(np.array([2**-140, -(2**-130), 0], np.float32), 256)
+
+    @jit()
+    def run(x, inv, q2, q1, out):
+        for b in range(2):
+            out[b] = absmax(x.view(np.uint32), 3 + 256 * b)
+            tq2(x, 3 + 256 * b, inv[b], q2, 1 + 66 * b)
+            tq1(x, 3 + 256 * b, inv[b], q1, 2 + 54 * b)
+
+    blocks = x[3:].reshape(2, 256)
+    maxima = np.abs(blocks).max(axis=1)
+    inv = np.array([shared.block_inverse(np.float32(m)) for m in maxima], np.float32)
+    q2 = np.full(1 + 2 * 66 + 1, 0xEE, np.uint8)
+    q1 = np.full(2 + 2 * 54 + 1, 0xEE, np.uint8)
+    out = np.empty(2, np.uint32)
+    with np.errstate(invalid="ignore"):
+        run(x, inv, q2, q1, out)
+        v = blocks * inv[:, None]
+    bits = np.abs(blocks).view(np.uint32).max(axis=1)
+    np.testing.assert_array_equal(out, np.where(bits > 0x7F800000, 0x7FC00000, bits))
+    codes = (1 + (v >= 0.5) - (v <= -0.5)).astype(np.uint8)
+    np.testing.assert_array_equal(q2[1:-1].reshape(2, 66)[:, :64], shared.tq2_bytes(codes))
+    np.testing.assert_array_equal(q1[2:-1].reshape(2, 54)[:, :52], shared.tq1_bytes(codes))
+    untouched = [q2[0], q2[-1], *q2[1 + 64:1 + 66], q1[0], q1[1], q1[-1], *q1[2 + 52:2 + 54]]
+    assert all(b == 0xEE for b in untouched)  # nothing written outside the code bytes

@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from numba import njit
 
 import tritnum as tn
+from tritnum import _isa as isa
+from tritnum._kernels.cpu._llvm import packing as simd
 from tritnum.testing import packed_trits, trit_arrays, trit_shapes
 
 FORMATS = list(tn.FORMATS)
@@ -177,3 +180,88 @@ def test_base3_unpack_tasks_write_only_their_own_trits():
     for t in reversed(range(tasks)):
         assert packing._unpack3(data, 0, packing._BASE3_WORDS, out, t, t + 1) == 0
     np.testing.assert_array_equal(out, trits)
+
+
+# the SIMD blocks of every ISA level (tritnum._isa), made once; a level the CPU lacks skips
+SIMD = {level: (t, simd.make_pack_2bit(t), simd.make_unpack_2bit(t), simd.make_pack_base3(t))
+        for level, t in simd.TARGETS.items()}
+
+
+@pytest.mark.parametrize("level", isa.LEVELS)
+@given(blocks=st.integers(0, 5), offset=st.integers(0, 9), seed=st.integers(0, 2**32 - 1),
+       bad=st.sampled_from([None, 2, -2, 127, -128]), where=st.floats(0, 1))
+def test_simd_blocks_match_numpy(level, blocks, offset, seed, bad, where):
+    """Each level's 2bit pack/unpack and base3 pack blocks (and the bit-plane words, the
+    same IR at every level) against the format's formulas, from any byte offset, writing
+    nothing outside their blocks and flagging bad input."""
+    if level not in isa.available():
+        pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
+    target, pack2, unpack2, pack3 = SIMD[level]
+    lanes, units = target.lanes, simd.base3_units(target)
+    n2, n3 = blocks * lanes, blocks * units * 5
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-1, 2, offset + max(n2, n3 + simd.BASE3_OVERREAD), dtype=np.int8)
+    span = max(n2, n3)
+    if bad is not None and span:
+        a[offset + int(where * (span - 1))] = bad
+
+    @njit
+    def run(a, o2, back, o3, planes):
+        top2 = pack2(a, offset, o2, 1, blocks)
+        threes = unpack2(o2, 1, back, 2, blocks)
+        top3 = pack3(a, offset, o3, 1, blocks)
+        return top2, threes, top3, simd.pack_planes(a, offset, planes, 8, 8 * blocks + 16, words)
+
+    words = min(n2, n3) // 64
+    o2 = np.full(n2 // 4 + 2, 0xEE, np.uint8)
+    back = np.full(n2 + 3, 7, np.int8)
+    o3 = np.full(blocks * units + 2, 0xEE, np.uint8)
+    # plus words from byte 8, minus words from 8 blocks + 16 (words <= blocks), a byte after
+    planes = np.full(16 * blocks + 24, 0xEE, np.uint8)
+    top2, threes, top3, topp = run(a, o2, back, o3, planes)
+    trits = a[offset:offset + 64 * words]
+    if (np.abs(trits.astype(np.int64)) > 1).any():
+        assert topp > 2
+    else:
+        assert topp <= 2
+        for plane, value in ((planes[8:], 1), (planes[8 * blocks + 16:], -1)):
+            bits = np.packbits(trits == value, bitorder="little")
+            np.testing.assert_array_equal(plane[:8 * words], bits)
+        untouched = np.r_[planes[:8], planes[8 + 8 * words:8 * blocks + 16],
+                          planes[8 * blocks + 16 + 8 * words:]]
+        assert (untouched == 0xEE).all()
+    codes = a[offset:].astype(np.int64) + 1
+    if (codes[:n2] > 2).any() or (codes[:n2] < 0).any():
+        assert top2 > 2
+    else:
+        assert top2 <= 2
+        c = codes[:n2].reshape(-1, 4)
+        np.testing.assert_array_equal(o2[1:-1], c @ [1, 4, 16, 64])
+        np.testing.assert_array_equal(back[2:-1], a[offset:offset + n2])
+        assert threes & 1 == 0
+    if (codes[:n3] > 2).any() or (codes[:n3] < 0).any():
+        assert top3 > 2
+    else:
+        assert top3 <= 2
+        np.testing.assert_array_equal(o3[1:-1], (codes[:n3].reshape(-1, 5) @ [81, 27, 9, 3, 1]
+                                                  * 256 + 242) // 243)
+    assert o2[0] == o2[-1] == o3[0] == o3[-1] == 0xEE and back[:2].tolist() == [7, 7]
+    assert back[-1] == 7
+
+
+@pytest.mark.parametrize("level", isa.LEVELS)
+def test_simd_unpack_flags_code_3(level):
+    if level not in isa.available():
+        pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
+    target, _, unpack2, _ = SIMD[level]
+
+    @njit
+    def run(data, out, blocks):
+        return unpack2(data, 0, out, 0, blocks)
+
+    for k in range(0, 8 * target.lanes // 4, 7):
+        data = np.full(2 * target.lanes // 4, 0b01010101, np.uint8)
+        data[k % data.size] |= 3 << (2 * (k % 4))
+        out = np.empty(2 * target.lanes, np.int8)
+        assert run(data, out, 2) & 1
+        assert run(data, out, 0) == 0

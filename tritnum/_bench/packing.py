@@ -7,6 +7,7 @@ import numpy as np
 from .._formats import FORMATS
 from .gpu import Work, put
 from .harness import Case
+from .quantize import fill_on_all_cores
 
 
 def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
@@ -35,6 +36,18 @@ def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
             Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
                  "numpy reference", lambda h=packed_host: unpack(h, device="numpy"),
                  10.0, 3, work=work),
+        ]
+    if device != "cuda":
+        packed2 = pack(host, "2bit")
+        # the floors: reading the int8 trits once (packers) and writing them once, on every
+        # core, into fresh memory (unpackers; np.unpackbits writes as many fresh bytes);
+        # speedup = how far tritnum is from them
+        cases += [
+            Case("packing", "read the trits (floor)", lambda: host.max(), "pack 2bit",
+                 lambda: pack(host, "2bit", device=device)),
+            Case("packing", "write fresh trits (floor)",
+                 lambda: fill_on_all_cores(np.empty_like(host)), "unpack 2bit",
+                 lambda: unpack(packed2, device=device)),
         ]
     for src, dst in [("2bit", "base3"), ("base3", "bitplane"), ("bitplane", "2bit")]:
         packed, packed_host = pack(trits, src, device=device), pack(host, src)

@@ -58,17 +58,17 @@ def quantization_cases(side: int, device: str) -> list[Case]:
             Case("gguf", "read the input (floor)", lambda: w.max(), "to_gguf_blocks "
                  "TQ2_0", lambda: to_gguf_blocks(w, "TQ2_0", device=device)),
             Case("gguf", "write fresh values (floor)",
-                 lambda: _fill_on_all_cores(np.empty_like(w)),
+                 lambda: fill_on_all_cores(np.empty_like(w)),
                  "from_gguf_blocks TQ2_0", lambda: from_gguf_blocks(
                      bufs["TQ2_0"], "TQ2_0", w.shape, device=device)),
-            Case("gguf", "write values to out= (floor)", lambda: _fill_on_all_cores(values),
+            Case("gguf", "write values to out= (floor)", lambda: fill_on_all_cores(values),
                  "from_gguf_blocks TQ1_0 out=", lambda: from_gguf_blocks(
                      bufs["TQ1_0"], "TQ1_0", w.shape, out=values, device=device)),
         ]
     return cases
 
 
-def _fill_on_all_cores(out: np.ndarray) -> np.ndarray:
+def fill_on_all_cores(out: np.ndarray) -> np.ndarray:
     """``out.fill(1)``, one contiguous part per thread (``numba.get_num_threads()``)."""
     import numba
 

@@ -13,6 +13,7 @@ from ..shared import floatbits
 from ..shared import gguf as codecs
 from ._jit import jit
 from ._llvm.cache import store_fence, stream_floats
+from ._llvm.gguf import absmax_bits, encode_tq1, encode_tq2
 from ._parallel import run
 
 STREAM_BYTES = 32 << 20  # a given out= this large (beyond the L3 cache) is written streaming
@@ -23,8 +24,6 @@ _half_finish = jit(inline="always")(floatbits.half_finish_bits)
 _HALF_REBIAS = floatbits.HALF_REBIAS
 _float16_bits = jit(inline="always")(floatbits.float16_bits)
 _block_inverse = jit(inline="always")(codecs.block_inverse)
-_encode_tq2 = jit(inline="always")(codecs.encode_tq2_block)
-_encode_tq1 = jit(inline="always")(codecs.encode_tq1_block)
 _encode_i2s = jit(inline="always")(codecs.encode_i2s_block)
 _decode_tq2 = jit(inline="always")(codecs.decode_tq2_block)
 _decode_tq1 = jit(inline="always")(codecs.decode_tq1_block)
@@ -33,17 +32,20 @@ _decode_i2s = jit(inline="always")(codecs.decode_i2s_block)
 
 @jit(inline="always")
 def _encode_tq_block(x, bits, base, tq2, qs, d, dbits, b):
-    """Block b of ``qs`` from ``x[base:base + 256]``: codes, then the float16 scale."""
+    """Block b of ``qs`` (C-contiguous) from ``x[base:base + 256]``.
+
+    The float16 scale, then the codes (SIMD, :mod:`._llvm.gguf`).
+    """
     at = 64 if tq2 else 52  # where the scale goes
-    dbits[b] = _absmax_bits(bits, base, 256)
+    dbits[b] = absmax_bits(bits, base)
     half = _float16_bits(dbits[b])
     qs[b, at] = half & 0xFF
     qs[b, at + 1] = half >> 8
     inv = _block_inverse(d[b])
     if tq2:
-        _encode_tq2(x, base, inv, qs, b)
+        encode_tq2(x, base, inv, qs, b * qs.shape[1])
     else:
-        _encode_tq1(x, base, inv, qs, b)
+        encode_tq1(x, base, inv, qs, b * qs.shape[1])
 
 
 @jit(inline="always")

@@ -1,9 +1,12 @@
-"""CPU packing kernels: word-parallel (SWAR) rows, with the shared codecs for tails.
+"""CPU packing kernels: SIMD blocks and word-parallel (SWAR) rows, the shared codecs for tails.
 
 Pack kernels take int8 rows with a unit stride along the last axis (other
 integer dtypes and strides are first narrowed into such a copy). The whole
-storage units of each row are packed machine words at a time, 4 trits per
-uint32 for "2bit" and 8 per uint64 for "bitplane", read and written with
+storage units of each row go in SIMD blocks (:mod:`._llvm.packing`, with the
+vector width and instructions of the CPU's level in :mod:`tritnum._isa`) where
+there is one ("2bit" both ways, "base3" packing, "bitplane" packing), else and
+after the last block machine words at a time (4 trits per uint32 for "2bit",
+5 per uint64 for "base3", 8 per uint64 for "bitplane"), read and written with
 unaligned loads so that rows may start at any byte; the last, padded unit of a
 row goes through the per-unit codecs of :mod:`..codecs`. Format conversion
 unpacks and re-packs a few rows at a time. Work is split into tasks of
@@ -21,11 +24,21 @@ from ..._formats import Format
 from ..shared import packing as codecs
 from ..shared.packing import byte_rows
 from ._jit import jit
+from ._llvm.packing import (
+    BASE3_OVERREAD,
+    BASE3_UNITS,
+    BLOCK_TRITS,
+    pack_2bit,
+    pack_base3,
+    pack_planes,
+    unpack_2bit,
+)
 from ._llvm.unaligned import load_u32, load_u64, store_u32, store_u64
 from ._parallel import run
 
 CHUNK = 1 << 14  # storage units per parallel task (a multiple of 8)
 CONVERT_BLOCK_BYTES = 1 << 22  # int8 trits held at once while converting formats
+_BLOCK_UNITS = BLOCK_TRITS // 4  # 2bit bytes per SIMD block
 
 _encode_unit = jit(inline="always")(codecs.encode_unit)
 _store_unit = jit(inline="always")(codecs.store_unit)
@@ -84,7 +97,7 @@ def _narrow(a, out, t0, t1):
 # ------------------------------------------------------------------------ pack
 @jit()
 def _pack2(a, out, half, t0, t1):
-    """4 trits (one uint32 load) to one 2bit byte."""
+    """SIMD blocks of :mod:`._llvm.packing`, then 4 trits (one uint32 load) to one byte."""
     n = a.shape[1]
     units = out.shape[1]
     full = n // 4
@@ -93,9 +106,12 @@ def _pack2(a, out, half, t0, t1):
         r, lo, hi = _task(t, units)
         src = a[r]
         dst = out[r]
+        stop = min(hi, full)
+        blocks = max(stop - lo, 0) // _BLOCK_UNITS  # reads trits 4 lo .. 4 stop <= n
+        top = pack_2bit(src, 4 * lo, dst, lo, blocks)
         seen = np.uint32(0)
         threes = np.uint32(0)
-        for j in range(lo, min(hi, full)):
+        for j in range(lo + blocks * _BLOCK_UNITS, stop):
             x = load_u32(src, 4 * j)
             # per-byte +1 without carries between bytes: codes 0..2 when valid
             x = ((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x01010101)) ^ (x & np.uint32(0x80808080))
@@ -103,6 +119,7 @@ def _pack2(a, out, half, t0, t1):
             threes |= x & (x >> 1)  # code 3 sets the low bit
             dst[j] = np.uint8((x | (x >> 6) | (x >> 12) | (x >> 18)) & np.uint32(0xFF))
         ok = ((seen & np.uint32(0xFCFCFCFC)) | (threes & np.uint32(0x01010101))) == 0
+        ok &= top <= 2
         if lo <= full < hi:
             ok &= _encode_tail(0, src, dst, full, units, n, half)
         if not ok:
@@ -112,18 +129,24 @@ def _pack2(a, out, half, t0, t1):
 
 @jit()
 def _pack3(a, out, half, t0, t1):
-    """5 trits (one uint64 load) to one base3 byte; / 243 as a multiply-shift."""
+    """SIMD blocks of :mod:`._llvm.packing`, then 5 trits (one uint64 load) to one byte.
+
+    / 243 as a multiply-shift.
+    """
     n = a.shape[1]
     units = out.shape[1]
     wide = max(n - 3, 0) // 5  # units whose 8-byte load stays within the row
+    simd = max(n - BASE3_OVERREAD, 0) // 5  # units up to which the blocks' loads stay in it
     bad = 0
     for t in range(t0, t1):
         r, lo, hi = _task(t, units)
         src = a[r]
         dst = out[r]
+        blocks = max(min(hi, simd) - lo, 0) // BASE3_UNITS
+        top = pack_base3(src, 5 * lo, dst, lo, blocks)
         seen = np.uint64(0)
         threes = np.uint64(0)
-        for j in range(lo, min(hi, wide)):
+        for j in range(lo + blocks * BASE3_UNITS, min(hi, wide)):
             x = load_u64(src, 5 * j)  # bytes 0-4: trits of unit j; 5-7: ignored
             # per-byte +1 without carries between bytes: codes 0..2 when valid (as _pack2)
             x = (((x & np.uint64(0x7F7F7F7F7F7F7F7F)) + np.uint64(0x0101010101010101))
@@ -136,53 +159,27 @@ def _pack3(a, out, half, t0, t1):
             # (q * 256 + 242) // 243 for q <= 242, exactly
             dst[j] = np.uint8(((q * np.uint32(256) + np.uint32(242)) * np.uint32(17262)) >> 22)
         ok = ((seen & np.uint64(0xFCFCFCFCFC)) | (threes & np.uint64(0x0101010101))) == 0
+        ok &= top <= 2
         ok &= _encode_tail(1, src, dst, max(lo, wide), hi, n, half)
         if not ok:
             bad += 1
     return bad
 
 
-@jit(inline="always")
-def _gather_low_bits(flags):
-    """Bit 0 of each byte of a uint64 (its other bits 0) packed into one byte: byte i -> bit i."""
-    flags |= flags >> np.uint64(7)  # each byte: bits 0-1
-    flags |= flags >> np.uint64(14)  # bits 0-3
-    flags |= flags >> np.uint64(28)  # bits 0-7
-    return np.uint8(flags & np.uint64(0xFF))
-
-
 @jit()
 def _packbp(a, out, half, t0, t1):
-    """8 trits (one uint64 load) to one byte of each bit plane.
-
-    The planes are written in two passes over the chunk (it stays in cache): one
-    output stream per loop vectorizes, two interleaved streams do not.
-    """
+    """64 trits (one SIMD block of :mod:`._llvm.packing`) to a word of each bit plane."""
     n = a.shape[1]
     full = 8 * (n // 64)  # bytes per plane covered by whole words
-    low = np.uint64(0x0101010101010101)
-    high7 = np.uint64(0x7F7F7F7F7F7F7F7F)
     bad = 0
     for t in range(t0, t1):
-        r, lo, hi = _task(t, half)
+        r, lo, hi = _task(t, half)  # lo, hi: multiples of 8 (CHUNK is)
         src = a[r]
-        dst = out[r]
-        plus = dst[:half]
-        minus = dst[half:]
-        seen = np.uint64(0)
-        threes = np.uint64(0)
-        for i in range(lo, min(hi, full)):
-            x = load_u64(src, 8 * i)
-            # per-byte code t + 1 (no carries between bytes): as in _pack2
-            code = ((x & high7) + low) ^ (x & ~high7)
-            seen |= code
-            threes |= code & (code >> np.uint64(1))
-            plus[i] = _gather_low_bits(x & ~(x >> np.uint64(7)) & low)
-        for i in range(lo, min(hi, full)):
-            minus[i] = _gather_low_bits((load_u64(src, 8 * i) >> np.uint64(7)) & low)
-        ok = ((seen & np.uint64(0xFCFCFCFCFCFCFCFC)) | (threes & low)) == 0
+        stop = min(hi, full)
+        words = max(stop - lo, 0) // 8  # reads trits 8 lo .. 8 stop <= n
+        ok = pack_planes(src, 8 * lo, out[r], lo, half + lo, words) <= 2
         if lo <= full < hi:
-            ok &= _encode_tail(2, src, dst, full, half, n, half)
+            ok &= _encode_tail(2, src, out[r], full, half, n, half)
         if not ok:
             bad += 1
     return bad
@@ -191,7 +188,7 @@ def _packbp(a, out, half, t0, t1):
 # ---------------------------------------------------------------------- unpack
 @jit()
 def _unpack2(data, half, out, t0, t1):
-    """One 2bit byte to 4 int8 trits written as one uint32."""
+    """SIMD blocks of :mod:`._llvm.packing`, then one byte to 4 trits written as one uint32."""
     n = out.shape[1]
     units = data.shape[1]
     full = n // 4
@@ -200,15 +197,18 @@ def _unpack2(data, half, out, t0, t1):
         r, lo, hi = _task(t, units)
         src = data[r]
         dst = out[r]
+        stop = min(hi, full)
+        blocks = max(stop - lo, 0) // _BLOCK_UNITS  # writes trits 4 lo .. 4 stop <= n
+        flags = unpack_2bit(src, lo, dst, 4 * lo, blocks)
         threes = np.uint32(0)
-        for j in range(lo, min(hi, full)):
+        for j in range(lo + blocks * _BLOCK_UNITS, stop):
             b = np.uint32(src[j])
             x = (b | (b << 6) | (b << 12) | (b << 18)) & np.uint32(0x03030303)
             threes |= x & (x >> 1)
             # per-byte code - 1 without borrows: 0 -> 0xFF (-1), 1 -> 0, 2 -> 1
             store_u32(dst, 4 * j, ((x | np.uint32(0x80808080)) - np.uint32(0x01010101))
                       ^ np.uint32(0x80808080))
-        ok = (threes & np.uint32(0x01010101)) == 0
+        ok = (threes & np.uint32(0x01010101)) == 0 and (flags & np.uint8(1)) == 0
         if lo <= full < hi:
             ok &= _decode_tail(0, src, dst, full, units, n, half)
         if not ok:

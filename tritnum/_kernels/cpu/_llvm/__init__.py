@@ -5,6 +5,8 @@ One module per job:
 - :mod:`.gemv`: the 2bit GEMV's SIMD dot product and decoder (LLVM vector IR).
 - :mod:`.popcount`: popcounts, of one word and of tiles of query x memory bit-plane rows.
 - :mod:`.planes`: int8 trits to bit-plane words, 64 at a time.
+- :mod:`.packing`: int8 trits to "2bit" and "base3" bytes and back, a vector at a time.
+- :mod:`.gguf`: the TQ2_0/TQ1_0 block encoders (float32 values to code bytes).
 - :mod:`.unaligned`: word loads and stores at any byte offset.
 - :mod:`.cache`: cache control, prefetching rows and streaming (non-temporal) stores.
 - :mod:`.spin`: atomic loads and stores, ``pause``, ``sched_yield`` and the cycle counter,
@@ -12,7 +14,7 @@ One module per job:
 
 This module holds the IR helpers they share: the scalar types, :func:`vector`,
 :func:`splat` constants and :func:`broadcast` of a run-time scalar, the one pointer
-helper :func:`pointer`, :func:`load` and :func:`horizontal_sum`. Nothing here is
+helper :func:`pointer`, :func:`load`, :func:`store` and :func:`horizontal_sum`. Nothing here is
 bounds-checked: the callers keep every access in bounds.
 """
 
@@ -51,6 +53,12 @@ def pointer(context, builder, arrty, arr, offset, elt):
 def load(builder, base, offset, ty, align):
     return builder.load(builder.bitcast(builder.gep(base, [offset]), ty.as_pointer()),
                         align=align)
+
+
+def store(builder, value, base, offset, align):
+    """Store ``value`` at element ``offset`` of pointer ``base``: :func:`load`'s counterpart."""
+    builder.store(value, builder.bitcast(builder.gep(base, [offset]), value.type.as_pointer()),
+                  align=align)
 
 
 def horizontal_sum(builder, v, add):
