@@ -60,9 +60,11 @@ def dask_cases(quick: bool, stack: contextlib.ExitStack) -> list[Case]:
 
 
 def _idle_per_task(client: Any, run: Any, workers: int) -> float:
-    """The scheduler's overhead per task in one more ``run``: the workers' time not spent
-    in a task's function (waiting to be handed tasks, fetching inputs, idle at the end),
-    ``(wall x workers - compute) / tasks``, from the task stream."""
+    """The scheduler's overhead per task in one more ``run``, from the task stream.
+
+    The workers' time not spent in a task's function (waiting to be handed tasks,
+    fetching inputs, idle at the end): ``(wall x workers - compute) / tasks``.
+    """
     from distributed import get_task_stream
 
     with get_task_stream(client) as stream:
