@@ -406,3 +406,22 @@ def test_local_cluster_of_processes(tmp_path):
         pytest.fail("the LocalCluster run took more than 240 s")
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["OK", "2"]
+
+
+def test_memory_beyond_one_worker_small():
+    """The bench's scale check (issue 19: 4 M vectors, 6 GB workers), at a small size."""
+    pytest.importorskip("distributed")
+    import subprocess
+    import sys
+
+    code = ("from tritnum._bench.dask import beyond_one_worker\n"
+            "if __name__ == '__main__':\n"
+            "    assert beyond_one_worker(n=60_000, d=200, rows=7_000, limit='1GB')\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=240, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the LocalCluster run took more than 240 s")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "equal to the reference (indices and scores): True; the planted rows first: True; " \
+           "every worker under its limit: True" in out.stdout
