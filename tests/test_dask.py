@@ -309,6 +309,9 @@ def test_packed_is_a_dask_collection_that_keeps_its_codes_known(monkeypatch):
     memory = tn.vsa.random(90, 130, seed=6, format="bitplane", chunks=25)
     ref = tn.vsa.random(90, 130, seed=6, format="bitplane")
     assert is_dask_collection(memory) and not is_dask_collection(ref)
+    assert dask.base.tokenize(ref) == dask.base.tokenize(ref[:])  # in memory: by its bytes
+    assert dask.base.tokenize(ref) != dask.base.tokenize(ref[1:])
+    assert dask.base.tokenize(memory) != dask.base.tokenize(memory[1:])
     (computed,) = dask.compute(memory)
     assert isinstance(computed.data, np.ndarray) and computed == ref and computed._valid
     (persisted,) = dask.persist(memory)

@@ -176,7 +176,9 @@ class PackedTrits:
         return self._data.__dask_layers__()
 
     def __dask_tokenize__(self) -> Any:
-        return ("PackedTrits", self._data.__dask_tokenize__(), self._shape, self.format,
+        from dask.base import normalize_token  # only dask calls this: it is imported
+
+        return ("PackedTrits", normalize_token(self._data), self._shape, self.format,
                 self._valid)
 
     @property
