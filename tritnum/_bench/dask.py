@@ -19,6 +19,13 @@ from typing import Any
 
 from .harness import Case
 
+# The workers' sampling profiler slowed the search kernels 2-3x here: off. The event
+# loops' watchdog tick (every 20 ms), system monitor (500 ms) and the workers' memory
+# monitor (100 ms) cost 3% of a core idle, workers and scheduler alike (measured: 0.6 s
+# each in 20 s, 0.1 s with these), taken from the same two cores as the tasks.
+QUIET = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+         "distributed.admin.system-monitor.interval": "2s",
+         "distributed.worker.memory.monitor-interval": "1s"}
 BAR = 0.77  # issue 19: the sharded search within 1.3x of one process's time (1 / 1.3)
 
 
@@ -33,12 +40,8 @@ def dask_cases(quick: bool, stack: contextlib.ExitStack) -> list[Case]:
     from ..vsa import random, search
 
     queries, n, d, rows = (10, 20_000, 1000, 2500) if quick else (1000, 1_000_000, 10_000, 31_250)
-    # the workers' sampling profiler slows the search kernels 2-3x here (measured): off
-    stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False}))
-    cluster = stack.enter_context(LocalCluster(
-        processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
-        env={"NUMBA_NUM_THREADS": "1"}))  # one thread a worker: the two cores, not four threads
-    client = stack.enter_context(Client(cluster))
+    stack.enter_context(dask.config.set(QUIET))
+    client = stack.enter_context(Client(stack.enter_context(_cluster(LocalCluster))))
     memory = client.persist(random(n, d, seed=1, format="bitplane", chunks=rows))
     wait(memory.data)
     local = random(n, d, seed=1, format="bitplane")
@@ -57,6 +60,12 @@ def dask_cases(quick: bool, stack: contextlib.ExitStack) -> list[Case]:
     name = f"search {queries} x {n // 1000}k (dot) on 2 worker processes"
     return [Case("dask", name, sharded, "one process", lambda: search(q, local, 10, "dot"),
                  BAR, 3, note)]
+
+
+def _cluster(local_cluster: Any, **kw: Any) -> Any:
+    """2 worker processes of one thread, numba on one thread in each: the two cores."""
+    return local_cluster(processes=True, n_workers=2, threads_per_worker=1,
+                         dashboard_address=None, env={"NUMBA_NUM_THREADS": "1"}, **kw)
 
 
 def _idle_per_task(client: Any, run: Any, workers: int) -> float:
@@ -108,9 +117,7 @@ def beyond_one_worker(n: int = 4_000_000, d: int = 10_000, rows: int = 50_000,
     noisy = unpack(PackedTrits(np.concatenate(copies), (len(planted), d), "bitplane"))
     noisy[:, ::3] = 0  # a third of each copy wiped
     queries = pack(np.concatenate([noisy, random(10 - len(planted), d, seed=9)]), "bitplane")
-    with dask.config.set({"distributed.worker.profile.enabled": False}), LocalCluster(
-            processes=True, n_workers=2, threads_per_worker=1, memory_limit=limit,
-            dashboard_address=None, env={"NUMBA_NUM_THREADS": "1"}) as cluster, \
+    with dask.config.set(QUIET), _cluster(LocalCluster, memory_limit=limit) as cluster, \
             Client(cluster) as client:
         procs = {w: psutil.Process(pid) for w, pid in client.run(os.getpid).items()}
         peak = dict.fromkeys(procs, 0)
