@@ -301,6 +301,48 @@ def test_sharded_search_with_lazy_queries_and_shapes():
         tn.vsa.search(queries[0], memory, 1)
 
 
+def test_packed_is_a_dask_collection_that_keeps_its_codes_known(monkeypatch):
+    from dask.base import is_dask_collection
+
+    import tritnum.packing as packing
+
+    memory = tn.vsa.random(90, 130, seed=6, format="bitplane", chunks=25)
+    ref = tn.vsa.random(90, 130, seed=6, format="bitplane")
+    assert is_dask_collection(memory) and not is_dask_collection(ref)
+    assert dask.base.tokenize(ref) == dask.base.tokenize(ref[:])  # in memory: by its bytes
+    assert dask.base.tokenize(ref) != dask.base.tokenize(ref[1:])
+    assert dask.base.tokenize(memory) != dask.base.tokenize(memory[1:])
+    (computed,) = dask.compute(memory)
+    assert isinstance(computed.data, np.ndarray) and computed == ref and computed._valid
+    (persisted,) = dask.persist(memory)
+    assert isinstance(persisted.data, da.Array) and persisted._valid
+    assert concrete(persisted) == ref and persisted.shape == ref.shape
+
+    checked = []
+
+    def first_bad_block(packed, device):
+        checked.append(len(packed.data))
+        return None
+
+    monkeypatch.setattr(packing, "_first_bad_block", first_bad_block)
+    queries = ref[[3, 80]]
+    for mem in (memory, persisted):
+        idx = tn.vsa.search(queries, mem, 2, "dot")[0].compute()
+        np.testing.assert_array_equal(idx, tn.vsa.search(queries, ref, 2, "dot")[0])
+    assert checked == []  # written by tritnum's encoder: no task checks the codes again
+    wrapped = tn.PackedTrits(persisted.data, ref.shape, "bitplane")  # any bytes: checked
+    (wrapped_persisted,) = dask.persist(wrapped)
+    assert not wrapped_persisted._valid
+    tn.vsa.search(queries, wrapped_persisted, 2, "dot")[0].compute()
+    assert sorted(checked) == [15, 25, 25, 25]  # each chunk once
+    monkeypatch.undo()
+    bad = ref.data.copy()
+    bad[40, :, 1] = 1  # row 40: trit 0 with its plus and minus bits set
+    lazy_bad = dask.persist(tn.PackedTrits(lazy(bad, (25, 2, 3)), ref.shape, "bitplane"))[0]
+    with pytest.raises(tn.InvalidTritsError):
+        tn.vsa.search(queries, lazy_bad, 2, "dot")[0].compute()
+
+
 @pytest.mark.parametrize("fmt", ["dense", "bitplane"])
 def test_sharded_item_memory(fmt):
     mem = tn.vsa.ItemMemory(400, seed=7, format=fmt)
@@ -330,7 +372,8 @@ if __name__ == "__main__":
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
                       dashboard_address=None, env={"NUMBA_NUM_THREADS": "1"}) as cluster, \\
             Client(cluster) as client:
-        memory = tn.vsa.random(3000, 500, seed=1, format="bitplane", chunks=400)
+        memory = client.persist(tn.vsa.random(3000, 500, seed=1, format="bitplane", chunks=400))
+        assert isinstance(memory, tn.PackedTrits) and memory._valid  # codes known: not rechecked
         queries = tn.vsa.random(20, 500, seed=2, format="bitplane")
         idx, scores = tn.vsa.search(queries, memory, 5, "dot")
         idx, scores = client.compute([idx, scores], sync=True)
@@ -345,7 +388,8 @@ if __name__ == "__main__":
         assert (y == ref).all()
         held = client.has_what()  # the weights went out once, as one scattered key
         # (broadcast to both workers; the scheduler may drop a replica later, so not asserted)
-        weights = {k for keys in held.values() for k in keys if k.startswith("TernaryTensor")}
+        weights = {k for keys in held.values() for k in keys
+                   if str(k).startswith("TernaryTensor")}  # beside the memory's chunks
         assert len(weights) == 1, held
         print("OK", len(held))
 """
@@ -365,3 +409,22 @@ def test_local_cluster_of_processes(tmp_path):
         pytest.fail("the LocalCluster run took more than 240 s")
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["OK", "2"]
+
+
+def test_memory_beyond_one_worker_small():
+    """The bench's scale check (issue 19: 4 M vectors, 6 GB workers), at a small size."""
+    pytest.importorskip("distributed")
+    import subprocess
+    import sys
+
+    code = ("from tritnum._bench.dask import beyond_one_worker\n"
+            "if __name__ == '__main__':\n"
+            "    assert beyond_one_worker(n=60_000, d=200, rows=7_000, limit='1GB')\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=240, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the LocalCluster run took more than 240 s")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "equal to the reference (indices and scores): True; the planted rows first: True; " \
+           "every worker under its limit: True" in out.stdout

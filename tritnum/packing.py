@@ -161,6 +161,42 @@ class PackedTrits:
         data = self._data if is_dask(self._data) else to_host(self._data)
         return PackedTrits._restore, (data, self._shape, self.format, self._valid, self._like)
 
+    # Dask's collection protocol, for a PackedTrits over a Dask array (others are not
+    # collections: ``__dask_graph__`` is None). ``dask.compute``/``client.compute`` give an
+    # in-memory PackedTrits, ``dask.persist``/``client.persist`` a lazy one over the persisted
+    # chunks; both keep what is known of the codes (written by tritnum's encoders, or checked),
+    # so that the tasks of a search of a persisted memory do not check them again.
+    def __dask_graph__(self) -> Any:
+        return self._data.__dask_graph__() if is_dask(self._data) else None
+
+    def __dask_keys__(self) -> Any:
+        return self._data.__dask_keys__()
+
+    def __dask_layers__(self) -> Any:
+        return self._data.__dask_layers__()
+
+    def __dask_tokenize__(self) -> Any:
+        from dask.base import normalize_token  # only dask calls this: it is imported
+
+        return ("PackedTrits", normalize_token(self._data), self._shape, self.format,
+                self._valid)
+
+    @property
+    def __dask_optimize__(self) -> Any:
+        return self._data.__dask_optimize__
+
+    @property
+    def __dask_scheduler__(self) -> Any:
+        return self._data.__dask_scheduler__
+
+    def __dask_postcompute__(self) -> tuple[Any, tuple[Any, ...]]:
+        finalize, args = self._data.__dask_postcompute__()
+        return _computed, (finalize, args, self._shape, self.format, self._valid)
+
+    def __dask_postpersist__(self) -> tuple[Any, tuple[Any, ...]]:
+        rebuild, args = self._data.__dask_postpersist__()
+        return _persisted, (rebuild, args, self._shape, self.format, self._valid, self._like)
+
     @property
     def data(self) -> Any:
         """The packed buffer (NumPy array, numba device array on the GPU, or Dask array)."""
@@ -271,6 +307,18 @@ class PackedTrits:
         packed._valid = self._valid
         packed._like = self._like
         return packed
+
+
+def _computed(results: Any, finalize: Any, args: tuple[Any, ...], shape: tuple[int, ...],
+              format: str, valid: bool) -> PackedTrits:
+    """A computed lazy PackedTrits: its buffer in memory, the codes known as before."""
+    return PackedTrits._restore(finalize(results, *args), shape, format, valid, HOST)
+
+
+def _persisted(dsk: Any, rebuild: Any, args: tuple[Any, ...], shape: tuple[int, ...],
+               format: str, valid: bool, like: Origin, rename: Any = None) -> PackedTrits:
+    """A persisted lazy PackedTrits: over the persisted chunks, the codes known as before."""
+    return PackedTrits._restore(rebuild(dsk, *args, rename=rename), shape, format, valid, like)
 
 
 CHECK_BLOCK_TRITS = 1 << 22  # rows checked at a time by ensure_valid and the error path

@@ -16,6 +16,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.layers import ArraySliceDep
 
 from .._formats import FORMATS
 from .._kernels.shared.select import topk
@@ -39,13 +40,12 @@ def search(queries: Any, memory: Any, k: Any, metric: str, device: str) -> tuple
     k = search_k(hq, hm, k)  # type: ignore[arg-type]
     q, q_valid = _query_rows(hq, dev)
     mem = hm.array
-    starts = np.cumsum((0, *mem.chunks[0][:-1]))
     ks = tuple(min(k, rows) for rows in mem.chunks[0])
     mem_ix = ("j", "mp", "mw") if hm.packed else ("j", "mt")
     found = da.blockwise(
         _search_block, "qj", q, ("q", "qp", "qw"), mem, mem_ix,
-        da.from_array(starts, chunks=1), "j", q_valid, None, hm.kind, None, k, None, metric, None,
-        dev, None,
+        ArraySliceDep(mem.chunks[:1]), "j",  # where each chunk lies: not a graph key
+        q_valid, None, hm.kind, None, k, None, metric, None, dev, None,
         align_arrays=False, adjust_chunks={"j": ks}, concatenate=True, meta=meta(CANDIDATE, 2))
     merge = partial(_merge, k=k)
     best = da.reduction(found, _candidates, merge, combine=merge, axis=1, keepdims=True,
@@ -63,14 +63,17 @@ def _query_rows(hq: Lazy, dev: str) -> tuple[Any, bool]:
     return pack(rows, BITPLANE, dev).data, True
 
 
-def _search_block(q: np.ndarray, mem: np.ndarray, start: np.ndarray, q_valid: bool, hm: Kind,
+def _search_block(q: np.ndarray, mem: np.ndarray, rows: tuple[slice], q_valid: bool, hm: Kind,
                   k: int, metric: str, dev: str) -> np.ndarray:
-    """The top ``min(k, rows)`` of one chunk of memory rows, as candidates."""
+    """The top ``min(k, rows)`` of one chunk of memory rows, as candidates.
+
+    ``rows``: the chunk's slice of the memory's rows (its first row numbers them).
+    """
     queries = block_of(q, hm.d, "bitplane", q_valid)
-    rows = hm.block(mem) if hm.packed else pack_trits(mem, "bitplane", device=dev)
-    idx, scores = search_rows(queries, rows, min(k, len(mem)), metric, device=dev)
+    vectors = hm.block(mem) if hm.packed else pack_trits(mem, "bitplane", device=dev)
+    idx, scores = search_rows(queries, vectors, min(k, len(mem)), metric, device=dev)
     out = np.empty(idx.shape, CANDIDATE)
-    out["index"] = idx + start[0]
+    out["index"] = idx + rows[0].start
     out["score"] = scores
     return out
 
