@@ -45,7 +45,7 @@ def activations(n, lead=LEADS):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_activations_hold_values_of_their_own_width(dtype):
     find(activations(8), lambda x: x.dtype == dtype and (x.astype(np.float16) != x).any(),
-         settings=settings(database=None))
+         settings=settings(database=None, max_examples=2000))
 
 
 def dense64(w):
