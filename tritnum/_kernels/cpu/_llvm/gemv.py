@@ -412,7 +412,59 @@ def _dot_q8k(builder, w, xs, csums, xds, scales, groups, per_scale, avx2):
     return [horizontal_sum(builder, builder.load(acc), builder.fadd) for acc in accs]
 
 
-def _make_dot_q8k(avx2: bool, rows: int):
+# VNNI (one row): per 64-byte block, position 32h + 4L + k takes byte 8(k + 4h) + L, so that each
+# int32 lane of ``vpdpbusd`` sums four bytes of one ggml lane L (``byte % 8``); the two halves h
+# (the upper 8 lanes of a 512-bit vector, or a second 256-bit one) are added after the block.
+Q8K_VNNI_ORDER = tuple(8 * (k + 4 * h) + lane for h in range(2) for lane in range(8)
+                       for k in range(4))
+
+
+def _dot_q8k_vnni(builder, w, xs, csums, xds, scales, groups, per_scale, size):
+    """:func:`_dot_q8k` of one row on ``vpdpbusd`` of ``size``-byte vectors (32 or 64).
+
+    The block's codes meet the activations laid out as :data:`Q8K_VNNI_ORDER` says
+    (run n of a block: position p holds the value of code n of byte ``order[p]``),
+    so the int32 sums fall in ggml's lanes exactly: no int16 step, no pair adds. The
+    float32 steps after them are :func:`_dot_q8k`'s.
+    """
+    (x,), (csum,), (xd,) = xs, csums, xds
+    v8i32, v8f = vector(I32, 8), vector(F32, 8)
+    vi, vb = vector(I32, size // 4), vector(I8, size)
+    dpbusd = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vi, [vi, vi, vi]), f"llvm.x86.avx512.vpdpbusd.{8 * size}")
+    halves = 64 // size
+    orders = [ir.Constant(vector(I32, size), list(Q8K_VNNI_ORDER[size * h:size * (h + 1)]))
+              for h in range(halves)]
+    low = ir.Constant(v8i32, list(range(8)))
+    high = ir.Constant(v8i32, list(range(8, 16)))
+    acc = cgutils.alloca_once_value(builder, ir.Constant(v8f, None))
+    with cgutils.for_range(builder, groups) as outer:
+        weight_scale = builder.load(builder.gep(scales, [outer.index]))
+        with cgutils.for_range(builder, per_scale) as inner:
+            b = builder.add(builder.mul(outer.index, per_scale), inner.index)
+            block = load(builder, w, builder.mul(b, ir.Constant(b.type, 64)), vector(I8, 64), 1)
+            chains = [ir.Constant(vi, None)] * 2  # two chains of vpdpbusd
+            for h in range(halves):  # 256-bit: both halves' sums in the same 8 lanes
+                part = builder.shuffle_vector(block, block, orders[h])
+                for n in range(4):
+                    xoff = builder.add(builder.mul(b, ir.Constant(b.type, 256)),
+                                       ir.Constant(b.type, 64 * n + size * h))
+                    xv = builder.bitcast(load(builder, x, xoff, vb, 1), vi)
+                    codes = builder.bitcast(_codes(builder, part, n), vi)
+                    chains[n & 1] = builder.call(dpbusd, [chains[n & 1], codes, xv])
+            lanes = builder.add(chains[0], chains[1])
+            if halves == 1:  # 512-bit: the halves are the upper and lower 8 lanes
+                lanes = builder.add(builder.shuffle_vector(lanes, lanes, low),
+                                    builder.shuffle_vector(lanes, lanes, high))
+            chunk_sums = load(builder, csum, builder.mul(b, ir.Constant(b.type, 8)), v8i32, 4)
+            lanes = builder.sub(lanes, chunk_sums)
+            scale = builder.fmul(builder.load(builder.gep(xd, [b])), weight_scale)
+            product = builder.fmul(builder.sitofp(lanes, v8f), broadcast(builder, scale, 8))
+            builder.store(builder.fadd(builder.load(acc), product), acc)
+    return [horizontal_sum(builder, builder.load(acc), builder.fadd)]
+
+
+def _make_dot_q8k(avx2: bool, rows: int, vnni: int = 0):
     @intrinsic
     def dot_q8k(typingctx, w, o, x, r, csum, xd, scales):
         """Weight row ``o`` against Q8_K rows ``r .. r + rows - 1`` (see :func:`_dot_q8k`).
@@ -448,8 +500,12 @@ def _make_dot_q8k(avx2: bool, rows: int):
             csums = [row(4, r, I32)[0] for r in rs]
             xds = [row(5, r, F32) for r in rs]
             per_scale = builder.udiv(xds[0][1][1], groups)
-            sums = _dot_q8k(builder, w_row, xs, csums, [p for p, _ in xds], scale_row, groups,
-                            per_scale, avx2)
+            if vnni:
+                sums = _dot_q8k_vnni(builder, w_row, xs, csums, [p for p, _ in xds], scale_row,
+                                     groups, per_scale, vnni)
+            else:
+                sums = _dot_q8k(builder, w_row, xs, csums, [p for p, _ in xds], scale_row,
+                                groups, per_scale, avx2)
             return sums[0] if rows == 1 else context.make_tuple(builder, sig.return_type, sums)
 
         return sig, codegen
@@ -461,6 +517,8 @@ _MADDUBS = TARGET.int8 != "portable"  # every x86 level has AVX2's vpmaddubsw
 dot_q8k = _make_dot_q8k(_MADDUBS, 1)
 dot_q8k_rows = _make_dot_q8k(_MADDUBS, Q8K_ROWS)  # the GEMM: one decode of w for Q8K_ROWS rows
 dot_q8k_portable = _make_dot_q8k(False, 1)
+# the GEMV's dot on VNNI levels (None elsewhere): ggml's lanes straight from vpdpbusd
+dot_q8k_vnni = _make_dot_q8k(True, 1, TARGET.block) if TARGET.int8 == "vnni" else None
 dot_2bit = make_dot(TARGET)
 scaled_dot_2bit = make_scaled_dot(TARGET)
 decode_2bit = make_decode(TARGET)
