@@ -9,9 +9,9 @@ ggml's order. On VNNI levels one row of ``x`` (the GEMV) goes through
 ``vpdpbusd`` sums fall in ggml's lanes without the int16 step (measured: 0.58x the
 int8 GEMV's speed before, 0.91x with it, 4096 x 4096 at 1 thread, AVX-512). Many
 rows (the GEMM) go through one dot, ``Q8K_ROWS`` rows per decode of a weight row
-(:func:`dot_q8k_rows`), one tile of ``TILE_ROWS`` rows at a time so that the tile stays in the L1 cache
-while each weight row meets all its rows. Weights in other formats are
-converted to "2bit" first.
+(:func:`dot_q8k_rows`), one tile of ``TILE_ROWS`` rows at a time so that the tile
+stays in the L1 cache while each weight row meets all its rows. Weights in other
+formats are converted to "2bit" first.
 """
 
 from __future__ import annotations
