@@ -33,6 +33,7 @@ nothing here is bounds-checked.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -70,20 +71,25 @@ def _codes(builder, block, n):
     return builder.and_(builder.lshr(block, splat(I8, size, 2 * n)), splat(I8, size, 3))
 
 
-def _blocks(builder, count, w, x, size, body):
+def _blocks(builder, count, ws, x, size, body):
     """Loop over blocks of ``size`` bytes calling ``body(codes, run)``.
 
-    ``codes[n]`` is the block's code n, ``run(n, type)`` the activations that meet it.
+    ``codes[i][n]`` is code n of the block of weight row ``ws[i]``, ``run(n, type)`` the
+    activations that meet it (the rows share them: LLVM loads each once).
     """
     with cgutils.for_range(builder, count) as loop:
         k = loop.index
-        block = load(builder, w, builder.mul(k, ir.Constant(k.type, size)), vector(I8, size), 1)
+        codes = []
+        for w in ws:
+            block = load(builder, w, builder.mul(k, ir.Constant(k.type, size)),
+                         vector(I8, size), 1)
+            codes.append([_codes(builder, block, n) for n in range(4)])
         xk = builder.mul(k, ir.Constant(k.type, 4 * size))
 
         def run(n, ty):
             return load(builder, x, builder.add(xk, ir.Constant(k.type, size * n)), ty, 1)
 
-        body([_codes(builder, block, n) for n in range(4)], run)
+        body(codes, run)
 
 
 def _trits_permil(builder, lanes_i32, n):
@@ -161,62 +167,83 @@ def _sum_float(builder, w, x, count, target):
     return total
 
 
-def _sum_int8_maddubs(builder, w, x, count, size):
+def _accumulators(builder, ty, inits, chains):
+    """``chains`` accumulators of type ``ty`` per row, the first starting at the row's init."""
+    zero = ir.Constant(ty, None)
+    return [[cgutils.alloca_once_value(builder, init if c == 0 else zero)
+             for c in range(chains)] for init in inits]
+
+
+def _sum_int8_maddubs(builder, ws, x, count, size, inits):
     module = builder.module
     v32i8, v16i16, v8i32 = vector(I8, 32), vector(I16, 16), vector(I32, 8)
     maddubs = cgutils.get_or_insert_function(
         module, ir.FunctionType(v16i16, [v32i8, v32i8]), "llvm.x86.avx2.pmadd.ub.sw")
     maddwd = cgutils.get_or_insert_function(
         module, ir.FunctionType(v8i32, [v16i16, v16i16]), "llvm.x86.avx2.pmadd.wd")
-    acc = cgutils.alloca_once_value(builder, ir.Constant(v8i32, None))
+    accs = _accumulators(builder, v8i32, inits, 1)
 
     def body(codes, run):
-        pairs = [builder.call(maddubs, [c, run(n, v32i8)]) for n, c in enumerate(codes)]
-        s = builder.add(builder.add(pairs[0], pairs[1]), builder.add(pairs[2], pairs[3]))
-        widened = builder.call(maddwd, [s, splat(I16, 16, 1)])
-        builder.store(builder.add(builder.load(acc), widened), acc)
+        for (acc,), row in zip(accs, codes, strict=True):
+            pairs = [builder.call(maddubs, [c, run(n, v32i8)]) for n, c in enumerate(row)]
+            s = builder.add(builder.add(pairs[0], pairs[1]), builder.add(pairs[2], pairs[3]))
+            widened = builder.call(maddwd, [s, splat(I16, 16, 1)])
+            builder.store(builder.add(builder.load(acc), widened), acc)
 
-    _blocks(builder, count, w, x, size, body)
-    return builder.load(acc)
+    _blocks(builder, count, ws, x, size, body)
+    return [builder.load(acc) for (acc,) in accs]
 
 
-def _sum_int8_vnni(builder, w, x, count, size):
-    """``vpdpbusd`` per code n into its own accumulator (four independent chains)."""
+def _sum_int8_vnni(builder, ws, x, count, size, inits, chains=4):
+    """``vpdpbusd`` into ``chains`` independent accumulators a row (code n into n % chains)."""
     vi = vector(I32, size // 4)
     dpbusd = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(vi, [vi, vi, vi]),
         f"llvm.x86.avx512.vpdpbusd.{8 * size}")
-    accs = [cgutils.alloca_once_value(builder, ir.Constant(vi, None)) for _ in range(4)]
+    accs = _accumulators(builder, vi, inits, chains)
 
     def body(codes, run):
-        for n, c in enumerate(codes):
-            acc = accs[n]
+        for n in range(4):
             xs = builder.bitcast(run(n, vector(I8, size)), vi)
-            builder.store(builder.call(dpbusd, [builder.load(acc), builder.bitcast(c, vi), xs]),
-                          acc)
+            for row_accs, row in zip(accs, codes, strict=True):
+                acc = row_accs[n % chains]
+                builder.store(builder.call(dpbusd, [builder.load(acc),
+                                                    builder.bitcast(row[n], vi), xs]), acc)
 
-    _blocks(builder, count, w, x, size, body)
-    loads = [builder.load(acc) for acc in accs]
-    return builder.add(builder.add(loads[0], loads[1]), builder.add(loads[2], loads[3]))
+    _blocks(builder, count, ws, x, size, body)
+    out = []
+    for row_accs in accs:
+        loads = [builder.load(acc) for acc in row_accs]
+        while len(loads) > 1:
+            loads = [builder.add(a, b) for a, b in zip(loads[::2], loads[1::2], strict=True)]
+        out.append(loads[0])
+    return out
 
 
-def _sum_int8_portable(builder, w, x, count, size):
+def _sum_int8_portable(builder, ws, x, count, size, inits):
     vi16, vi32 = vector(I16, size), vector(I32, size)
-    acc = cgutils.alloca_once_value(builder, ir.Constant(vi32, None))
+    accs = _accumulators(builder, vi32, inits, 1)
 
     def body(codes, run):
-        s = None
-        for n, c in enumerate(codes):
-            p = builder.mul(builder.zext(c, vi16), builder.sext(run(n, vector(I8, size)), vi16))
-            s = p if s is None else builder.add(s, p)
-        builder.store(builder.add(builder.load(acc), builder.sext(s, vi32)), acc)
+        for (acc,), row in zip(accs, codes, strict=True):
+            s = None
+            for n, c in enumerate(row):
+                p = builder.mul(builder.zext(c, vi16), builder.sext(run(n, vector(I8, size)), vi16))
+                s = p if s is None else builder.add(s, p)
+            builder.store(builder.add(builder.load(acc), builder.sext(s, vi32)), acc)
 
-    _blocks(builder, count, w, x, size, body)
-    return builder.load(acc)
+    _blocks(builder, count, ws, x, size, body)
+    return [builder.load(acc) for (acc,) in accs]
 
 
 _SUM_INT8 = {"portable": _sum_int8_portable, "maddubs": _sum_int8_maddubs,
              "vnni": _sum_int8_vnni}
+
+
+def _sum_lanes(target: Target, is_float: bool) -> int:
+    if is_float:
+        return target.lanes
+    return {"portable": target.block, "maddubs": 8, "vnni": target.block // 4}[target.int8]
 
 
 def _lane_sums(context, builder, sig, args, target):
@@ -226,7 +253,8 @@ def _lane_sums(context, builder, sig, args, target):
         xp = pointer(context, builder, sig.args[2], args[2], args[3], F32)
         return _sum_float(builder, wp, xp, args[4], target)
     xp = pointer(context, builder, sig.args[2], args[2], args[3], I8)
-    return _SUM_INT8[target.int8](builder, wp, xp, args[4], target.block)
+    zero = ir.Constant(vector(I32, _sum_lanes(target, False)), None)
+    return _SUM_INT8[target.int8](builder, [wp], xp, args[4], target.block, [zero])[0]
 
 
 def _operands_ok(w, x) -> bool:
@@ -253,60 +281,106 @@ def make_dot(target: Target):
     return dot
 
 
-def _sum_lanes(target: Target, is_float: bool) -> int:
-    if is_float:
-        return target.lanes
-    return {"portable": target.block, "maddubs": 8, "vnni": target.block // 4}[target.int8]
+def _fold(builder, v, lanes):
+    """Lanes ``i`` and ``i + lanes`` (and so on) of ``v`` added: ``lanes`` lanes."""
+    while v.type.count > lanes:
+        half = v.type.count // 2
+        lo = builder.shuffle_vector(v, v, ir.Constant(vector(I32, half), list(range(half))))
+        hi = builder.shuffle_vector(v, v, ir.Constant(vector(I32, half),
+                                                      list(range(half, 2 * half))))
+        v = builder.add(lo, hi) if isinstance(v.type.element, ir.IntType) else builder.fadd(lo, hi)
+    return v
 
 
-def make_scaled_dot(target: Target):
+SCALED_LANES = 8  # float64 lanes of the scaled dot's accumulators
+
+
+def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
     """The scaled dot intrinsic of ``target``, for weights with one scale per segment.
 
-    ``scaled_dot(w, woff, x, xoff, nblocks, segments, scales, soff, xsum, xsoff)``
-    is ``sum_g scales[soff + g] * (dot_g - xsum[xsoff + g])`` in float64 over
-    ``segments`` consecutive runs of ``nblocks`` blocks, ``dot_g`` the dot of run
-    g (int8 ``x``: the sum of ``code * q``, exact in int32 per run). Each run's
-    lanes are scaled and added as a vector: no horizontal sum per scale group.
+    ``scaled_dot(w, woff, wstride, x, xoff, nblocks, segments, scales, soff, sstride,
+    xneg, xnoff)`` is, for each of ``rows`` weight rows ``i`` (from flat element
+    ``woff + i * wstride`` of ``w``, scales from ``soff + i * sstride``),
+    ``sum_g scales[g] * (dot_g + xneg[xnoff + g])`` in float64 over ``segments``
+    consecutive runs of ``nblocks`` blocks, ``dot_g`` the dot of run g. int8 ``x``:
+    ``dot_g`` is the sum of ``code * q``; ``xneg`` (int32, minus the run's sum of
+    ``q``) starts the first accumulator, so each run's sum is exact in int32. The
+    rows share each load of ``x``. Each run's lanes are folded to ``SCALED_LANES``,
+    scaled and added as a vector: no horizontal sum per scale group. float32 ``x``:
+    ``xneg`` is not read. Returns a float64, or a tuple of ``rows`` of them.
+
+    ``grouped`` (int8 ``x``, for short segments): each run's int32 lanes are converted
+    to float32 as they are (exact below ``2**24``: a lane of a run of up to 1024
+    inputs stays below ``2**18``, minus the run's sum of ``q`` included), scaled and
+    added in float32: a conversion and an FMA a run, in place of the fold, the
+    float64 conversion and the adds of four VNNI chains (one chain per run: the rows
+    and the runs are independent). Measured at 4096 x 4096, group 256, 1 thread,
+    AVX-512: 1.64x the per-tensor time before, 1.24x after. The float32 sums add a
+    relative error of about ``2**-24`` per group.
     """
     @intrinsic
-    def scaled_dot(typingctx, w, woff, x, xoff, nblocks, segments, scales, soff, xsum, xsoff):
+    def scaled_dot(typingctx, w, woff, wstride, x, xoff, nblocks, segments, scales, soff,
+                   sstride, xneg, xnoff):
         if not (_operands_ok(w, x) and isinstance(scales, types.Array)
-                and scales.dtype == types.float32 and isinstance(xsum, types.Array)
-                and xsum.dtype == types.float64):
+                and scales.dtype == types.float32 and isinstance(xneg, types.Array)
+                and xneg.dtype == types.int32):
             return None
-        sig = types.float64(w, types.intp, x, types.intp, types.intp, types.intp,
-                            scales, types.intp, xsum, types.intp)
+        result = types.float64 if rows == 1 else types.UniTuple(types.float64, rows)
+        sig = result(w, types.intp, types.intp, x, types.intp, types.intp, types.intp,
+                     scales, types.intp, types.intp, xneg, types.intp)
 
         def codegen(context, builder, sig, args):
-            is_float = sig.args[2].dtype == types.float32
-            wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
-            xp = pointer(context, builder, sig.args[2], args[2], args[3], F32 if is_float else I8)
-            sp = pointer(context, builder, sig.args[6], args[6], args[7], F32)
-            xs = pointer(context, builder, sig.args[8], args[8], args[9], F64)
-            nblocks, size = args[4], target.block
+            is_float = sig.args[3].dtype == types.float32
+            (_, woff, wstride, _, xoff, nblocks, segments, _, soff, sstride, _, xnoff) = args
+
+            def at(k, offset, elt):
+                return pointer(context, builder, sig.args[k], args[k], offset, elt)
+
+            def row(i, offset, stride):
+                return builder.add(offset, builder.mul(stride, ir.Constant(stride.type, i)))
+
+            wps = [at(0, row(i, woff, wstride), I8) for i in range(rows)]
+            sps = [at(7, row(i, soff, sstride), F32) for i in range(rows)]
+            xp = at(3, xoff, F32 if is_float else I8)
+            xn = at(10, xnoff, I32)
+            size = target.block
             lanes = _sum_lanes(target, is_float)
-            vd = vector(F64, lanes)
-            total = cgutils.alloca_once_value(builder, ir.Constant(vd, None))
-            correction = cgutils.alloca_once_value(builder, ir.Constant(F64, 0.0))
-            with cgutils.for_range(builder, args[5]) as loop:
+            narrow = grouped and not is_float
+            vd = vector(F32, lanes) if narrow else vector(F64, SCALED_LANES)
+            sum_int8 = _SUM_INT8[target.int8]
+            if narrow and target.int8 == "vnni":
+                sum_int8 = functools.partial(_sum_int8_vnni, chains=1)
+            totals = [cgutils.alloca_once_value(builder, ir.Constant(vd, None))
+                      for _ in range(rows)]
+            with cgutils.for_range(builder, segments) as loop:
                 g = loop.index
                 step = builder.mul(g, nblocks)
-                wg = builder.gep(wp, [builder.mul(step, ir.Constant(g.type, size))])
+                wgs = [builder.gep(wp, [builder.mul(step, ir.Constant(g.type, size))])
+                       for wp in wps]
                 xg = builder.gep(xp, [builder.mul(step, ir.Constant(g.type, 4 * size))])
                 if is_float:
-                    part = builder.fpext(_sum_float(builder, wg, xg, nblocks, target), vd)
+                    parts = [_sum_float(builder, wg, xg, nblocks, target) for wg in wgs]
                 else:
-                    part = builder.sitofp(
-                        _SUM_INT8[target.int8](builder, wg, xg, nblocks, size), vd)
-                scale = builder.fpext(builder.load(builder.gep(sp, [g])), F64)
-                scaled = builder.fmul(part, broadcast(builder, scale, lanes), flags=("contract",))
-                builder.store(builder.fadd(builder.load(total), scaled, flags=("contract",)),
-                              total)
-                if not is_float:
-                    shift = builder.fmul(scale, builder.load(builder.gep(xs, [g])))
-                    builder.store(builder.fadd(builder.load(correction), shift), correction)
-            dot = horizontal_sum(builder, builder.load(total), builder.fadd)
-            return builder.fsub(dot, builder.load(correction))
+                    first = builder.insert_element(
+                        ir.Constant(vector(I32, lanes), None),
+                        builder.load(builder.gep(xn, [g])), ir.Constant(I32, 0))
+                    parts = sum_int8(builder, wgs, xg, nblocks, size, [first] * rows)
+                for total, part, sp in zip(totals, parts, sps, strict=True):
+                    scale = builder.load(builder.gep(sp, [g]))
+                    if narrow:
+                        part = builder.sitofp(part, vd)
+                    else:
+                        part = _fold(builder, part, SCALED_LANES)
+                        part = builder.fpext(part, vd) if is_float else builder.sitofp(part, vd)
+                        scale = builder.fpext(scale, F64)
+                    scaled = builder.fmul(part, broadcast(builder, scale, vd.count),
+                                          flags=("contract",))
+                    builder.store(builder.fadd(builder.load(total), scaled,
+                                               flags=("contract",)), total)
+            dots = [horizontal_sum(builder, builder.load(t), builder.fadd) for t in totals]
+            if narrow:
+                dots = [builder.fpext(d, F64) for d in dots]
+            return dots[0] if rows == 1 else context.make_tuple(builder, sig.return_type, dots)
 
         return sig, codegen
 
@@ -520,5 +594,8 @@ dot_q8k_portable = _make_dot_q8k(False, 1)
 # the GEMV's dot on VNNI levels (None elsewhere): ggml's lanes straight from vpdpbusd
 dot_q8k_vnni = _make_dot_q8k(True, 1, TARGET.block) if TARGET.int8 == "vnni" else None
 dot_2bit = make_dot(TARGET)
+SCALED_ROWS = 4  # weight rows per scaled dot of the GEMV: they share each load of x
 scaled_dot_2bit = make_scaled_dot(TARGET)
+scaled_dot_2bit_rows = make_scaled_dot(TARGET, SCALED_ROWS)
+grouped_dot_2bit_rows = make_scaled_dot(TARGET, SCALED_ROWS, grouped=True)
 decode_2bit = make_decode(TARGET)
