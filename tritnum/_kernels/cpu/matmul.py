@@ -91,7 +91,8 @@ def _gemv_2bit(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
     grouped = prefetch and groups > 1 and full <= GROUPED_BLOCKS
     o = t0
     while o < t1:
-        step = SCALED_ROWS if rest == 0 and o + SCALED_ROWS <= t1 else 1
+        # int8 x: rows share x's loads (float: the 8 accumulators a row fill the registers)
+        step = SCALED_ROWS if prefetch and rest == 0 and o + SCALED_ROWS <= t1 else 1
         for i in range(step):
             if prefetch and o + i + ahead < t1:
                 prefetch_row(w, o + i + ahead)

@@ -92,34 +92,41 @@ def _blocks(builder, count, ws, x, size, body):
         body(codes, run)
 
 
-def _trits_permil(builder, lanes_i32, n):
-    """AVX: ``vpermilps`` picks -1, 0 or +1 by the low two bits of each lane (code n)."""
+def _trits_permil(builder, lanes_i32, n, weight=None):
+    """AVX: ``vpermilps`` picks -1, 0 or +1 (times ``weight``) by code n of each lane."""
     lanes = lanes_i32.type.count
     vf, vi = vector(F32, lanes), vector(I32, lanes)
     permute = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(vf, [vf, vi]),
         "llvm.x86.avx.vpermilvar.ps.256" if lanes == 8 else "llvm.x86.avx512.vpermilvar.ps.512")
     table = ir.Constant(vf, [ir.Constant(F32, v) for v in (-1.0, 0.0, 1.0, 0.0) * (lanes // 4)])
+    if weight is not None:  # loop-invariant: LLVM scales the table once per call
+        table = builder.fmul(table, weight)
     index = lanes_i32 if n == 0 else builder.lshr(lanes_i32, splat(I32, lanes, 2 * n))
     return builder.call(permute, [table, index]), 1.0
 
 
-def _trits_masked(builder, lanes_i32, n, exact=False):
+def _trits_masked(builder, lanes_i32, n, exact=False, weight=None):
     """Portable: ``b & (3 << 2n)`` is ``code * 4**n``; minus ``4**n``, ``trit * 4**n``.
 
-    Returns the float trit times ``4**n`` and ``4**-n`` to scale it back, or with
-    ``exact`` the trit itself (one shift more).
+    Returns the float trit times ``4**n`` (and ``weight``) and ``4**-n`` to scale it
+    back, or with ``exact`` the trit itself (one shift more).
     """
     lanes = lanes_i32.type.count
     field = builder.and_(lanes_i32, splat(I32, lanes, 3 << (2 * n)))
     trit = builder.sub(field, splat(I32, lanes, 1 << (2 * n)))
     if exact and n:
         trit = builder.ashr(trit, splat(I32, lanes, 2 * n))
-    return builder.sitofp(trit, vector(F32, lanes)), 1.0 if exact else 4.0 ** -n
+    t = builder.sitofp(trit, vector(F32, lanes))
+    if weight is not None:
+        t = builder.fmul(t, weight)
+    return t, 1.0 if exact else 4.0 ** -n
 
 
-def _trit_vectors(builder, w, count, target, exact, body):
+def _trit_vectors(builder, w, count, target, exact, body, weight=None):
     """``body(t, scale, n, part, offset)`` for every ``lanes`` float trits of ``count`` blocks.
+
+    With ``weight`` (a float32 vector) the trits come multiplied by it.
 
     Each ``lanes`` bytes (part ``part`` of the block) are zero-extended once into
     int32 lanes and code n of every lane becomes a float trit (times ``1 / scale``:
@@ -128,10 +135,11 @@ def _trit_vectors(builder, w, count, target, exact, body):
     """
     size, lanes = target.block, target.lanes
     if target.permil:
-        trits = _trits_permil
+        def trits(b, v, n):
+            return _trits_permil(b, v, n, weight)
     else:
         def trits(b, v, n):
-            return _trits_masked(b, v, n, exact)
+            return _trits_masked(b, v, n, exact, weight)
     vi = vector(I32, lanes)
     with cgutils.for_range(builder, count) as loop:
         k = loop.index
@@ -146,25 +154,43 @@ def _trit_vectors(builder, w, count, target, exact, body):
                 body(t, scale, n, part, offset)
 
 
-def _sum_float(builder, w, x, count, target):
-    """Lanes whose sum is that of ``trit * x``: multiply-adds into two accumulators per code n."""
+def _float_accumulators(builder, target):
+    """The float dot's accumulators: two per code n (two chains hide the latency)."""
     vf = vector(F32, target.lanes)
-    accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(8)]
+    return [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in range(8)]
+
+
+def _accumulate_float(builder, w, x, count, target, accs, weight=None):
+    """Add ``trit * x`` (times ``weight``) into ``accs``; returns the scale of each code n."""
+    vf = vector(F32, target.lanes)
     scales = [1.0] * 4
 
     def body(t, scale, n, part, offset):
         scales[n] = scale
-        acc = accs[2 * n + (part & 1)]  # two chains per n hide the latency
+        acc = accs[2 * n + (part & 1)]
         prod = builder.fmul(t, load(builder, x, offset, vf, 1), flags=("contract",))
         builder.store(builder.fadd(builder.load(acc), prod, flags=("contract",)), acc)
 
-    _trit_vectors(builder, w, count, target, False, body)
+    _trit_vectors(builder, w, count, target, False, body, weight)
+    return scales
+
+
+def _float_total(builder, accs, scales, target):
+    """Lanes whose sum is the float dot: the accumulators, each code n times its scale."""
+    vf = vector(F32, target.lanes)
     total = None
     for n in range(4):
         part = builder.fadd(builder.load(accs[2 * n]), builder.load(accs[2 * n + 1]))
         part = builder.fmul(part, ir.Constant(vf, [ir.Constant(F32, scales[n])] * target.lanes))
         total = part if total is None else builder.fadd(total, part)
     return total
+
+
+def _sum_float(builder, w, x, count, target):
+    """Lanes whose sum is that of ``trit * x``."""
+    accs = _float_accumulators(builder, target)
+    return _float_total(builder, accs, _accumulate_float(builder, w, x, count, target, accs),
+                        target)
 
 
 def _accumulators(builder, ty, inits, chains):
@@ -295,6 +321,17 @@ def _fold(builder, v, lanes):
 SCALED_LANES = 8  # float64 lanes of the scaled dot's accumulators
 
 
+def _add_scaled(builder, total, part, scale, narrow):
+    """``total += part * scale`` of int32 lanes: in float32 (``narrow``) or float64."""
+    if narrow:
+        part = builder.sitofp(part, total.type.pointee)
+    else:
+        part = builder.sitofp(_fold(builder, part, SCALED_LANES), total.type.pointee)
+        scale = builder.fpext(scale, F64)
+    scaled = builder.fmul(part, broadcast(builder, scale, part.type.count), flags=("contract",))
+    builder.store(builder.fadd(builder.load(total), scaled, flags=("contract",)), total)
+
+
 def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
     """The scaled dot intrinsic of ``target``, for weights with one scale per segment.
 
@@ -347,37 +384,38 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
             lanes = _sum_lanes(target, is_float)
             narrow = grouped and not is_float
             vd = vector(F32, lanes) if narrow else vector(F64, SCALED_LANES)
+            code_scales = [1.0] * 4
             sum_int8 = _SUM_INT8[target.int8]
             if narrow and target.int8 == "vnni":
                 sum_int8 = functools.partial(_sum_int8_vnni, chains=1)
             totals = [cgutils.alloca_once_value(builder, ir.Constant(vd, None))
                       for _ in range(rows)]
+            float_accs = [_float_accumulators(builder, target) for _ in range(rows)]
             with cgutils.for_range(builder, segments) as loop:
                 g = loop.index
                 step = builder.mul(g, nblocks)
                 wgs = [builder.gep(wp, [builder.mul(step, ir.Constant(g.type, size))])
                        for wp in wps]
                 xg = builder.gep(xp, [builder.mul(step, ir.Constant(g.type, 4 * size))])
-                if is_float:
-                    parts = [_sum_float(builder, wg, xg, nblocks, target) for wg in wgs]
+                scales = [builder.load(builder.gep(sp, [g])) for sp in sps]
+                if is_float:  # the scale rides on the trits: no sums to rescale per run
+                    for wg, accs, scale in zip(wgs, float_accs, scales, strict=True):
+                        code_scales = _accumulate_float(builder, wg, xg, nblocks, target, accs,
+                                                        broadcast(builder, scale, lanes))
                 else:
-                    first = builder.insert_element(
-                        ir.Constant(vector(I32, lanes), None),
-                        builder.load(builder.gep(xn, [g])), ir.Constant(I32, 0))
+                    first = builder.insert_element(ir.Constant(vector(I32, lanes), None),
+                                                   builder.load(builder.gep(xn, [g])),
+                                                   ir.Constant(I32, 0))
                     parts = sum_int8(builder, wgs, xg, nblocks, size, [first] * rows)
-                for total, part, sp in zip(totals, parts, sps, strict=True):
-                    scale = builder.load(builder.gep(sp, [g]))
-                    if narrow:
-                        part = builder.sitofp(part, vd)
-                    else:
-                        part = _fold(builder, part, SCALED_LANES)
-                        part = builder.fpext(part, vd) if is_float else builder.sitofp(part, vd)
-                        scale = builder.fpext(scale, F64)
-                    scaled = builder.fmul(part, broadcast(builder, scale, vd.count),
-                                          flags=("contract",))
-                    builder.store(builder.fadd(builder.load(total), scaled,
-                                               flags=("contract",)), total)
-            dots = [horizontal_sum(builder, builder.load(t), builder.fadd) for t in totals]
+                    for total, part, scale in zip(totals, parts, scales, strict=True):
+                        _add_scaled(builder, total, part, scale, narrow)
+            if is_float:
+                sums = [builder.fpext(_fold(builder, _float_total(builder, accs, code_scales,
+                                                                  target), SCALED_LANES), vd)
+                        for accs in float_accs]
+            else:
+                sums = [builder.load(t) for t in totals]
+            dots = [horizontal_sum(builder, v, builder.fadd) for v in sums]
             if narrow:
                 dots = [builder.fpext(d, F64) for d in dots]
             return dots[0] if rows == 1 else context.make_tuple(builder, sig.return_type, dots)
