@@ -531,49 +531,80 @@ Q8K_VNNI_ORDER = tuple(8 * (k + 4 * h) + lane for h in range(2) for lane in rang
                        for k in range(4))
 
 
-def _dot_q8k_vnni(builder, w, xs, csums, xds, scales, groups, per_scale, size):
-    """:func:`_dot_q8k` of one row on ``vpdpbusd`` of ``size``-byte vectors (32 or 64).
+def _dot_q8k_vnni(builder, ws, x, csum, xd, scales, groups, per_scale, size):
+    """:func:`_dot_q8k` of weight rows ``ws`` against one row of ``x``, on ``vpdpbusd``.
+
+    ``size``-byte vectors (32 or 64); ``scales`` the rows' scales, ``csum`` minus the
+    chunk sums.
 
     The block's codes meet the activations laid out as :data:`Q8K_VNNI_ORDER` says
     (run n of a block: position p holds the value of code n of byte ``order[p]``),
-    so the int32 sums fall in ggml's lanes exactly: no int16 step, no pair adds. The
-    float32 steps after them are :func:`_dot_q8k`'s.
+    so the int32 sums fall in ggml's lanes exactly: no int16 step, no pair adds; one
+    chain of ``vpdpbusd`` a row and block, starting at minus the chunk sums. The
+    weight rows share each load of ``x``, ``csum`` and ``xd``. The float32 steps
+    after the sums are :func:`_dot_q8k`'s, ``xd[b] * scale`` as a vector (the same
+    product in every lane); on 512-bit vectors two rows share them, one row's eight
+    lanes in each half (the lanes are independent: the same additions in the same order).
     """
-    (x,), (csum,), (xd,) = xs, csums, xds
-    v8i32, v8f = vector(I32, 8), vector(F32, 8)
     vi, vb = vector(I32, size // 4), vector(I8, size)
     dpbusd = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(vi, [vi, vi, vi]), f"llvm.x86.avx512.vpdpbusd.{8 * size}")
     halves = 64 // size
     orders = [ir.Constant(vector(I32, size), list(Q8K_VNNI_ORDER[size * h:size * (h + 1)]))
               for h in range(halves)]
-    low = ir.Constant(v8i32, list(range(8)))
-    high = ir.Constant(v8i32, list(range(8, 16)))
-    acc = cgutils.alloca_once_value(builder, ir.Constant(v8f, None))
+    together = 2 if halves == 1 and len(ws) % 2 == 0 else 1  # rows in one float vector
+    pairs = [ws[i:i + together] for i in range(0, len(ws), together)]
+    width = 8 * len(pairs[0])
+    vf = vector(F32, width)
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(vf, None)) for _ in pairs]
     with cgutils.for_range(builder, groups) as outer:
-        weight_scale = builder.load(builder.gep(scales, [outer.index]))
+        row_scales = [builder.load(builder.gep(sp, [outer.index])) for sp in scales]
+        weight_scales = []
+        for k in range(0, len(ws), len(pairs[0])):  # [scale a] * 8 + [scale b] * 8
+            v = ir.Constant(vf, None)
+            for lane in range(width):
+                v = builder.insert_element(v, row_scales[k + lane // 8], ir.Constant(I32, lane))
+            weight_scales.append(v)
         with cgutils.for_range(builder, per_scale) as inner:
             b = builder.add(builder.mul(outer.index, per_scale), inner.index)
-            block = load(builder, w, builder.mul(b, ir.Constant(b.type, 64)), vector(I8, 64), 1)
-            chains = [ir.Constant(vi, None)] * 2  # two chains of vpdpbusd
+            first = load(builder, csum, builder.mul(b, ir.Constant(b.type, 8)),
+                         vector(I32, 8), 4)
+            if halves == 1:  # minus the chunk sums in the lower 8 lanes
+                first = builder.shuffle_vector(first, ir.Constant(vector(I32, 8), None),
+                                               ir.Constant(vector(I32, 16), list(range(16))))
+            chains = [first] * len(ws)
             for h in range(halves):  # 256-bit: both halves' sums in the same 8 lanes
-                part = builder.shuffle_vector(block, block, orders[h])
-                for n in range(4):
-                    xoff = builder.add(builder.mul(b, ir.Constant(b.type, 256)),
-                                       ir.Constant(b.type, 64 * n + size * h))
-                    xv = builder.bitcast(load(builder, x, xoff, vb, 1), vi)
-                    codes = builder.bitcast(_codes(builder, part, n), vi)
-                    chains[n & 1] = builder.call(dpbusd, [chains[n & 1], codes, xv])
-            lanes = builder.add(chains[0], chains[1])
-            if halves == 1:  # 512-bit: the halves are the upper and lower 8 lanes
-                lanes = builder.add(builder.shuffle_vector(lanes, lanes, low),
-                                    builder.shuffle_vector(lanes, lanes, high))
-            chunk_sums = load(builder, csum, builder.mul(b, ir.Constant(b.type, 8)), v8i32, 4)
-            lanes = builder.sub(lanes, chunk_sums)
-            scale = builder.fmul(builder.load(builder.gep(xd, [b])), weight_scale)
-            product = builder.fmul(builder.sitofp(lanes, v8f), broadcast(builder, scale, 8))
-            builder.store(builder.fadd(builder.load(acc), product), acc)
-    return [horizontal_sum(builder, builder.load(acc), builder.fadd)]
+                xv = [builder.bitcast(load(builder, x, builder.add(
+                    builder.mul(b, ir.Constant(b.type, 256)),
+                    ir.Constant(b.type, 64 * n + size * h)), vb, 1), vi) for n in range(4)]
+                for i, w in enumerate(ws):
+                    block = load(builder, w, builder.mul(b, ir.Constant(b.type, 64)),
+                                 vector(I8, 64), 1)
+                    part = builder.shuffle_vector(block, block, orders[h])
+                    for n in range(4):
+                        codes = builder.bitcast(_codes(builder, part, n), vi)
+                        chains[i] = builder.call(dpbusd, [chains[i], codes, xv[n]])
+            xd_b = broadcast(builder, builder.load(builder.gep(xd, [b])), width)
+            for k, (acc, weight_scale) in enumerate(zip(accs, weight_scales, strict=True)):
+                row = chains[len(pairs[0]) * k:len(pairs[0]) * (k + 1)]
+                lanes = row[0]
+                if halves == 1:  # [a lower + a upper | b lower + b upper], or a's alone
+                    other = row[-1] if together == 2 else ir.Constant(vi, None)
+                    lo = ir.Constant(vector(I32, width), [*range(8), *range(16, 24)][:width])
+                    hi = ir.Constant(vector(I32, width), [*range(8, 16), *range(24, 32)][:width])
+                    lanes = builder.add(builder.shuffle_vector(row[0], other, lo),
+                                        builder.shuffle_vector(row[0], other, hi))
+                product = builder.fmul(builder.sitofp(lanes, vf),
+                                       builder.fmul(xd_b, weight_scale))
+                builder.store(builder.fadd(builder.load(acc), product), acc)
+    sums = []
+    for acc in accs:
+        v = builder.load(acc)
+        for h in range(width // 8):
+            lanes = builder.shuffle_vector(v, v, ir.Constant(vector(I32, 8),
+                                                             list(range(8 * h, 8 * h + 8))))
+            sums.append(horizontal_sum(builder, lanes, builder.fadd))
+    return sums
 
 
 def _make_dot_q8k(avx2: bool, rows: int, vnni: int = 0):
@@ -585,7 +616,9 @@ def _make_dot_q8k(avx2: bool, rows: int, vnni: int = 0):
         ``(m, n)`` int8 laid out as ``Q8K_BYTE_ORDER`` says, ``csum`` ``(m, n / 32)``
         int32 chunk sums, ``xd`` ``(m, n / 256)`` float32, ``scales`` ``(out, groups)``
         float32 with ``groups >= 1`` dividing ``n / 256``. Returns a float32, or a
-        tuple of ``rows`` of them.
+        tuple of ``rows`` of them. With ``vnni`` (the vector bytes of
+        :func:`_dot_q8k_vnni`): weight rows ``o .. o + rows - 1`` against Q8_K row
+        ``r``, laid out as ``Q8K_VNNI_ORDER`` says.
         """
         arrays = ((w, types.uint8), (x, types.int8), (csum, types.int32), (xd, types.float32),
                   (scales, types.float32))
@@ -605,6 +638,16 @@ def _make_dot_q8k(avx2: bool, rows: int, vnni: int = 0):
                 return builder.bitcast(start, elt.as_pointer()), cgutils.unpack_tuple(
                     builder, arr.shape, 2)
 
+            if vnni:  # weight rows o .. o + rows - 1 against x row r
+                os = [builder.add(args[1], ir.Constant(args[1].type, i)) for i in range(rows)]
+                groups = row(6, args[1], F32)[1][1]
+                xd, (_, blocks) = row(5, args[3], F32)
+                sums = _dot_q8k_vnni(builder, [row(0, o, I8)[0] for o in os],
+                                     row(2, args[3], I8)[0], row(4, args[3], I32)[0], xd,
+                                     [row(6, o, F32)[0] for o in os], groups,
+                                     builder.udiv(blocks, groups), vnni)
+                return sums[0] if rows == 1 else context.make_tuple(builder, sig.return_type,
+                                                                    sums)
             w_row, _ = row(0, args[1], I8)
             scale_row, (_, groups) = row(6, args[1], F32)
             rs = [builder.add(args[3], ir.Constant(args[3].type, i)) for i in range(rows)]
@@ -612,12 +655,8 @@ def _make_dot_q8k(avx2: bool, rows: int, vnni: int = 0):
             csums = [row(4, r, I32)[0] for r in rs]
             xds = [row(5, r, F32) for r in rs]
             per_scale = builder.udiv(xds[0][1][1], groups)
-            if vnni:
-                sums = _dot_q8k_vnni(builder, w_row, xs, csums, [p for p, _ in xds], scale_row,
-                                     groups, per_scale, vnni)
-            else:
-                sums = _dot_q8k(builder, w_row, xs, csums, [p for p, _ in xds], scale_row,
-                                groups, per_scale, avx2)
+            sums = _dot_q8k(builder, w_row, xs, csums, [p for p, _ in xds], scale_row, groups,
+                            per_scale, avx2)
             return sums[0] if rows == 1 else context.make_tuple(builder, sig.return_type, sums)
 
         return sig, codegen
@@ -630,7 +669,10 @@ dot_q8k = _make_dot_q8k(_MADDUBS, 1)
 dot_q8k_rows = _make_dot_q8k(_MADDUBS, Q8K_ROWS)  # the GEMM: one decode of w for Q8K_ROWS rows
 dot_q8k_portable = _make_dot_q8k(False, 1)
 # the GEMV's dot on VNNI levels (None elsewhere): ggml's lanes straight from vpdpbusd
+Q8K_VNNI_ROWS = 4  # weight rows per dot_q8k_vnni_rows: they share each load of x
 dot_q8k_vnni = _make_dot_q8k(True, 1, TARGET.block) if TARGET.int8 == "vnni" else None
+dot_q8k_vnni_rows = (_make_dot_q8k(True, Q8K_VNNI_ROWS, TARGET.block) if TARGET.int8 == "vnni"
+                     else None)
 dot_2bit = make_dot(TARGET)
 SCALED_ROWS = 4  # weight rows per scaled dot of the GEMV: they share each load of x
 scaled_dot_2bit = make_scaled_dot(TARGET)
