@@ -41,7 +41,7 @@ from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack
 
 GEMV_MAX_ROWS = 16
-GROUPED_BLOCKS = 4  # int8 segments of up to this many blocks take the float32 grouped dot
+GROUPED_BLOCKS = 2  # int8 segments of up to this many blocks take the float32 grouped dot
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
 TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
 
