@@ -20,8 +20,7 @@ SIDES = st.sampled_from([1, 2, 3, 4, 5, 7, 13, 31, 64, 127, 128, 129, 131, 255, 
                          511, 513, 521])
 
 # each level's intrinsics, made once (every level is tested where the CPU has it)
-DOTS = {level: (gemv.make_dot(t), gemv.make_decode(t), gemv.make_scaled_dot(t))
-        for level, t in gemv.TARGETS.items()}
+DOTS = {level: (gemv.make_dot(t), gemv.make_decode(t)) for level, t in gemv.TARGETS.items()}
 
 
 def needs(level):
@@ -227,7 +226,7 @@ def test_simd_dot_and_decode_match_numpy(level, blocks, seed):
     """The SIMD dot and decoder of every level the CPU has against the documented layout."""
     needs(level)
     target = gemv.TARGETS[level]
-    dot, decode, _ = DOTS[level]
+    dot, decode = DOTS[level]
     size = target.block
     rng = np.random.default_rng(seed)
     codes = rng.integers(0, 3, (blocks, 4, size)).astype(np.uint8)  # block, code n, byte m
@@ -252,35 +251,53 @@ def test_simd_dot_and_decode_match_numpy(level, blocks, seed):
                                atol=1e-4)
 
 
+SCALED = {(level, rows, grouped): gemv.make_scaled_dot(t, rows, grouped)
+          for level, t in gemv.TARGETS.items() for rows, grouped in
+          ((1, False), (gemv.SCALED_ROWS, False), (gemv.SCALED_ROWS, True))}
+
+
+@pytest.mark.parametrize("rows,grouped", [(1, False), (gemv.SCALED_ROWS, False),
+                                          (gemv.SCALED_ROWS, True)])
 @pytest.mark.parametrize("level", isa.LEVELS)
 @given(blocks=st.integers(0, 3), segments=st.integers(0, 5), seed=st.integers(0, 2**32 - 1))
-def test_scaled_dot_matches_numpy(level, blocks, segments, seed):
-    """sum_g scale_g * (dot_g - xsum_g) over runs of whole blocks, in float64."""
+def test_scaled_dot_matches_numpy(level, rows, grouped, blocks, segments, seed):
+    """Per weight row, sum_g scale_g * (dot_g - xsum_g) over runs of whole blocks."""
     needs(level)
     size = gemv.TARGETS[level].block
-    _, _, scaled_dot = DOTS[level]
+    scaled_dot = SCALED[level, rows, grouped]
     rng = np.random.default_rng(seed)
-    codes = rng.integers(0, 3, (segments, blocks, 4, size)).astype(np.uint8)
-    w = np.zeros(size * blocks * segments + 1, np.uint8)
-    w[1:] = np.bitwise_or.reduce(codes << (2 * np.arange(4, dtype=np.uint8))[:, None],
-                                 axis=2).reshape(-1)
-    flat = codes.reshape(segments, 4 * size * blocks).astype(np.int64)
-    x = rng.standard_normal(flat.size + 2).astype(np.float32)
-    q = rng.integers(-128, 128, flat.size + 2).astype(np.int8)
-    scales = rng.uniform(0.1, 2, segments + 3).astype(np.float32)
-    xsum = rng.uniform(-500, 500, segments + 1)
+    codes = rng.integers(0, 3, (rows, segments, blocks, 4, size)).astype(np.uint8)
+    stride = size * blocks * segments + 2  # weight rows 2 bytes apart beyond their codes
+    w = np.zeros(1 + rows * stride, np.uint8)
+    for i in range(rows):
+        w[1 + i * stride:1 + i * stride + size * blocks * segments] = np.bitwise_or.reduce(
+            codes[i] << (2 * np.arange(4, dtype=np.uint8))[:, None], axis=2).reshape(-1)
+    flat = codes.reshape(rows, segments, 4 * size * blocks).astype(np.int64)
+    x = rng.standard_normal(flat[0].size + 2).astype(np.float32)
+    q = rng.integers(-128, 128, flat[0].size + 2).astype(np.int8)
+    scales = rng.uniform(0.1, 2, 3 + rows * (segments + 1)).astype(np.float32)
+    xneg = rng.integers(-500, 500, segments + 1).astype(np.int32)
 
     @njit
-    def run(w, x, q, scales, xsum):
-        return (scaled_dot(w, 1, x, 2, blocks, segments, scales, 3, xsum, 1),
-                scaled_dot(w, 1, q, 2, blocks, segments, scales, 3, xsum, 1))
+    def run(w, x, q, scales, xneg):
+        return (scaled_dot(w, 1, stride, x, 2, blocks, segments, scales, 3, segments + 1,
+                           xneg, 1),
+                scaled_dot(w, 1, stride, q, 2, blocks, segments, scales, 3, segments + 1,
+                           xneg, 1))
 
-    fsum, isum = run(w, x, q, scales, xsum)
-    s64 = scales[3:].astype(np.float64)
-    exact = (flat * q[2:].reshape(flat.shape)).sum(axis=1) - xsum[1:]  # integer sums
-    np.testing.assert_allclose(isum, s64 @ exact, rtol=1e-12, atol=1e-9)
-    fdot = ((flat - 1) * x[2:].reshape(flat.shape).astype(np.float64)).sum(axis=1)
-    np.testing.assert_allclose(fsum, s64 @ fdot, rtol=1e-5, atol=1e-3)
+    fsum, isum = (np.atleast_1d(np.array(v)) for v in run(w, x, q, scales, xneg))
+    s64 = scales[3:].reshape(rows, segments + 1)[:, :segments].astype(np.float64)
+    exact = (flat * q[2:].reshape(flat.shape[1:])).sum(axis=2) + xneg[1:]  # integer sums
+    want = (s64 * exact).sum(axis=1)
+    if grouped:  # float32 sums of exact lanes: a rounding per product, add and lane level
+        magnitude = (flat * np.abs(q[2:].reshape(flat.shape[1:]))).sum(axis=2) + abs(xneg[1:])
+        bound = (segments + 8) * 2.0**-24 * (s64 * magnitude).sum(axis=1)
+        assert (np.abs(isum - want) <= bound).all()
+        assert np.abs(isum - want).max(initial=0) <= 1e-3 * np.abs(want).max(initial=0)
+    else:
+        np.testing.assert_allclose(isum, want, rtol=1e-12, atol=1e-9)
+    fdot = ((flat - 1) * x[2:].reshape(flat.shape[1:]).astype(np.float64)).sum(axis=2)
+    np.testing.assert_allclose(fsum, (s64 * fdot).sum(axis=1), rtol=1e-5, atol=1e-3)
 
 
 def test_the_kernels_use_the_best_level_the_cpu_has():

@@ -421,3 +421,45 @@ def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, seed):
     ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)[:, 2]
     assert F32(single).tobytes() == ref[0].tobytes()
     assert np.array(several, F32).tobytes() == ref[1:].tobytes()
+
+
+@pytest.mark.parametrize("level", ["avxvnni", "avx512vnni"])
+@given(blocks=st.integers(0, 4), groups=st.sampled_from([1, 2]), seed=st.integers(0, 2**32 - 1))
+def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, seed):
+    """The GEMV's VNNI dots (256- and 512-bit; one weight row and Q8K_VNNI_ROWS) in their
+    layout, with minus the chunk sums, bit for bit."""
+    if level not in isa.available():
+        pytest.skip(f"this CPU has no {level}")
+    dot = gemv._make_dot_q8k(True, 1, gemv.TARGETS[level].block)
+    dots = gemv._make_dot_q8k(True, gemv.Q8K_VNNI_ROWS, gemv.TARGETS[level].block)
+    rng = np.random.default_rng(seed)
+    n = QK_K * blocks * groups
+    out = 2 + gemv.Q8K_VNNI_ROWS
+    w = tn.pack(rng.integers(-1, 2, (out, n), dtype=np.int8)).data
+    q, d, bsums = call("quantize_q8k", "numpy", rng.standard_normal((2, n)).astype(F32) * F32(50))
+    scales = rng.uniform(0.5, 2, (out, groups)).astype(F32)
+    csum = bsums.reshape(2, -1, 2).sum(-1, dtype=np.int32)
+
+    @njit
+    def run(w, xl, csum, d, scales):
+        return dot(w, 2, xl, 1, csum, d, scales)
+
+    @njit
+    def run_rows(w, xl, csum, d, scales):
+        return dots(w, 1, xl, 1, csum, d, scales)
+
+    got = run(w, cpu_q8k.laid_out_vnni(q), -csum, d, scales)
+    ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)[1]
+    assert F32(got).tobytes() == ref[2].tobytes()
+    several = run_rows(w, cpu_q8k.laid_out_vnni(q), -csum, d, scales)
+    assert np.array(several, F32).tobytes() == ref[1:1 + gemv.Q8K_VNNI_ROWS].tobytes()
+
+
+def test_vnni_layout_pairs_each_code_with_its_value():
+    """Position ``64 n + p`` of a block holds the value of code n of byte ``Q8K_VNNI_ORDER[p]``."""
+    q = np.arange(2 * QK_K, dtype=np.int64).reshape(1, -1)
+    order = np.array(gemv.Q8K_VNNI_ORDER)
+    expected = [256 * b + 4 * order[p] + c for b in range(2) for c in range(4) for p in range(64)]
+    np.testing.assert_array_equal(cpu_q8k.laid_out_vnni(q)[0], expected)
+    assert sorted(order) == list(range(64))
+    assert (order.reshape(16, 4) % 8 == np.arange(16)[:, None] % 8).all()  # one ggml lane each

@@ -29,12 +29,21 @@ from ..shared import linear
 from ..shared.linear import into
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
-from ._llvm.gemv import BLOCK_BYTES, decode_2bit, dot_2bit, scaled_dot_2bit
+from ._llvm.gemv import (
+    BLOCK_BYTES,
+    SCALED_ROWS,
+    decode_2bit,
+    dot_2bit,
+    grouped_dot_2bit_rows,
+    scaled_dot_2bit,
+    scaled_dot_2bit_rows,
+)
 from ._parallel import run
 from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack
 
 GEMV_MAX_ROWS = 16
+GROUPED_BLOCKS = 2  # int8 segments of up to this many blocks take the float32 grouped dot
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
 TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
 
@@ -62,11 +71,13 @@ def layout(n: int, segment: int) -> np.ndarray:
 
 
 @jit()
-def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
+def _gemv_2bit(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
     """Rows t0..t1 of y: per segment, the SIMD dot of its codes with the laid-out x.
 
-    Segments of whole blocks take one scaled dot per row; others a dot per
-    segment plus one for its last, partial block (copied to ``tail``).
+    Segments of whole blocks take one scaled dot per ``SCALED_ROWS`` weight rows (one
+    for each of the last few); others a dot per segment plus one for its last, partial
+    block (copied to ``tail``). ``xneg`` is minus each segment's sum of ``x`` (int8
+    ``x``, whose dot sums ``code * q = (trit + 1) * q``) or zeros.
 
     With ``prefetch`` each weight row is prefetched ``rows_ahead`` rows early:
     on the memory-bound int8 path that is 15-20% faster beyond the cache
@@ -79,25 +90,42 @@ def _gemv_2bit(xl, xsum, xscale, w, scales, segment, prefetch, y, t0, t1):
     per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
     tail = np.zeros(BLOCK_BYTES, np.uint8)  # the last, partial block: zeros meet x's zeros
     ahead = rows_ahead(w)
-    for o in range(t0, t1):
-        if prefetch and o + ahead < t1:
-            prefetch_row(w, o + ahead)
+    grouped = prefetch and groups > 1 and full <= GROUPED_BLOCKS
+    o = t0
+    while o < t1:
+        # int8 x: rows share x's loads (float: the 8 accumulators a row fill the registers)
+        step = SCALED_ROWS if prefetch and rest == 0 and o + SCALED_ROWS <= t1 else 1
+        for i in range(step):
+            if prefetch and o + i + ahead < t1:
+                prefetch_row(w, o + i + ahead)
         for r in range(xl.shape[0]):
-            if rest == 0:  # whole blocks: the groups' lanes scaled and added as vectors
-                y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, xl, r * xl.shape[1], full,
-                                                      groups, scales, o * groups, xsum, r * groups)
-                continue
-            acc = 0.0
-            for g in range(groups):
-                start = g * segment
-                xo = r * xl.shape[1] + g * per_segment
-                part = dot_2bit(w, o * units + start, xl, xo, full)
-                if rest:
+            xo = r * xl.shape[1]
+            if step == SCALED_ROWS and grouped:  # short int8 segments: float32 sums
+                sums = grouped_dot_2bit_rows(w, o * units, units, xl, xo, full, groups, scales,
+                                             o * groups, groups, xneg, r * groups)
+                for i in range(SCALED_ROWS):
+                    y[r, o + i] = xscale[r] * sums[i]
+            elif step == SCALED_ROWS:  # whole blocks: the rows share each load of x
+                sums = scaled_dot_2bit_rows(w, o * units, units, xl, xo, full, groups, scales,
+                                            o * groups, groups, xneg, r * groups)
+                for i in range(SCALED_ROWS):
+                    y[r, o + i] = xscale[r] * sums[i]
+            elif rest == 0:
+                y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, units, xl, xo, full, groups,
+                                                      scales, o * groups, groups, xneg,
+                                                      r * groups)
+            else:
+                acc = 0.0
+                for g in range(groups):
+                    start = g * segment
+                    part = dot_2bit(w, o * units + start, xl, xo + g * per_segment, full)
                     for i in range(rest):
                         tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                    part += dot_2bit(tail, 0, xl, xo + 4 * BLOCK_BYTES * full, 1)
-                acc += np.float64(scales[o, g]) * (part - xsum[r, g])
-            y[r, o] = acc * xscale[r]
+                    part += dot_2bit(tail, 0, xl, xo + g * per_segment + 4 * BLOCK_BYTES * full,
+                                     1)
+                    acc += np.float64(scales[o, g]) * (part + xneg[r, g])
+                y[r, o] = acc * xscale[r]
+        o += step
     return 0
 
 
@@ -116,10 +144,10 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
     xl = _laid_out(x, n, segment)
     groups = scales.shape[1]
     # the int8 dot sums code * q = (trit + 1) * q; the float dot sums trit * x
-    xsum = (x.reshape(rows, groups, -1).sum(axis=-1, dtype=np.float64) if x.dtype == np.int8
-            else np.zeros((rows, groups)))
+    xneg = (-x.reshape(rows, groups, -1).sum(axis=-1, dtype=np.int32) if x.dtype == np.int8
+            else np.zeros((rows, groups), np.int32))
     y = np.empty((rows, w.shape[0]), np.float32)
-    run(_gemv_2bit, w.shape[0], w.nbytes, xl, xsum, xscale, w, scales, segment,
+    run(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment,
         x.dtype == np.int8, y)
     return y
 
