@@ -406,3 +406,30 @@ class TestBitLinear:
             tn.BitLinear(w, bias=np.ones(3))
         with pytest.raises(tn.ShapeMismatchError):
             tn.BitLinear(np.ones((2, 4)), group_size=3)
+
+
+@pytest.mark.parametrize("group_size", [None, 256, 512])
+@pytest.mark.parametrize("n", [512, 1024, 1000])
+@pytest.mark.parametrize("m", [1, 3])
+def test_cpu_fused_int8_gemv_is_the_composed_path(m, n, group_size):
+    """The CPU quantizer writing the GEMV's layout itself gives what quantizing and then
+    multiplying gives, bit for bit (the fused case and the shapes that fall back)."""
+    from tritnum.matmul import _scale_rows
+
+    if group_size is not None and n % group_size:
+        pytest.skip("the group size must divide n")
+    rng = np.random.default_rng(n + m)
+    w = tn.quantize(rng.standard_normal((40, n)).astype(np.float32), group_size=group_size)
+    x = (rng.standard_normal((m, n)) * 3).astype(np.float32)
+    x[-1, : n // 2] = 0  # a row with many zeros (and a zero row when m == 1 and n is small)
+    weights = (w.packed.data, w.packed._format, n, _scale_rows(w), np.float32(rng.random(40)))
+    y, xs = cpu_matmul.linear_int8_fused(x, *weights)
+    y0, xs0 = cpu_matmul._int8_fused(x, *weights)
+    np.testing.assert_array_equal(xs, xs0)
+    np.testing.assert_array_equal(y, y0)
+    buf = np.empty_like(y)
+    assert cpu_matmul.linear_int8_fused(x, *weights, out=buf)[0] is buf
+    np.testing.assert_array_equal(buf, y0)
+    q, scale = tn.quantize_activations(x)
+    np.testing.assert_array_equal(tn.linear(x, w, weights[-1], activations="int8"),
+                                  tn.linear(q, w, weights[-1], activations="int8", x_scale=scale))

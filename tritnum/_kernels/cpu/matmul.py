@@ -41,6 +41,7 @@ from ._llvm.gemv import (
 from ._parallel import run
 from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack
+from .quantize import _absmax_quantize_rows
 
 GEMV_MAX_ROWS = 16
 GROUPED_BLOCKS = 2  # int8 segments of up to this many blocks take the float32 grouped dot
@@ -269,6 +270,55 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
     return into(_finish(y, bias), out)
 
 
-register("linear_int8_fused", "cpu")(linear.int8_fused("cpu"))
+@jit()
+def _quantized_laid_out(x, bits, amax, amax_bits, q, segment, xl, xneg):
+    """float32 rows quantized per row (as ``quantize_activations``) into the GEMV layout.
+
+    For whole blocks (``_laid_out``'s transpose): ``xl`` gets the quants of each
+    block of ``4 * BLOCK_BYTES`` in the dot's order and ``xneg`` minus each
+    segment's sum of them; ``q`` is scratch.
+    """
+    _absmax_quantize_rows(x, bits, amax, amax_bits, q, 0, x.shape[0])
+    span = 4 * BLOCK_BYTES
+    for r in range(x.shape[0]):
+        for g in range(xneg.shape[1]):
+            total = 0
+            for k in range(g * 4 * segment, (g + 1) * 4 * segment, span):
+                for m in range(BLOCK_BYTES):
+                    for c in range(4):
+                        v = q[r, k + 4 * m + c]
+                        xl[r, k + BLOCK_BYTES * c + m] = v
+                        total += v
+            xneg[r, g] = -total
+    return 0
+
+
+_int8_fused = linear.int8_fused("cpu")
+
+
+@register("linear_int8_fused", "cpu")
+def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
+    """``quantize_activations`` then ``linear_int8``, as one step for the GEMV.
+
+    For a few float32 rows whose segments are whole blocks, the quantizer writes the
+    GEMV's layout and segment sums itself: one kernel call for three steps.
+    """
+    m = x.shape[0]
+    segment = _gemv_segment(fmt, n, scales.shape[1])
+    if (x.dtype != np.float32 or m > GEMV_MAX_ROWS or not segment
+            or segment % BLOCK_BYTES or n % (4 * segment)):
+        return _int8_fused(x, w, fmt, n, scales, bias, out)
+    amax = np.empty(m, np.float32)
+    xl = np.empty((m, n), np.int8)
+    xneg = np.empty((m, scales.shape[1]), np.int32)
+    _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), np.empty_like(xl),
+                        segment, xl, xneg)
+    xscale = amax / np.float32(127)
+    y = np.empty((m, w.shape[0]), np.float32)
+    with np.errstate(invalid="ignore"):  # a row with NaN or infinity: NaN scale, NaN outputs
+        run(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment, True, y)
+        return into(_finish(y, bias), out), xscale
+
+
 register("linear_weights", "cpu")(linear.weights)
 register("keep", "cpu")(linear.keep)
