@@ -85,8 +85,10 @@ def _quantize_row(x, bits, q, q64, d, bsums, top):
         for j in range(QK_K):
             at = np.int32(j) if bits[QK_K * b + j] & ABS_BITS == t else np.int32(QK_K)
             first = at if at < first else first
-        # the first index is QK_K (and iscale unused) in a block holding NaN
-        d[b] = np.float32(-127) / x[QK_K * b + min(first, QK_K - 1)]
+        # no index matches in a block holding NaN, and the all-zero block has no iscale
+        # (both are redone below)
+        value = x[QK_K * b + min(first, QK_K - 1)]
+        d[b] = np.float32(-127) / value if value != np.float32(0) else np.float32(0)
     for b in range(blocks):
         iscale = d[b]
         for j in range(QK_K):
