@@ -71,10 +71,10 @@ def _quantize_row(x, bits, q, q64, d, bsums, top):
     holding it, as a min of the matching indices, gives ``iscale``, kept in ``d``;
     the quants rounded as ggml's ``nearest_int`` (adding ``MAGIC`` rounds half to
     even; |iscale * x| <= 127 here) and clamped to 127; the ``bsums`` from
-    ``q64``, q's uint64 view, 16 bytes at a time; and ``d = 1 / iscale``. Blocks
-    that are all zero, hold NaN or infinity, or whose ``iscale`` overflows are
-    then done again by the shared function: the passes only get them right when
-    finite and nonzero.
+    ``q64``, q's uint64 view, 16 bytes at a time; and ``d = 1 / iscale``. A block
+    that is all zero, holds NaN or infinity, or whose ``iscale`` overflows gets
+    ``iscale = 0`` in the passes (its products could be NaN or infinite, whose
+    conversion to int32 LLVM leaves undefined), and then the shared function.
     """
     blocks = d.shape[0]
     for b in range(blocks):
@@ -85,19 +85,20 @@ def _quantize_row(x, bits, q, q64, d, bsums, top):
         for j in range(QK_K):
             at = np.int32(j) if bits[QK_K * b + j] & ABS_BITS == t else np.int32(QK_K)
             first = at if at < first else first
-        # no index matches in a block holding NaN, and the all-zero block has no iscale
-        # (both are redone below)
-        value = x[QK_K * b + min(first, QK_K - 1)]
-        d[b] = np.float32(-127) / value if value != np.float32(0) else np.float32(0)
+        iscale = np.float32(0)
+        if t != np.uint32(0) and t < INF_BITS:
+            iscale = np.float32(-127) / x[QK_K * b + first]
+        d[b] = iscale if abs(iscale) != np.float32(np.inf) else np.float32(0)
     for b in range(blocks):
         iscale = d[b]
-        for j in range(QK_K):
-            v = np.int32(iscale * x[QK_K * b + j] + MAGIC) - np.int32(MAGIC)
-            q[QK_K * b + j] = v if v < np.int32(127) else np.int32(127)
+        if iscale != np.float32(0):
+            for j in range(QK_K):
+                v = np.int32(iscale * x[QK_K * b + j] + MAGIC) - np.int32(MAGIC)
+                q[QK_K * b + j] = v if v < np.int32(127) else np.int32(127)
     for k in range(bsums.shape[0]):
         bsums[k] = _byte_sum16(q64, 2 * k)
     for b in range(blocks):
-        if top[b] == np.uint32(0) or top[b] >= INF_BITS or abs(d[b]) == np.float32(np.inf):
+        if d[b] == np.float32(0):
             d[b] = _quantize_block(x, QK_K * b, q, bsums, QK_K // BSUM * b)
         else:
             d[b] = np.float32(1) / d[b]
