@@ -1,6 +1,8 @@
 """CPU kernels of llama.cpp's Q8_K path (contract: :mod:`..reference.q8k`).
 
-The activations are quantized by the shared block quantizer, laid out once per
+The activations are quantized a row at a time in vectorized passes, which give
+the shared block quantizer's values and hand it the blocks they cannot do
+(all-zero, non-finite, overflowing scale); they are laid out once per
 call in the order of :data:`._llvm.gemv.Q8K_BYTE_ORDER`, and each output comes
 from :func:`._llvm.gemv.dot_q8k`: the int8 GEMV's ``vpmaddubsw`` integer sums,
 kept as ggml's eight lanes per 256-value block and accumulated in float32 in
@@ -39,7 +41,7 @@ _absmax_bits = jit(inline="always")(block_absmax_bits)
 
 ABS_BITS = np.uint32(0x7FFFFFFF)  # a float32's bits less its sign
 INF_BITS = np.uint32(0x7F800000)  # infinity's bits; NaNs' are above
-MAGIC = np.float32(12582912)  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer, half to even
+MAGIC = np.float32(12582912)  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer, as rint
 LOW_BYTES = np.uint64(0x00FF00FF00FF00FF)
 FLIP = np.uint64(0x8080808080808080)  # int8 bytes + 128 as uint8
 
@@ -56,7 +58,8 @@ def _byte_sum16(u, i):
     a = u[i] ^ FLIP
     b = u[i + 1] ^ FLIP
     eight = np.uint64(8)
-    fields = (a & LOW_BYTES) + ((a >> eight) & LOW_BYTES) + (b & LOW_BYTES) + ((b >> eight) & LOW_BYTES)
+    fields = (a & LOW_BYTES) + ((a >> eight) & LOW_BYTES)
+    fields += (b & LOW_BYTES) + ((b >> eight) & LOW_BYTES)
     return np.int32((fields * np.uint64(0x0001000100010001)) >> np.uint64(48)) - np.int32(2048)
 
 
