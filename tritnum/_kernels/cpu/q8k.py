@@ -21,7 +21,6 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import FORMATS, Format
-from ..shared.floatbits import block_absmax_bits
 from ..shared.q8k import BSUM, QK_K, quantize_q8k_block
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
@@ -37,7 +36,6 @@ from .q8k_gemm import gemm_q8k
 TILE_ROWS = 8
 
 _quantize_block = jit(inline="always")(quantize_q8k_block)
-_absmax_bits = jit(inline="always")(block_absmax_bits)
 
 ABS_BITS = np.uint32(0x7FFFFFFF)  # a float32's bits less its sign
 INF_BITS = np.uint32(0x7F800000)  # infinity's bits; NaNs' are above
@@ -64,33 +62,32 @@ def _byte_sum16(u, i):
 
 
 @jit(inline="always")
-def _quantize_row(x, bits, q, q64, d, bsums, top):
+def _quantize_row(x, bits, q, q64, d, bsums):
     """:func:`..shared.q8k.quantize_q8k_block` on every block of one row, in passes that vectorize.
 
     The same values bit for bit. Each pass goes over the whole row, so that the
     blocks' horizontal reductions and divisions overlap (per block the passes
-    took 1.6x longer): the largest |x| of each block as an integer max of
-    ``bits`` (x's uint32 view) without sign, into ``top``; the first value
-    holding it, as a min of the matching indices, gives ``iscale``, kept in ``d``;
-    the quants rounded as ggml's ``nearest_int`` (adding ``MAGIC`` rounds half to
-    even; |iscale * x| <= 127 here) and clamped to 127; the ``bsums`` from
-    ``q64``, q's uint64 view, 16 bytes at a time; and ``d = 1 / iscale``. A block
-    that is all zero, holds NaN or infinity, or whose ``iscale`` overflows gets
-    ``iscale = 0`` in the passes (its products could be NaN or infinite, whose
-    conversion to int32 LLVM leaves undefined), and then the shared function.
+    took 1.6x longer). The first value of largest |x| is the max of the int64
+    keys ``|x|'s bits << 8 | 255 - j`` (``bits`` is x's uint32 view: without the
+    sign, float32 bits order like the values, NaN above infinity), which gives
+    ``iscale``, kept in ``d``; the quants are rounded as ggml's ``nearest_int``
+    (adding ``MAGIC`` rounds half to even; |iscale * x| <= 127 here) and clamped
+    to 127; the ``bsums`` come from ``q64``, q's uint64 view, 16 bytes at a time;
+    then ``d = 1 / iscale``. A block that is all zero, holds NaN or infinity, or
+    whose ``iscale`` overflows gets ``iscale = 0`` in the passes (its products
+    could be NaN or infinite, whose conversion to int32 LLVM leaves undefined),
+    and then the shared function.
     """
     blocks = d.shape[0]
     for b in range(blocks):
-        top[b] = _absmax_bits(bits, QK_K * b, QK_K)
-    for b in range(blocks):
-        first = np.int32(QK_K)
-        t = top[b]  # a local: top and bits may alias, as numba tells LLVM
+        key = np.int64(0)
         for j in range(QK_K):
-            at = np.int32(j) if bits[QK_K * b + j] & ABS_BITS == t else np.int32(QK_K)
-            first = at if at < first else first
+            at = np.int64(bits[QK_K * b + j] & ABS_BITS) << 8 | np.int64(QK_K - 1 - j)
+            key = at if at > key else key
+        top = np.uint32(key >> 8)
         iscale = np.float32(0)
-        if t != np.uint32(0) and t < INF_BITS:
-            iscale = np.float32(-127) / x[QK_K * b + first]
+        if top != np.uint32(0) and top < INF_BITS:
+            iscale = np.float32(-127) / x[QK_K * b + QK_K - 1 - (key & 255)]
         d[b] = iscale if abs(iscale) != np.float32(np.inf) else np.float32(0)
     for b in range(blocks):
         iscale = d[b]
@@ -108,9 +105,9 @@ def _quantize_row(x, bits, q, q64, d, bsums, top):
 
 
 @jit()
-def _quantize_rows(x, bits, q, q64, d, bsums, top, t0, t1):
+def _quantize_rows(x, bits, q, q64, d, bsums, t0, t1):
     for r in range(t0, t1):
-        _quantize_row(x[r], bits[r], q[r], q64[r], d[r], bsums[r], top[r])
+        _quantize_row(x[r], bits[r], q[r], q64[r], d[r], bsums[r])
     return 0
 
 
@@ -156,8 +153,7 @@ def quantize_q8k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     d = np.empty((m, k // QK_K), np.float32)
     bsums = np.empty((m, k // BSUM), np.int16)
     if d.size:
-        run(_quantize_rows, m, x.nbytes, x, x.view(np.uint32), q, q.view(np.uint64), d, bsums,
-            np.empty(d.shape, np.uint32))
+        run(_quantize_rows, m, x.nbytes, x, x.view(np.uint32), q, q.view(np.uint64), d, bsums)
     return q, d, bsums
 
 
