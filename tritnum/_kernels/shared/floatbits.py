@@ -17,8 +17,8 @@ def block_absmax_bits(bits, base, count):
     int64, which the CPU build runs 3x slower.
     """
     m = np.int32(0)
-    for j in range(base, base + count):
-        v = np.int32(bits[j] & np.uint32(0x7FFFFFFF))
+    for j in range(count):  # range(base, base + count) ran 6x slower in 256-value blocks
+        v = np.int32(bits[base + j] & np.uint32(0x7FFFFFFF))
         m = v if v > m else m
     return np.uint32(m) if m <= np.int32(0x7F800000) else np.uint32(0x7FC00000)
 

@@ -5,6 +5,9 @@ Semantics: :mod:`..reference.q8k`.
 :func:`quantize_q8k_block` is ggml's ``quantize_row_q8_K_ref`` for one block of
 ``QK_K`` values, a plain Python function compiled by ``numba.njit`` in
 :mod:`..cpu.q8k` and by ``numba.cuda.jit(device=True)`` in :mod:`..cuda.q8k`.
+The CPU quantizes whole rows in vectorized passes that give the same values
+(``_quantize_row``, tested against this function) and runs this one only on the
+blocks those passes hand over: all-zero, non-finite or with an overflowing scale.
 
 The dot product reproduces ggml's AVX2 ``ggml_vec_dot_tq2_0_q8_K`` (x86 builds;
 its ``tq1_0`` twin has the same lanes): each block's integer sum is split over
