@@ -50,12 +50,12 @@ def assert_same(x):
     np.testing.assert_array_equal(q.reshape(m, -1, QK_K)[finite], q0.reshape(m, -1, QK_K)[finite])
     np.testing.assert_array_equal(bsums.reshape(m, -1, 16)[finite],
                                   bsums0.reshape(m, -1, 16)[finite])
-    # NumPy's reference where iscale is finite (d != 0): where -127 / max overflows, its
-    # quant of a value of the other sign than max is min(+inf, 127) = 127, not ggml's 0
-    qn, dn, _ = call("quantize_q8k", "numpy", x)
-    scaled = finite & (d != 0)
-    assert d[scaled].tobytes() == dn[scaled].tobytes()
-    np.testing.assert_array_equal(q.reshape(m, -1, QK_K)[scaled], qn.reshape(m, -1, QK_K)[scaled])
+    # NumPy's reference too, also where -127 / max overflows (quants of either sign: 0)
+    qn, dn, bsumsn = call("quantize_q8k", "numpy", x)
+    assert d[finite].tobytes() == dn[finite].tobytes()
+    np.testing.assert_array_equal(q.reshape(m, -1, QK_K)[finite], qn.reshape(m, -1, QK_K)[finite])
+    np.testing.assert_array_equal(bsums.reshape(m, -1, 16)[finite],
+                                  bsumsn.reshape(m, -1, 16)[finite])
 
 
 SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-39, -1e-45, 3.4028235e38, -3.4028235e38,

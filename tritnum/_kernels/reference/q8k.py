@@ -37,8 +37,8 @@ def quantize_q8k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     zero = top == 0
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         iscale = np.float32(-127) / np.where(zero, np.float32(1), top)
-        q = np.minimum(np.rint(iscale * xb), 127)
-        q = np.where(zero | ~np.isfinite(q), 0, q).astype(np.int8)
+        q = np.rint(iscale * xb)  # ggml's nearest_int of infinity or NaN casts to 0
+        q = np.where(zero | ~np.isfinite(q), 0, np.minimum(q, 127)).astype(np.int8)
         d = np.where(zero, np.float32(0), np.float32(1) / iscale)[..., 0]
         d[~np.isfinite(xb).all(axis=-1)] = np.nan
     q = q.reshape(m, k)
