@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import tritnum as tn
+from tritnum import _threads
 from tritnum._kernels.cpu import _parallel
 
 TIMEOUT = 60  # seconds a test waits for a helper before it fails instead of hanging
@@ -27,7 +28,7 @@ TIMEOUT = 60  # seconds a test waits for a helper before it fails instead of han
 @pytest.fixture
 def two_threads(monkeypatch):
     """Two threads, and every call offered to the helper (none run alone after misses)."""
-    monkeypatch.setattr(_parallel, "available", lambda: 2)
+    monkeypatch.setattr(_threads, "available", lambda: 2)
     monkeypatch.setattr(_parallel, "MISSES", 1 << 30)
     _parallel._get_pool().alone = 0
 
@@ -57,11 +58,11 @@ def test_every_task_once(two_threads, tasks):
 def test_small_inputs_and_one_thread_stay_on_the_caller(two_threads):
     calls: list = []
     assert _parallel.run(_recorder(calls), 100, _parallel.MIN_PARALLEL_BYTES - 1, "x") == 100
-    with _parallel.limit(1):
-        assert _parallel.threads() == 1
+    with _threads.limit(1):
+        assert _threads.threads() == 1
         assert _parallel.run(_recorder(calls), 100, 1 << 30, "x") == 100
     assert [c[:2] for c in calls] == [(0, 100), (0, 100)]
-    assert _parallel.threads() == 2
+    assert _threads.threads() == 2
 
 
 def test_a_sleeping_helper_wakes_and_takes_chunks(two_threads, monkeypatch):
@@ -180,7 +181,7 @@ def test_gemv_on_two_threads_beside_a_busy_core(busy, two_threads, activations):
     w = tn.TernaryTensor(tn.pack(trits, "2bit"), np.float32(0.5))
     assert w.packed.nbytes >= _parallel.MIN_PARALLEL_BYTES
     x = rng.standard_normal(1024, dtype=np.float32)
-    with _parallel.limit(1):
+    with _threads.limit(1):
         want = tn.linear(x, w, activations=activations)
     amax = np.abs(x).max()
     xq = x if activations == "float" else np.rint(x * (np.float32(127) / amax)) * (amax / 127)

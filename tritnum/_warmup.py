@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from ._dispatch import cuda_available
+from ._dispatch import cuda_available, kernel
 from ._formats import FORMATS
 from .typing import Device
 
@@ -52,24 +52,23 @@ def warmup(device: Device = "auto") -> float:
         for name in FORMATS:
             quantize(weights, format=name, device=dev)
         for x in (weights, weights.astype(np.float64)):  # float32 and float64 absmax kernels
-            quantize_activations(x, device=dev)
+            for axis in (-1, None):  # per row (one fused pass) and per tensor
+                quantize_activations(x, axis=axis, device=dev)
         for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
             to_gguf_blocks(weights.astype(np.float16), qtype, device=dev)  # float16 widening
             blocks = to_gguf_blocks(weights, qtype, device=dev)
             for ternary in (False, True):
                 from_gguf_blocks(blocks, qtype, weights.shape, ternary=ternary, device=dev)
-        for name in FORMATS:  # one activation row (GEMV) and many (GEMM), both paths
+        for name in FORMATS:  # one activation row, a few (GEMV) and many (GEMM), every path
             w = quantize(weights, format=name, device=dev)
-            for rows in (1, 64):
+            for rows in (1, 4, 64):
                 for activations in ("float", "int8", "q8_k"):
                     linear(np.ones((rows, 256), np.float32), w, activations=activations,
                            device=dev)
         _warm_vsa(dev)
         _warm_compress(dev)
-    if "cpu" in devices:
-        from ._kernels.cpu import _parallel
-
-        _parallel.warm()  # the thread pool's spin-waits: the inputs above are too small for it
+    for dev in devices:  # the CPU thread pool's spin-waits: the inputs above are too small for it
+        kernel("warm_threads", dev)()
     return time.perf_counter() - start
 
 

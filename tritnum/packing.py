@@ -176,10 +176,7 @@ class PackedTrits:
         return self._data.__dask_layers__()
 
     def __dask_tokenize__(self) -> Any:
-        from dask.base import normalize_token  # only dask calls this: it is imported
-
-        return ("PackedTrits", normalize_token(self._data), self._shape, self.format,
-                self._valid)
+        return dask_layer().packed_token(self._data, self._shape, self.format, self._valid)
 
     @property
     def __dask_optimize__(self) -> Any:

@@ -71,7 +71,7 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
     The baseline is NumPy's (OpenBLAS); with ``device="cuda"`` it is torch's on the GPU
     (cuBLAS) where torch sees one, and both sides' data live on the GPU.
     """
-    from .._kernels.cpu._parallel import threads as cpu_threads
+    from .._threads import threads as cpu_threads
     from ..matmul import linear
     from ..packing import pack
     from ..quantize import TernaryTensor
@@ -136,14 +136,14 @@ def _spin_for(seconds: float) -> Callable[[], None]:
 def thread_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
     """The CPU GEMV on 1 thread (GMAC/s per core) and on 2 (against 1), int8 and float.
 
-    The thread count is set with ``_parallel.limit``, which leaves numba's OpenMP
+    The thread count is set with ``tritnum._threads.limit``, which leaves numba's OpenMP
     pool alone. The int8 row on 1 thread is held against the time the issue's bar
     rate would take (``PER_CORE_BARS``; on the portable level, and for float
     activations, against BLAS without a bar); with fewer than 2 threads available
     the 2-thread rows are left out.
     """
     from .._isa import ISA
-    from .._kernels.cpu._parallel import available, limit
+    from .._threads import available, limit
     from ..matmul import linear
     from ..packing import pack
     from ..quantize import TernaryTensor
@@ -165,10 +165,6 @@ def thread_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
 
     cases = []
     for act in ("int8", "float"):
-        if available() >= 2:  # the hand-off alone, without the call's serial Python work
-            kernel = _kernel_call(on(1, act))
-            cases.append(Case("matmul", f"GEMV kernel alone {n}x{n} {act}, 2 threads",
-                              lambda k=kernel: k(2), "same, 1 thread", lambda k=kernel: k(1)))
         rate = PER_CORE_BARS.get(ISA) if act == "int8" else None
         base_name, base = "x @ W.T (BLAS, its threads)", lambda: x @ dense.T
         if rate is not None:
@@ -180,26 +176,6 @@ def thread_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
                               "same, 1 thread", on(1, act), SCALING_BAR, None,
                               lambda s: f"{n * n / s / 2e9:.1f} GMAC/s per core"))
     return cases
-
-
-def _kernel_call(call: Callable[[], Any]) -> Callable[[int], Any]:
-    """The ``_parallel.run`` that ``call`` makes (its last), as a function of the thread count."""
-    from .._kernels.cpu import _parallel
-    from .._kernels.cpu import matmul as cpu_matmul
-
-    seen = []
-    real = cpu_matmul.run
-    cpu_matmul.run = lambda *args, **kw: seen.append((args, kw)) or real(*args, **kw)
-    try:
-        call()
-    finally:
-        cpu_matmul.run = real
-    args, kw = seen[-1]
-
-    def on(threads: int) -> Any:
-        with _parallel.limit(threads):
-            return _parallel.run(*args, **kw)
-    return on
 
 
 def group_cases(quick: bool, device: str, rng: np.random.Generator) -> list[Case]:

@@ -26,7 +26,7 @@ Conventions:
   depends on (:func:`~tritnum._dask.chunks.shared`).
 """
 
-from .arrays import convert, dequantize, pack, unpack
+from .arrays import convert, dequantize, pack, packed_token, unpack
 from .matmul import linear
 from .quantize import quantize, quantize_activations
 from .search import search
@@ -40,6 +40,7 @@ __all__ = [
     "linear",
     "memory_vectors",
     "pack",
+    "packed_token",
     "permute",
     "quantize",
     "quantize_activations",

@@ -6,6 +6,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.base import normalize_token
 
 from .._dispatch import resolve_device
 from .._formats import Format
@@ -85,3 +86,7 @@ def _dequantize_block(data: np.ndarray, scales: np.ndarray, n: int, format: str,
     packed = block_of(data, n, format, valid)
     return TernaryTensor(packed, scales, group_size, copy=False).dequantize(device=dev)
 
+
+def packed_token(data: Any, shape: tuple[int, ...], fmt: str, valid: Any) -> tuple[Any, ...]:
+    """Dask's token of a PackedTrits over the Dask array ``data`` (``__dask_tokenize__``)."""
+    return ("PackedTrits", normalize_token(data), shape, fmt, valid)

@@ -40,23 +40,24 @@ serial); float GEMV kernel 1.84x, ``tn.linear`` 1.75x (old 1.62x, 1.52x). Under
 the load as it is: 0.98-1.00x (old pool 0.80-0.88x); with a spinning process
 beside it, 0.98-0.99x (old 0.68-0.80x). numba's own threading layer was not taken:
 ``prange`` kernels from the cache are slower (above), and its OpenMP pool slows
-torch (:func:`available`).
+torch (:func:`tritnum._threads.available`).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numba
 import numpy as np
 
+from ..._dispatch import register
+from ..._threads import threads
 from ._jit import jit
 from ._llvm.spin import cycles, load_acquire, spin_pause, store_release, yield_cpu
 
@@ -274,7 +275,6 @@ class _Pool:
 
 _pool: _Pool | None = None
 _pool_lock = threading.Lock()
-_local = threading.local()
 
 
 def _forget_pool() -> None:
@@ -287,6 +287,7 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
+@register("warm_threads", "cpu")
 def warm() -> None:
     """Compile (or load from the cache) the pool's spin-waits, without starting its threads."""
     _rates()
@@ -310,47 +311,6 @@ def _close_pool() -> None:
     """Close the pool of this process (a forked child's own, not its parent's), if any."""
     if _pool is not None:
         _pool.close()
-
-
-def threads() -> int:
-    """Threads the kernels share their work among: :func:`available`, at most :func:`limit`'s."""
-    n = available()
-    return min(n, getattr(_local, "limit", n))
-
-
-def available() -> int:
-    """``numba.get_num_threads()``, read without starting numba's own thread pool.
-
-    ``numba.get_num_threads()`` starts that pool on its first call. Its OpenMP
-    layer sets the OpenMP thread count of the process, which PyTorch shares (the
-    same libgomp): afterwards torch ran small ops on 2 threads, the forward and
-    backward of a 32-row batch of a small MLP 200x slower on these busy 2 cores
-    (0.2 ms before, 40-70 ms after). Until numba's layer runs (numba ``prange``
-    code, or a user calling ``numba.set_num_threads``), the count is
-    ``NUMBA_NUM_THREADS``.
-    """
-    from numba.np.ufunc import parallel
-
-    if getattr(parallel, "_is_initialized", True):
-        return numba.get_num_threads()
-    return numba.config.NUMBA_NUM_THREADS
-
-
-@contextlib.contextmanager
-def limit(n: int) -> Iterator[None]:
-    """At most ``n`` threads for the calls this thread makes inside the block.
-
-    Unlike ``numba.set_num_threads`` it leaves numba's (and torch's) OpenMP pool alone.
-    """
-    before = getattr(_local, "limit", None)
-    _local.limit = max(1, n)
-    try:
-        yield
-    finally:
-        if before is None:
-            del _local.limit
-        else:
-            _local.limit = before
 
 
 def _guided(tasks: int, parts: int) -> list[int]:

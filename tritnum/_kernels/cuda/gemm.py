@@ -53,7 +53,7 @@ from ..._config import CUDA_GEMM
 from ..._formats import Format
 from ..._interop import native
 from ._launch import THREADS, blocks
-from .matmul import _finish
+from .epilogue import finish
 from .packing import unpack
 
 INT_MM_MIN_ROWS = 17  # torch._int_mm on CUDA needs m > 16, in and out multiples of 8
@@ -96,7 +96,7 @@ def scale_group(part, scales, gi, xscale, bias, acc, y):
     """Add group ``gi``'s sums ``part`` (int32 or float32 ``(m, out)``) times its scales.
 
     Into the float64 ``acc`` (empty with one group), or after the last group into ``y``
-    through :func:`.matmul._finish` (``xscale``, ``bias``; empty where absent).
+    through :func:`.epilogue.finish` (``xscale``, ``bias``; empty where absent).
     """
     m, out = y.shape
     last = gi == scales.shape[1] - 1
@@ -107,7 +107,7 @@ def scale_group(part, scales, gi, xscale, bias, acc, y):
         if gi != 0:
             a += acc[r, o]
         if last:
-            y[r, o] = _finish(a, xscale, r, bias, o)
+            y[r, o] = finish(a, xscale, r, bias, o)
         else:
             acc[r, o] = a
 

@@ -58,6 +58,7 @@ from ..shared import packing as codecs
 from ..shared.packing import byte_rows
 from . import gemv
 from ._launch import MAX_BLOCKS, SIMULATOR, aligned, current_device, launch, none, scratch
+from .epilogue import finish as _finish
 from .quantize import ACT_THREADS, quantize_act_permuted
 
 _read_code = cuda.jit(device=True, inline="always")(codecs.read_code)
@@ -66,19 +67,6 @@ _UNIT_TRITS = codecs.UNIT_TRITS
 GEMV_MAX_ROWS = 4  # activation rows the GEMV kernel takes; more go to the GEMM kernel
 GEMV_THREADS = 128  # threads per GEMV block (a power of two: tree reduction)
 TILE = 16  # GEMM tile edge: TILE x TILE threads per block, one output each
-
-
-@cuda.jit(device=True, inline="always")
-def _finish(acc, xscale, r, bias, o):
-    """The float32 output from a row's float64 sum: times ``xscale[r]``, plus ``bias[o]``.
-
-    An empty ``xscale`` or ``bias`` is absent.
-    """
-    if xscale.shape[0] != 0:
-        acc *= float64(xscale[r])
-    if bias.shape[0] != 0:
-        acc += float64(bias[o])
-    return float32(acc)
 
 
 @cuda.jit(device=True, inline="always")
@@ -316,7 +304,7 @@ def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias:
             gemv_rows[min(out, MAX_BLOCKS), GEMV_THREADS](
                 x, xscale, rows, fmt.code, half, n, scales, bias, y)
         else:
-            from . import gemm  # decoded weights and torch's cuBLAS, opt-in; it imports _finish
+            from . import gemm  # decoded weights and torch's cuBLAS, opt-in
 
             if gemm.use_torch(m, n, out, scales.shape[1], xscale.shape[0] != 0):
                 gemm.linear(x, xscale, w.packed, fmt, n, scales, bias, y)
