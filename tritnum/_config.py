@@ -21,41 +21,22 @@ DEVICES: tuple[Device, ...] = get_args(Device)
 _FALSE = {"0", "false", "no", "off"}
 
 
-def _read_device() -> str:
-    value = os.environ.get("TRITNUM_DEVICE", "auto").strip().lower() or "auto"
-    if value not in DEVICES:
-        raise ValueError(
-            f"TRITNUM_DEVICE={value!r} is not a device; use one of {', '.join(DEVICES)}"
-        )
+def _read_choice(name: str, default: str | None, allowed: tuple[str, ...],
+                 what: str) -> str | None:
+    """Environment variable ``name``, lower-cased (``default`` when unset or empty).
+
+    ValueError naming ``what`` it must be when the value is not in ``allowed``.
+    """
+    value = os.environ.get(name, "").strip().lower() or default
+    if value is not None and value not in allowed:
+        raise ValueError(f"{name}={value!r} is not {what}; use one of {', '.join(allowed)}")
     return value
 
 
-DEFAULT_DEVICE: str = _read_device()
+DEFAULT_DEVICE: str = _read_choice("TRITNUM_DEVICE", "auto", DEVICES, "a device")
 CACHE: bool = os.environ.get("TRITNUM_CACHE", "1").strip().lower() not in _FALSE
 ISA_LEVELS = ("portable", "avx2", "avxvnni", "avx512vnni")  # lowest first
-
-
-def _read_isa() -> str | None:
-    value = os.environ.get("TRITNUM_ISA", "").strip().lower() or None
-    if value is not None and value not in ISA_LEVELS:
-        raise ValueError(
-            f"TRITNUM_ISA={value!r} is not a SIMD level; use one of {', '.join(ISA_LEVELS)}"
-        )
-    return value
-
-
-ISA: str | None = _read_isa()  # whether the CPU has it is checked when the kernels load
-
+# whether the CPU has it is checked when the kernels load
+ISA: str | None = _read_choice("TRITNUM_ISA", None, ISA_LEVELS, "a SIMD level")
 CUDA_GEMMS = ("numba", "torch")
-
-
-def _read_cuda_gemm() -> str:
-    value = os.environ.get("TRITNUM_CUDA_GEMM", "numba").strip().lower() or "numba"
-    if value not in CUDA_GEMMS:
-        raise ValueError(
-            f"TRITNUM_CUDA_GEMM={value!r} is not a GEMM backend; use one of {', '.join(CUDA_GEMMS)}"
-        )
-    return value
-
-
-CUDA_GEMM: str = _read_cuda_gemm()
+CUDA_GEMM: str = _read_choice("TRITNUM_CUDA_GEMM", "numba", CUDA_GEMMS, "a GEMM backend")
