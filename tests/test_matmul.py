@@ -204,6 +204,17 @@ def test_int8_nan_rows_without_the_check(device):
     np.testing.assert_array_equal(y[[0, 2]], ref)
 
 
+@pytest.mark.parametrize("dtype", [">f4", ">f8", ">f2"])
+@pytest.mark.parametrize("activations", ["float", "int8", "q8_k"])
+@pytest.mark.parametrize("device", ["cpu", "numpy"])
+def test_big_endian_activations_give_the_native_result(device, activations, dtype):
+    w = tn.quantize(np.random.default_rng(5).standard_normal((5, 512)), group_size=256)
+    x = np.random.default_rng(6).standard_normal((3, 512)).astype(dtype)
+    want = tn.linear(x.astype(x.dtype.newbyteorder("=")), w, activations=activations,
+                     device=device)
+    np.testing.assert_array_equal(tn.linear(x, w, activations=activations, device=device), want)
+
+
 @pytest.mark.parametrize("activations", ["float", "int8", "q8_k"])
 @pytest.mark.parametrize("device", ["cpu", "numpy"])
 def test_out_receives_the_result(device, activations):

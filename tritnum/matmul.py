@@ -16,7 +16,7 @@ import numpy as np
 from ._dispatch import call, implements, kernel, place, resolve_device
 from ._interop import as_rows, dask_layer, is_cuda_array, is_dask, native, origin, to_gpu, to_host
 from ._kernels.shared.q8k import QK_K
-from ._validate import choice
+from ._validate import choice, native_order
 from .errors import ShapeMismatchError
 from .packing import ensure_valid
 from .quantize import (
@@ -64,7 +64,7 @@ def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, s
     choice(activations, "activations", ACTIVATIONS)
     a = native(x)
     if not (is_cuda_array(a) or is_dask(a)):
-        a = np.asarray(a)
+        a = native_order(np.asarray(a))
     kind = a.dtype.kind
     if a.dtype == np.int8 and x_scale is not None:
         if activations == "q8_k":
