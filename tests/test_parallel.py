@@ -15,12 +15,14 @@ import threading
 import time
 from collections.abc import Iterator
 
+import numba
 import numpy as np
 import pytest
 
 import tritnum as tn
 from tritnum import _threads
 from tritnum._kernels.cpu import _parallel
+from tritnum._kernels.cpu._llvm.spin import cycles, fetch_add, load_acquire
 
 TIMEOUT = 60  # seconds a test waits for a helper before it fails instead of hanging
 
@@ -189,3 +191,80 @@ def test_gemv_on_two_threads_beside_a_busy_core(busy, two_threads, activations):
                                atol=1e-3)
     for _ in range(50):
         np.testing.assert_array_equal(tn.linear(x, w, activations=activations), want)
+
+
+@numba.njit(nogil=True)
+def _claimed_marks(marks, done, ticks, ctl, t1):
+    """A claimed kernel: ``marks[i] += 1`` for every task it claims; the claimer of the
+    chunk at 0 waits (``ticks`` at most) until another chunk is done, necessarily on
+    another thread. Returns tasks marked, plus ``t1 + 1`` from the thread that saw that."""
+    total = 0
+    a, b = _parallel.claim(ctl, t1)
+    while a < t1:
+        for i in range(a, b):
+            marks[i] += 1
+        total += b - a
+        if a == 0:
+            start = cycles()
+            while load_acquire(done, 0) == 0 and cycles() - start < ticks:
+                pass
+            if load_acquire(done, 0) > 0:
+                total += t1 + 1
+        else:
+            fetch_add(done, 0, 1)
+        a, b = _parallel.claim(ctl, t1)
+    _parallel.leave(ctl)
+    return total
+
+
+@numba.njit(nogil=True)
+def _claimed_error(ctl, t1):
+    a = _parallel.claim(ctl, t1)[0]
+    while a < t1:
+        if a > 0:
+            raise ZeroDivisionError("a claimed chunk failed")
+        a = _parallel.claim(ctl, t1)[0]
+    _parallel.leave(ctl)
+    return 0
+
+
+@pytest.mark.parametrize("tasks", [1, 8, 9, 1000, 4096])
+def test_claimed_tasks_run_once_on_two_threads(two_threads, tasks):
+    chunks = tasks > _parallel.CLAIM_MULTIPLE  # more than one (each a multiple of it)
+    ticks = _parallel._bound(TIMEOUT)[0] if chunks and _parallel._rates()[0] > 0 else 0
+    for _ in range(3):
+        marks = np.zeros(tasks, np.int64)
+        got = _parallel.run_claimed(_claimed_marks, tasks, 1 << 30, marks,
+                                    np.zeros(1, np.int64), ticks)
+        assert (marks == 1).all()
+        # with ticks, the chunk at 0 saw another thread's chunk done
+        assert got == tasks + (tasks + 1 if ticks else 0)
+
+
+def test_claimed_calls_alone_take_every_task_in_one_claim(two_threads):
+    marks = np.zeros(100, np.int64)
+    for nbytes, threads in [(_parallel.MIN_PARALLEL_BYTES - 1, 2), (1 << 30, 1)]:
+        with _threads.limit(threads):
+            assert _parallel.run_claimed(_claimed_marks, 100, nbytes, marks,
+                                         np.zeros(1, np.int64), 0) == 100
+    assert (marks == 2).all()
+
+
+def test_a_claimed_kernel_error_reaches_the_caller(two_threads):
+    for _ in range(3):
+        with pytest.raises(ZeroDivisionError, match="claimed chunk"):
+            _parallel.run_claimed(_claimed_error, 4096, 1 << 30)
+    marks = np.zeros(64, np.int64)
+    _parallel.run_claimed(_claimed_marks, 64, 1 << 30, marks, np.zeros(1, np.int64), 0)
+    assert (marks == 1).all()  # the pool still works
+
+
+def test_a_helper_leaves_when_the_caller_waits_or_after_its_bound():
+    ctl = np.array([0, 8, 0, *_parallel._bound(1e-3)], np.int64)
+    start = time.perf_counter()
+    _parallel.leave(ctl)  # nobody waits: back after its bound
+    assert time.perf_counter() - start >= 0.5e-3 or _parallel._rates()[0] == 0
+    ctl[_parallel.CALLER_WAITS] = 1
+    ctl[_parallel.LINGER_TICKS] = ctl[_parallel.LINGER_ROUNDS] = 1 << 62
+    _parallel.leave(ctl)  # the caller waits: back at once (a hang here fails by timeout)
+    _parallel.leave(ctl[:_parallel.STEP + 1])  # the caller's own view: never waits

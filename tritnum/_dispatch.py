@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import _config
-from ._interop import for_device, is_cuda_array, origin
+from ._interop import HOST, for_device, is_cuda_array, origin
 from ._validate import choice
 from .errors import DeviceUnavailableError
 from .typing import Device
@@ -79,7 +79,12 @@ def call(op: str, device: str, *args: Any, **buffers: Any) -> Any:
     None) pass as they are. Keyword arguments are buffers the kernel writes
     into where they are (a host ``out=``), passed untouched.
     """
-    return kernel(op, device)(*(
+    fn = _REGISTRY.get((op, device)) or kernel(op, device)
+    if device != "cuda" and all(type(a) is np.ndarray
+                                or not (isinstance(a, np.ndarray) or is_cuda_array(a))
+                                for a in args):
+        return fn(*args, **buffers)  # host arrays for a host kernel: nothing to move
+    return fn(*(
         for_device(a, device) if isinstance(a, np.ndarray) or is_cuda_array(a) else a
         for a in args
     ), **buffers)
@@ -94,6 +99,8 @@ def place(result: Any, like: Any, shape: tuple[int, ...] | None = None) -> Any:
     kernel's output (rows) on the way.
     """
     like = origin(like)
+    if like is HOST and type(result) is np.ndarray:  # NumPy in, NumPy out: nothing to move
+        return result if shape is None else result.reshape(shape)
     if shape is not None:
         result = like.native(result).reshape(shape)
     return like.wrap(result)

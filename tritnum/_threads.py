@@ -7,6 +7,7 @@ calling thread with :func:`limit` rather than ``numba.set_num_threads``.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -32,9 +33,8 @@ def available() -> int:
     code, or a user calling ``numba.set_num_threads``), the count is
     ``NUMBA_NUM_THREADS``.
     """
-    from numba.np.ufunc import parallel
-
-    if getattr(parallel, "_is_initialized", True):
+    parallel = sys.modules.get("numba.np.ufunc.parallel")  # not imported: not started either
+    if parallel is not None and getattr(parallel, "_is_initialized", True):
         return numba.get_num_threads()
     return numba.config.NUMBA_NUM_THREADS
 

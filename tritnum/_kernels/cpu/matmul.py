@@ -38,7 +38,7 @@ from ._llvm.gemv import (
     scaled_dot_2bit,
     scaled_dot_2bit_rows,
 )
-from ._parallel import run
+from ._parallel import claim, leave, run, run_claimed
 from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack
 from .quantize import _absmax_quantize_rows
@@ -72,7 +72,18 @@ def layout(n: int, segment: int) -> np.ndarray:
 
 
 @jit()
-def _gemv_2bit(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
+def _gemv_2bit(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+    """:func:`_gemv_rows` over the chunks of rows this thread claims (:func:`.run_claimed`)."""
+    o, end = claim(ctl, t1)
+    while o < t1:
+        _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, o, end)
+        o, end = claim(ctl, t1)
+    leave(ctl)
+    return 0
+
+
+@jit()
+def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
     """Rows t0..t1 of y: per segment, the SIMD dot of its codes with the laid-out x.
 
     Segments of whole blocks take one scaled dot per ``SCALED_ROWS`` weight rows (one
@@ -148,8 +159,8 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
     xneg = (-x.reshape(rows, groups, -1).sum(axis=-1, dtype=np.int32) if x.dtype == np.int8
             else np.zeros((rows, groups), np.int32))
     y = np.empty((rows, w.shape[0]), np.float32)
-    run(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment,
-        x.dtype == np.int8, y)
+    run_claimed(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment,
+                x.dtype == np.int8, y)
     return y
 
 
@@ -315,9 +326,9 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
                         segment, xl, xneg)
     xscale = amax / np.float32(127)
     y = np.empty((m, w.shape[0]), np.float32)
-    with np.errstate(invalid="ignore"):  # a row with NaN or infinity: NaN scale, NaN outputs
-        run(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment, True, y)
-        return into(_finish(y, bias), out), xscale
+    # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
+    run_claimed(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment, True, y)
+    return into(_finish(y, bias), out), xscale
 
 
 register("linear_weights", "cpu")(linear.weights)

@@ -36,7 +36,7 @@ from ._llvm.gemv import (
     dot_q8k_vnni,
     dot_q8k_vnni_rows,
 )
-from ._parallel import run
+from ._parallel import claim, leave, run, run_claimed
 from .matmul import GEMV_MAX_ROWS
 from .packing import convert
 from .q8k_gemm import applies as gemm_applies
@@ -147,7 +147,18 @@ def _q8k_rows(xl, csum, xd, w, scales, y, t0, t1):
 
 
 @jit()
-def _q8k_gemv(xl, csum, xd, w, scales, y, t0, t1):
+def _q8k_gemv(xl, csum, xd, w, scales, y, ctl, t1):
+    """:func:`_q8k_gemv_rows` over the chunks of outputs this thread claims (``run_claimed``)."""
+    o, end = claim(ctl, t1)
+    while o < t1:
+        _q8k_gemv_rows(xl, csum, xd, w, scales, y, o, end)
+        o, end = claim(ctl, t1)
+    leave(ctl)
+    return 0
+
+
+@jit()
+def _q8k_gemv_rows(xl, csum, xd, w, scales, y, t0, t1):
     """Outputs ``t0 .. t1`` of one row of ``x``: ``Q8K_VNNI_ROWS`` weight rows a dot.
 
     ``csum`` holds minus the chunk sums; prefetched as :func:`_q8k_rows` does.
@@ -216,7 +227,7 @@ def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: np.ndarray, f
     else:
         y = np.empty((m, w.shape[0]), np.float32)
         if y.size and m == 1 and dot_q8k_vnni is not None:  # ggml's lanes straight from VNNI
-            run(_q8k_gemv, w.shape[0], w.nbytes, laid_out_vnni(q), -csum, d, w, scales, y)
+            run_claimed(_q8k_gemv, w.shape[0], w.nbytes, laid_out_vnni(q), -csum, d, w, scales, y)
         elif y.size:
             run(_q8k_rows, w.shape[0], w.nbytes * max(1, m // TILE_ROWS), laid_out(q), csum, d,
                 w, scales, y)

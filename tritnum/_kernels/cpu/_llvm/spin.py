@@ -1,9 +1,10 @@
-"""What a thread spinning without the GIL needs, as LLVM IR: an atomic load, pause, yield, a clock.
+"""What threads sharing work without the GIL need, as LLVM IR: atomics, pause, yield, a clock.
 
 numba has no atomics of its own. :func:`load_acquire` reads an int64 element that
 another thread writes (the compiler may neither cache it in a register nor move
 later loads before it), :func:`store_release` writes one (after every earlier
-write); :func:`spin_pause` is ``pause`` on x86 (the spinning core
+write), :func:`fetch_add` adds to one and returns what it held (threads taking
+chunks of work from one counter); :func:`spin_pause` is ``pause`` on x86 (the spinning core
 yields its pipeline to a sibling hyperthread and saves power), nothing elsewhere;
 :func:`cycles` reads the time-stamp counter on x86 (``rdtsc``: constant rate, cheap,
 readable in user mode), 0 elsewhere (the other targets' cycle counters may trap);
@@ -57,6 +58,25 @@ def store_release(typingctx, a, i, v):
         at = pointer(context, builder, sig.args[0], args[0], args[1], I64)
         builder.store_atomic(args[2], at, "release", 8)
         return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def fetch_add(typingctx, a, i, v):
+    """Element ``i`` of the int64 array ``a`` before adding ``v`` to it, atomically.
+
+    ``atomicrmw add`` (``lock xadd`` on x86), sequentially consistent: of threads
+    adding at once, each reads a different value.
+    """
+    if not (isinstance(a, types.Array) and a.dtype == types.int64
+            and isinstance(v, types.Integer)):
+        return None
+    sig = types.int64(a, types.intp, types.int64)
+
+    def codegen(context, builder, sig, args):
+        at = pointer(context, builder, sig.args[0], args[0], args[1], I64)
+        return builder.atomic_rmw("add", at, args[2], "seq_cst")
 
     return sig, codegen
 
