@@ -309,9 +309,21 @@ def test_float16_input_encodes_as_its_float32_values(device):
         tn.io.to_gguf_blocks(x, "TQ2_0", device=device)
 
 
-# the SIMD block encoders of every ISA level (tritnum._isa), made once; a level the CPU lacks
-# skips
-ENCODERS = {level: simd_gguf.make_encoders(simd_gguf.lanes_of(level)) for level in isa.LEVELS}
+def _encoders_runner(tq2, tq1, absmax):
+    @jit()
+    def run(x, inv, q2, q1, out):
+        for b in range(2):
+            out[b] = absmax(x.view(np.uint32), 3 + 256 * b)
+            tq2(x, 3 + 256 * b, inv[b], q2, 1 + 66 * b)
+            tq1(x, 3 + 256 * b, inv[b], q1, 2 + 54 * b)
+
+    return run
+
+
+# the SIMD block encoders of every ISA level (tritnum._isa) on two blocks, compiled once; a
+# level the CPU lacks skips
+ENCODERS = {level: _encoders_runner(*simd_gguf.make_encoders(simd_gguf.lanes_of(level)))
+            for level in isa.LEVELS}
 
 
 @pytest.mark.parametrize("level", isa.LEVELS)
@@ -324,7 +336,7 @@ def test_simd_encoders_match_numpy(level, seed, special):
         pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
     from tritnum._kernels.shared import gguf as shared
 
-    tq2, tq1, absmax = ENCODERS[level]
+    run = ENCODERS[level]
     rng = np.random.default_rng(seed)
     x = np.zeros(3 + 2 * 256, np.float32)  # two blocks from element 3 (unaligned)
     x[3:] = rng.standard_normal(512).astype(np.float32) * rng.choice([1e-3, 1, 1e5])
@@ -339,14 +351,6 @@ def test_simd_encoders_match_numpy(level, seed, special):
                                      0], np.float32), 512)
     elif special == "tiny":
         x[3:259] = rng.choice(np.array([2**-140, -(2**-130), 0], np.float32), 256)
-
-    @jit()
-    def run(x, inv, q2, q1, out):
-        for b in range(2):
-            out[b] = absmax(x.view(np.uint32), 3 + 256 * b)
-            tq2(x, 3 + 256 * b, inv[b], q2, 1 + 66 * b)
-            tq1(x, 3 + 256 * b, inv[b], q1, 2 + 54 * b)
-
     blocks = x[3:].reshape(2, 256)
     maxima = np.abs(blocks).max(axis=1)
     inv = np.array([shared.block_inverse(np.float32(m)) for m in maxima], np.float32)

@@ -19,8 +19,20 @@ from tritnum.testing import ternary_tensors
 SIDES = st.sampled_from([1, 2, 3, 4, 5, 7, 13, 31, 64, 127, 128, 129, 131, 255, 256, 257, 300,
                          511, 513, 521])
 
-# each level's intrinsics, made once (every level is tested where the CPU has it)
-DOTS = {level: (gemv.make_dot(t), gemv.make_decode(t)) for level, t in gemv.TARGETS.items()}
+
+def _dot_runner(dot, decode):
+    @njit
+    def run(w, x, q, out, blocks):
+        decode(w, 3, out, 2, blocks)
+        return dot(w, 3, x, 5, blocks), dot(w, 3, q, 5, blocks)
+
+    return run
+
+
+# each level's intrinsics in a runner, compiled once: the sizes are arguments, so that the
+# examples of a test vary only data (every level is tested where the CPU has it)
+DOTS = {level: _dot_runner(gemv.make_dot(t), gemv.make_decode(t))
+        for level, t in gemv.TARGETS.items()}
 
 
 def needs(level):
@@ -237,7 +249,7 @@ def test_simd_dot_and_decode_match_numpy(level, blocks, seed):
     """The SIMD dot and decoder of every level the CPU has against the documented layout."""
     needs(level)
     target = gemv.TARGETS[level]
-    dot, decode = DOTS[level]
+    run = DOTS[level]
     size = target.block
     rng = np.random.default_rng(seed)
     codes = rng.integers(0, 3, (blocks, 4, size)).astype(np.uint8)  # block, code n, byte m
@@ -246,14 +258,8 @@ def test_simd_dot_and_decode_match_numpy(level, blocks, seed):
                                  axis=1).reshape(-1)
     x = rng.standard_normal(4 * size * blocks + 5).astype(np.float32)
     q = rng.integers(-128, 128, 4 * size * blocks + 5).astype(np.int8)
-
-    @njit
-    def run(w, x, q, out):
-        decode(w, 3, out, 2, blocks)
-        return dot(w, 3, x, 5, blocks), dot(w, 3, q, 5, blocks)
-
     out = np.full(4 * size * blocks + 4, 7, np.float32)
-    fsum, isum = run(w, x, q, out)
+    fsum, isum = run(w, x, q, out, blocks)
     flat = codes.reshape(-1).astype(np.int64)
     np.testing.assert_array_equal(out[2:-2], flat - 1)  # the trits, in the layout
     assert (out[:2] == 7).all() and (out[-2:] == 7).all()  # nothing written outside
@@ -262,7 +268,18 @@ def test_simd_dot_and_decode_match_numpy(level, blocks, seed):
                                atol=1e-4)
 
 
-SCALED = {(level, rows, grouped): gemv.make_scaled_dot(t, rows, grouped)
+def _scaled_runner(scaled_dot):
+    @njit
+    def run(w, stride, x, q, blocks, segments, scales, xneg):
+        return (scaled_dot(w, 1, stride, x, 2, blocks, segments, scales, 3, segments + 1,
+                           xneg, 1),
+                scaled_dot(w, 1, stride, q, 2, blocks, segments, scales, 3, segments + 1,
+                           xneg, 1))
+
+    return run
+
+
+SCALED = {(level, rows, grouped): _scaled_runner(gemv.make_scaled_dot(t, rows, grouped))
           for level, t in gemv.TARGETS.items() for rows, grouped in
           ((1, False), (gemv.SCALED_ROWS, False), (gemv.SCALED_ROWS, True))}
 
@@ -275,7 +292,7 @@ def test_scaled_dot_matches_numpy(level, rows, grouped, blocks, segments, seed):
     """Per weight row, sum_g scale_g * (dot_g - xsum_g) over runs of whole blocks."""
     needs(level)
     size = gemv.TARGETS[level].block
-    scaled_dot = SCALED[level, rows, grouped]
+    run = SCALED[level, rows, grouped]
     rng = np.random.default_rng(seed)
     codes = rng.integers(0, 3, (rows, segments, blocks, 4, size)).astype(np.uint8)
     stride = size * blocks * segments + 2  # weight rows 2 bytes apart beyond their codes
@@ -288,15 +305,8 @@ def test_scaled_dot_matches_numpy(level, rows, grouped, blocks, segments, seed):
     q = rng.integers(-128, 128, flat[0].size + 2).astype(np.int8)
     scales = rng.uniform(0.1, 2, 3 + rows * (segments + 1)).astype(np.float32)
     xneg = rng.integers(-500, 500, segments + 1).astype(np.int32)
-
-    @njit
-    def run(w, x, q, scales, xneg):
-        return (scaled_dot(w, 1, stride, x, 2, blocks, segments, scales, 3, segments + 1,
-                           xneg, 1),
-                scaled_dot(w, 1, stride, q, 2, blocks, segments, scales, 3, segments + 1,
-                           xneg, 1))
-
-    fsum, isum = (np.atleast_1d(np.array(v)) for v in run(w, x, q, scales, xneg))
+    fsum, isum = (np.atleast_1d(np.array(v))
+                  for v in run(w, stride, x, q, blocks, segments, scales, xneg))
     s64 = scales[3:].reshape(rows, segments + 1)[:, :segments].astype(np.float64)
     exact = (flat * q[2:].reshape(flat.shape[1:])).sum(axis=2) + xneg[1:]  # integer sums
     want = (s64 * exact).sum(axis=1)

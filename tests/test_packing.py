@@ -182,9 +182,22 @@ def test_base3_unpack_tasks_write_only_their_own_trits():
     np.testing.assert_array_equal(out, trits)
 
 
-# the SIMD blocks of every ISA level (tritnum._isa), made once; a level the CPU lacks skips
+def _blocks_runner(pack2, unpack2, pack3):
+    @njit
+    def run(a, offset, o2, back, o3, planes, blocks, words):
+        top2 = pack2(a, offset, o2, 1, blocks)
+        threes = unpack2(o2, 1, back, 2, blocks)
+        top3 = pack3(a, offset, o3, 1, blocks)
+        return top2, threes, top3, simd.pack_planes(a, offset, planes, 8, 8 * blocks + 16, words)
+
+    return run
+
+
+# the SIMD blocks of every ISA level (tritnum._isa), made once, and their runner, compiled
+# once (the sizes are arguments); a level the CPU lacks skips
 SIMD = {level: (t, simd.make_pack_2bit(t), simd.make_unpack_2bit(t), simd.make_pack_base3(t))
         for level, t in simd.TARGETS.items()}
+BLOCKS = {level: _blocks_runner(*kernels) for level, (_, *kernels) in SIMD.items()}
 
 
 @pytest.mark.parametrize("level", isa.LEVELS)
@@ -196,7 +209,7 @@ def test_simd_blocks_match_numpy(level, blocks, offset, seed, bad, where):
     nothing outside their blocks and flagging bad input."""
     if level not in isa.available():
         pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
-    target, pack2, unpack2, pack3 = SIMD[level]
+    target, run = SIMD[level][0], BLOCKS[level]
     lanes, units = target.lanes, simd.base3_units(target)
     n2, n3 = blocks * lanes, blocks * units * 5
     rng = np.random.default_rng(seed)
@@ -204,21 +217,13 @@ def test_simd_blocks_match_numpy(level, blocks, offset, seed, bad, where):
     span = max(n2, n3)
     if bad is not None and span:
         a[offset + int(where * (span - 1))] = bad
-
-    @njit
-    def run(a, o2, back, o3, planes):
-        top2 = pack2(a, offset, o2, 1, blocks)
-        threes = unpack2(o2, 1, back, 2, blocks)
-        top3 = pack3(a, offset, o3, 1, blocks)
-        return top2, threes, top3, simd.pack_planes(a, offset, planes, 8, 8 * blocks + 16, words)
-
     words = min(n2, n3) // 64
     o2 = np.full(n2 // 4 + 2, 0xEE, np.uint8)
     back = np.full(n2 + 3, 7, np.int8)
     o3 = np.full(blocks * units + 2, 0xEE, np.uint8)
     # plus words from byte 8, minus words from 8 blocks + 16 (words <= blocks), a byte after
     planes = np.full(16 * blocks + 24, 0xEE, np.uint8)
-    top2, threes, top3, topp = run(a, o2, back, o3, planes)
+    top2, threes, top3, topp = run(a, offset, o2, back, o3, planes, blocks, words)
     trits = a[offset:offset + 64 * words]
     if (np.abs(trits.astype(np.int64)) > 1).any():
         assert topp > 2

@@ -396,6 +396,18 @@ class TestArguments:
         np.testing.assert_array_equal(layer(x), tn.linear(x, self.w, activations="q8_k"))
 
 
+def _q8k_runner(one):
+    @njit
+    def run(w, xl, csum, d, scales):
+        return one(w, 2, xl, 0, csum, d, scales), gemv.dot_q8k_rows(w, 2, xl, 1, csum, d, scales)
+
+    return run
+
+
+# the one-row dot (AVX2 and its portable lowering) with the rows' dot, compiled once
+Q8K_RUNS = {True: _q8k_runner(gemv.dot_q8k), False: _q8k_runner(gemv.dot_q8k_portable)}
+
+
 @pytest.mark.parametrize("avx2", [True, False])
 @given(blocks=st.integers(0, 4), groups=st.sampled_from([1, 2]), seed=st.integers(0, 2**32 - 1))
 def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, seed):
@@ -403,7 +415,7 @@ def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, seed):
     one-row dot) against the reference kernel, bit for bit."""
     if avx2 and "avx2" not in isa.available():
         pytest.skip("this CPU has no AVX2; the portable lowering is what runs here")
-    one = gemv.dot_q8k if avx2 else gemv.dot_q8k_portable
+    run = Q8K_RUNS[avx2]
     rows = gemv.Q8K_ROWS + 1
     rng = np.random.default_rng(seed)
     n = QK_K * blocks * groups
@@ -412,33 +424,15 @@ def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, seed):
                        rng.standard_normal((rows, n)).astype(F32) * F32(100))
     scales = rng.uniform(0.5, 2, (3, groups)).astype(F32)
     csum = bsums.reshape(rows, -1, 2).sum(-1, dtype=np.int32)
-
-    @njit
-    def run(w, xl, csum, d, scales):
-        return one(w, 2, xl, 0, csum, d, scales), gemv.dot_q8k_rows(w, 2, xl, 1, csum, d, scales)
-
     single, several = run(w, cpu_q8k.laid_out(q), csum, d, scales)
     ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)[:, 2]
     assert F32(single).tobytes() == ref[0].tobytes()
     assert np.array(several, F32).tobytes() == ref[1:].tobytes()
 
 
-@pytest.mark.parametrize("level", ["avxvnni", "avx512vnni"])
-@given(blocks=st.integers(0, 4), groups=st.sampled_from([1, 2]), seed=st.integers(0, 2**32 - 1))
-def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, seed):
-    """The GEMV's VNNI dots (256- and 512-bit; one weight row and Q8K_VNNI_ROWS) in their
-    layout, with minus the chunk sums, bit for bit."""
-    if level not in isa.available():
-        pytest.skip(f"this CPU has no {level}")
+def _vnni_runners(level):
     dot = gemv._make_dot_q8k(True, 1, gemv.TARGETS[level].block)
     dots = gemv._make_dot_q8k(True, gemv.Q8K_VNNI_ROWS, gemv.TARGETS[level].block)
-    rng = np.random.default_rng(seed)
-    n = QK_K * blocks * groups
-    out = 2 + gemv.Q8K_VNNI_ROWS
-    w = tn.pack(rng.integers(-1, 2, (out, n), dtype=np.int8)).data
-    q, d, bsums = call("quantize_q8k", "numpy", rng.standard_normal((2, n)).astype(F32) * F32(50))
-    scales = rng.uniform(0.5, 2, (out, groups)).astype(F32)
-    csum = bsums.reshape(2, -1, 2).sum(-1, dtype=np.int32)
 
     @njit
     def run(w, xl, csum, d, scales):
@@ -448,6 +442,28 @@ def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, seed):
     def run_rows(w, xl, csum, d, scales):
         return dots(w, 1, xl, 1, csum, d, scales)
 
+    return run, run_rows
+
+
+# the GEMV's VNNI dots (one weight row and Q8K_VNNI_ROWS) of each width, compiled once
+VNNI_RUNS = {level: _vnni_runners(level) for level in ("avxvnni", "avx512vnni")}
+
+
+@pytest.mark.parametrize("level", ["avxvnni", "avx512vnni"])
+@given(blocks=st.integers(0, 4), groups=st.sampled_from([1, 2]), seed=st.integers(0, 2**32 - 1))
+def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, seed):
+    """The GEMV's VNNI dots (256- and 512-bit; one weight row and Q8K_VNNI_ROWS) in their
+    layout, with minus the chunk sums, bit for bit."""
+    if level not in isa.available():
+        pytest.skip(f"this CPU has no {level}")
+    run, run_rows = VNNI_RUNS[level]
+    rng = np.random.default_rng(seed)
+    n = QK_K * blocks * groups
+    out = 2 + gemv.Q8K_VNNI_ROWS
+    w = tn.pack(rng.integers(-1, 2, (out, n), dtype=np.int8)).data
+    q, d, bsums = call("quantize_q8k", "numpy", rng.standard_normal((2, n)).astype(F32) * F32(50))
+    scales = rng.uniform(0.5, 2, (out, groups)).astype(F32)
+    csum = bsums.reshape(2, -1, 2).sum(-1, dtype=np.int32)
     got = run(w, cpu_q8k.laid_out_vnni(q), -csum, d, scales)
     ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)[1]
     assert F32(got).tobytes() == ref[2].tobytes()

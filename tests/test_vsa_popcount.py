@@ -72,17 +72,17 @@ def test_tile_counts_are_the_pairs_dot_and_nonzero_overlap(shape, d, seed, densi
                                       np.count_nonzero(m[1:1 + tm], axis=1))
 
 
+@njit
+def _words(row, n):
+    return [trit_planes(row, 64 * w) for w in range(n // 64)]
+
+
 @given(d=st.integers(0, 300), seed=st.integers(0, 2**32 - 1))
 def test_trit_planes_match_the_bitplane_format(d, seed):
     rows = _rows(np.random.default_rng(seed), 2, d + 64, 0.7)
-
-    @njit
-    def words(row, n):
-        return [trit_planes(row, 64 * w) for w in range(n // 64)]
-
     want = tn.pack(rows, "bitplane").data
     for r in range(2):
-        for w, (plus, minus) in enumerate(words(rows[r], d + 64)):
+        for w, (plus, minus) in enumerate(_words(rows[r], d + 64)):
             assert (plus, minus) == (want[r, 0, w], want[r, 1, w])
 
 
