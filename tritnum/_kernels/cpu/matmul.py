@@ -282,16 +282,17 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
 
 
 @jit()
-def _quantized_laid_out(x, bits, amax, amax_bits, q, segment, xl, xneg):
+def _quantized_laid_out(x, bits, amax, amax_bits, q, segment, xl, xneg, xscale):
     """float32 rows quantized per row (as ``quantize_activations``) into the GEMV layout.
 
     For whole blocks (``_laid_out``'s transpose): ``xl`` gets the quants of each
-    block of ``4 * BLOCK_BYTES`` in the dot's order and ``xneg`` minus each
-    segment's sum of them; ``q`` is scratch.
+    block of ``4 * BLOCK_BYTES`` in the dot's order, ``xneg`` minus each segment's
+    sum of them and ``xscale`` each row's scale, ``amax / 127``; ``q`` is scratch.
     """
     _absmax_quantize_rows(x, bits, amax, amax_bits, q, 0, x.shape[0])
     span = 4 * BLOCK_BYTES
     for r in range(x.shape[0]):
+        xscale[r] = amax[r] / np.float32(127)
         for g in range(xneg.shape[1]):
             total = 0
             for k in range(g * 4 * segment, (g + 1) * 4 * segment, span):
@@ -319,12 +320,11 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
     if (x.dtype != np.float32 or m > GEMV_MAX_ROWS or not segment
             or segment % BLOCK_BYTES or n % (4 * segment)):
         return _int8_fused(x, w, fmt, n, scales, bias, out)
-    amax = np.empty(m, np.float32)
-    xl = np.empty((m, n), np.int8)
+    amax, xscale = np.empty((2, m), np.float32)
+    xl, q = np.empty((2, m, n), np.int8)
     xneg = np.empty((m, scales.shape[1]), np.int32)
-    _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), np.empty_like(xl),
-                        segment, xl, xneg)
-    xscale = amax / np.float32(127)
+    _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, segment, xl, xneg,
+                        xscale)
     y = np.empty((m, w.shape[0]), np.float32)
     # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
     run_claimed(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment, True, y)
