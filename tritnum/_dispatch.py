@@ -79,7 +79,7 @@ def call(op: str, device: str, *args: Any, **buffers: Any) -> Any:
     None) pass as they are. Keyword arguments are buffers the kernel writes
     into where they are (a host ``out=``), passed untouched.
     """
-    fn = _REGISTRY.get((op, device)) or kernel(op, device)
+    fn = kernel(op, device)
     if device != "cuda" and all(type(a) is np.ndarray
                                 or not (isinstance(a, np.ndarray) or is_cuda_array(a))
                                 for a in args):
