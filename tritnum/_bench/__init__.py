@@ -21,7 +21,7 @@ from .compress import compression_cases
 from .dask import dask_cases
 from .gguf_files import gguf_file_cases
 from .gpu import on_gpu
-from .harness import WARMUP_SECONDS, Result, measure, table
+from .harness import ROUNDS, WARMUP_SECONDS, Result, measure, table
 from .matmul import matmul_cases
 from .packing import packing_cases
 from .quantize import quantization_cases
@@ -68,7 +68,7 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
     results = []
     for i, case in enumerate(cases, 1):
         print(f"[{i}/{len(cases)}] {case.family}: {case.name}", file=sys.stderr, flush=True)
-        results.append(measure(case, repeats, warmup))
+        results.append(measure(case, repeats, warmup, 1 if quick else ROUNDS))
     return results
 
 

@@ -59,17 +59,32 @@ def _warm(fn: Callable[[], Any], seconds: float) -> None:
         fn()
 
 
-def measure(case: Case, repeats: int, warmup: float = WARMUP_SECONDS) -> Result:
-    """Warm each side up (at least once, for ``warmup`` seconds), then time it ``repeats`` times.
+# Each side is timed in this many alternating blocks (cases without a repeat limit): the
+# speed of these virtual machines drifts by 10-25 % over seconds, and timed in one block
+# each, a ratio of two fast calls moved by as much between runs (the same 4096x4096 GEMV
+# rows: 0.76x-1.16x); in three it falls on both sides alike.
+ROUNDS = 3
 
+
+def measure(case: Case, repeats: int, warmup: float = WARMUP_SECONDS,
+            rounds: int = ROUNDS) -> Result:
+    """Time each side ``repeats`` times, in ``rounds`` alternating blocks.
+
+    Each block first warms its side up (at least once, for ``warmup`` seconds).
     Back-to-back runs of one side keep the other's allocations (the baselines make
-    large temporaries) from charging page faults to it.
+    large temporaries) from charging page faults to it. Cases with a repeat limit
+    (slow baselines) take one block.
     """
+    rounds = 1 if case.repeats else max(1, min(rounds, repeats))
     repeats = min(repeats, case.repeats or repeats)
-    _warm(case.run, warmup)
-    ours = [time_call(case.run) for _ in range(repeats)]
-    _warm(case.baseline, warmup)
-    theirs = [time_call(case.baseline) for _ in range(repeats)]
+    ours: list[float] = []
+    theirs: list[float] = []
+    for r in range(rounds):
+        n = repeats // rounds + (r < repeats % rounds)
+        _warm(case.run, warmup)
+        ours += [time_call(case.run) for _ in range(n)]
+        _warm(case.baseline, warmup)
+        theirs += [time_call(case.baseline) for _ in range(n)]
     t, b = statistics.median(ours), statistics.median(theirs)
     speedup = b / t
     return Result(case.family, case.name, t, case.baseline_name, b, speedup, case.bar,
