@@ -239,7 +239,8 @@ class _Job:
     def work(self, caller: bool) -> None:
         """Take chunks until none are left."""
         if self.bounds is None:  # the kernel claims them itself: one call on each thread
-            self.helped |= not caller
+            # a helper counts as come in time only with more than the caller's share left
+            self.helped |= not caller and self.ctl[NEXT] * (self.helpers + 1) < self.tasks
             ctl = self.ctl[:STEP + 1] if caller else self.ctl
             try:
                 self.results.append(self.kernel(*self.args, ctl, self.tasks))
