@@ -268,3 +268,20 @@ def test_a_helper_leaves_when_the_caller_waits_or_after_its_bound():
     ctl[_parallel.LINGER_TICKS] = ctl[_parallel.LINGER_ROUNDS] = 1 << 62
     _parallel.leave(ctl)  # the caller waits: back at once (a hang here fails by timeout)
     _parallel.leave(ctl[:_parallel.STEP + 1])  # the caller's own view: never waits
+
+
+def test_the_pool_is_released_when_making_a_job_fails(two_threads, monkeypatch):
+    """A KeyboardInterrupt while a claimed call is set up leaves the pool free for the next."""
+    bound = _parallel._bound
+
+    def interrupted(seconds):
+        monkeypatch.setattr(_parallel, "_bound", bound)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_parallel, "_bound", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _parallel.run_claimed(_claimed_marks, 64, 1 << 30, np.zeros(64, np.int64),
+                              np.zeros(1, np.int64), 0)
+    pool = _parallel._get_pool()
+    assert pool.busy.acquire(blocking=False)
+    pool.busy.release()

@@ -233,7 +233,9 @@ class _Job:
         self.error: BaseException | None = None
         self.waiting = False  # the caller sleeps on the pool's condition
         self.generation = 0
-        self.late = False  # the caller is past its first chunk: helpers coming now stay out
+        # the caller is past its first chunk (a claimed call: its kernel returned): helpers
+        # coming now stay out
+        self.late = False
         self.helped = False  # a helper took a chunk
 
     def work(self, caller: bool) -> None:
@@ -421,7 +423,7 @@ def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
     parts = _parts(tasks, nbytes, light)
     if not parts:
         return kernel(*args, 0, tasks)
-    return _share(_Job(kernel, args, _guided(tasks, parts), parts - 1))
+    return _share(lambda: _Job(kernel, args, _guided(tasks, parts), parts - 1))
 
 
 def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any) -> int:
@@ -435,11 +437,15 @@ def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any)
     parts = _parts(tasks, nbytes, False)
     if not parts:
         return kernel(*args, np.array([0, tasks], np.int64), tasks)
-    per_chunk = -(-tasks // (parts * CLAIMS_PER_THREAD))
-    job = _Job(kernel, args, None, parts - 1, tasks)
-    job.ctl = np.array([0, -(-per_chunk // CLAIM_MULTIPLE) * CLAIM_MULTIPLE, 0,
-                        *_bound(LINGER_SECONDS)], np.int64)
-    return _share(job)
+
+    def claimed() -> _Job:
+        per_chunk = -(-tasks // (parts * CLAIMS_PER_THREAD))
+        job = _Job(kernel, args, None, parts - 1, tasks)
+        job.ctl = np.array([0, -(-per_chunk // CLAIM_MULTIPLE) * CLAIM_MULTIPLE, 0,
+                            *_bound(LINGER_SECONDS)], np.int64)
+        return job
+
+    return _share(claimed)
 
 
 def _parts(tasks: int, nbytes: int, light: bool) -> int:
@@ -460,10 +466,15 @@ def _parts(tasks: int, nbytes: int, light: bool) -> int:
     return parts
 
 
-def _share(job: _Job) -> int:
-    """Run ``job`` on the pool whose lock :func:`_parts` took; the sum of its results."""
+def _share(make: Callable[[], _Job]) -> int:
+    """Run the job ``make()`` on the pool whose lock :func:`_parts` took; the sum of its results.
+
+    The lock is released whatever happens once taken (a ``KeyboardInterrupt`` while the
+    job is made included): held, it would leave every later call on one thread.
+    """
     pool = _get_pool()
     try:
+        job = make()
         pool.call(job)
     finally:
         pool.busy.release()
