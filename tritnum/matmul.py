@@ -62,10 +62,9 @@ def _q8k_blocks(w: TernaryTensor) -> None:
 def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, str]:
     """``x`` checked, and the path it takes: ``"float"``, ``"int8"`` or ``"q8_k"``."""
     choice(activations, "activations", ACTIVATIONS)
-    a = x if type(x) is np.ndarray else native(x)
-    if type(a) is not np.ndarray and not (is_cuda_array(a) or is_dask(a)):
-        a = np.asarray(a)
-    a = native_order(a)
+    a = native(x)
+    if not (is_cuda_array(a) or is_dask(a)):
+        a = native_order(np.asarray(a))
     kind = a.dtype.kind
     if a.dtype == np.int8 and x_scale is not None:
         if activations == "q8_k":
