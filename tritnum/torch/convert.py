@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ..quantize import TernaryTensor
+from ..typing import Activations
 from .layers import BitLinear
 
 __all__ = ["Selector", "convert", "export"]
@@ -41,7 +42,7 @@ def _heads(linears: list[tuple[str, nn.Module]]) -> set[str]:
 
 def convert(model: nn.Module, *, include: Selector = None, exclude: Selector = None,
             keep_head: bool = True, group_size: int | None = None,
-            activations: str = "int8") -> nn.Module:
+            activations: Activations = "int8") -> nn.Module:
     """Replace the ``nn.Linear`` layers of ``model`` by :class:`BitLinear` ones, in place.
 
     Each replaced layer shares its ``nn.Linear``'s parameters

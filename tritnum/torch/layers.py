@@ -24,6 +24,7 @@ from .._validate import choice
 from ..errors import ShapeMismatchError
 from ..packing import PackedTrits
 from ..quantize import TernaryTensor, quantize
+from ..typing import Activations
 from . import _ops
 from ._quantize import ste_activations, ste_weight
 
@@ -116,11 +117,11 @@ class BitLinear(nn.Module):
     in_features: int
     out_features: int
     group_size: int | None
-    activations: str
+    activations: Activations
     weight: nn.Parameter | None
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
-                 group_size: int | None = None, activations: str = "int8",
+                 group_size: int | None = None, activations: Activations = "int8",
                  device: Any = None, dtype: Any = None) -> None:
         factory = {"device": device, "dtype": dtype}
         super().__init__()
@@ -140,7 +141,7 @@ class BitLinear(nn.Module):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, *, group_size: int | None = None,
-                    activations: str = "int8") -> BitLinear:
+                    activations: Activations = "int8") -> BitLinear:
         """A BitLinear with ``linear``'s parameters (the same Parameter objects) and mode.
 
         Sharing the parameters, as torch's own QAT modules do, keeps optimizers and
