@@ -114,6 +114,15 @@ def _signatures():
         "unpack_rows": [((rows_u8, i64, i64, i64, i64, trits_out, bad), "uint8-C")],
         "check_rows": [((rows_u8, i64, i64, i64, i64, bad), "uint8-C")],
         "_clear": [((bad,), "int32")],
+        # strided GPU arrays made C-contiguous (and cast) on the GPU: _launch.contiguous
+        **{f"copy_{nd}d": [((nt.Array(src, nd, "A"), nt.Array(dst, nd, "C")), f"{src}-{dst}")
+                           for src, dst in ((nt.int8, nt.int8), (nt.int64, nt.int8),
+                                            (nt.uint64, nt.uint64), (nt.float16, nt.float32),
+                                            (nt.float64, nt.float32))]
+           for nd in (1, 2, 3)},
+        "dequantize_kernel": [((nt.Array(nt.int8, 2, "C"), f32_rows, f32_rows), "int8")],
+        "take_2d": [((nt.Array(dt, 2, "C"), nt.Array(nt.int64, 1, "C"), nt.Array(dt, 2, "C")),
+                     str(dt)) for dt in (nt.uint8, nt.uint64)],
         "convert_rows": [((rows_u8, i64, i64, rows_u8, i64, i64, i64, i64), "uint8-C")],
         "abs_sums_rows": [
             ((nt.Array(dtype, 2, layout), i64, nt.Array(nt.float64, 2, "C")), f"{dtype}-{layout}")

@@ -35,13 +35,17 @@ __all__ = [
     "HOST",
     "Origin",
     "as_rows",
+    "contiguous",
+    "copy_into",
     "dask_layer",
     "for_device",
+    "is_contiguous",
     "is_cuda_array",
     "is_dask",
     "is_torch",
     "native",
     "origin",
+    "take",
     "to_gpu",
     "to_host",
     "to_host_exact",
@@ -155,13 +159,67 @@ def for_device(a: Any, device: str) -> Any:
     return to_gpu(a) if device == "cuda" else to_host(a)
 
 
+def is_contiguous(a: Any) -> bool:
+    """Whether the NumPy or numba device array ``a`` is C-contiguous."""
+    return bool(a.flags.c_contiguous) if isinstance(a, np.ndarray) else a.is_c_contiguous()
+
+
+def contiguous(a: Any, dtype: Any = None) -> Any:
+    """``a`` C-contiguous (and of ``dtype``) where it lives: copied only when it is not.
+
+    Host arrays go through ``np.ascontiguousarray``; GPU arrays are copied (and
+    cast) on the GPU by the ``contiguous`` kernel, never through the host.
+    """
+    if not is_cuda_array(a):
+        return np.ascontiguousarray(a, dtype)
+    a = native(a)
+    if a.is_c_contiguous() and (dtype is None or a.dtype == np.dtype(dtype)):
+        return a
+    from ._dispatch import kernel  # _dispatch imports this module
+
+    return kernel("contiguous", "cuda")(a, dtype)
+
+
+def copy_into(target: Any, values: Any) -> None:
+    """Write ``values`` (of ``target``'s size) into the caller's C-contiguous ``target``.
+
+    A GPU ``target`` is written by the driver: device to device from GPU ``values``.
+    """
+    if is_cuda_array(target):
+        native(target).copy_to_device(contiguous(values).reshape(tuple(target.shape)))
+    else:
+        target[...] = to_host(values).reshape(target.shape)
+
+
+def take(a: Any, key: tuple[Any, ...], lead: int) -> Any:
+    """``a[key]`` for a NumPy-style ``key`` on the first ``lead`` axes, where ``a`` lives.
+
+    On the GPU the rows are copied C-contiguous there: integer index arrays in
+    ``key`` (host arrays, as :func:`tritnum._validate.leading_key` gives them) are
+    resolved to row numbers on the host and the rows gathered by the GPU.
+    """
+    if not is_cuda_array(a):
+        return a[key]
+    if not any(isinstance(k, np.ndarray) for k in key):
+        return contiguous(a[key])
+    from ._dispatch import call  # _dispatch imports this module
+
+    head, tail = tuple(a.shape[:lead]), tuple(a.shape[lead:])
+    rows = np.arange(math.prod(head), dtype=np.int64).reshape(head)[key]
+    out = call("take_rows", "cuda", contiguous(a).reshape(math.prod(head), math.prod(tail)),
+               rows.reshape(-1))
+    return out.reshape((*rows.shape, *tail))
+
+
 def as_rows(a: Any, tail: int = 1) -> Any:
-    """``a`` reshaped to ``(rows, *a.shape[-tail:])`` (a view whenever NumPy can make one)."""
+    """``a`` reshaped to ``(rows, *a.shape[-tail:])`` (a view whenever NumPy can make one).
+
+    GPU arrays reshape only when contiguous: a strided one is copied first, on the GPU.
+    """
     if a.ndim == tail + 1:
         return a
-    if is_cuda_array(a) and not a.is_c_contiguous():
-        # numba device arrays reshape only when contiguous; copy through the host
-        a = to_gpu(np.ascontiguousarray(to_host(a)))
+    if is_cuda_array(a):
+        a = contiguous(a)
     lead = a.shape[: a.ndim - tail]
     return a.reshape((math.prod(lead), *a.shape[a.ndim - tail:]))
 

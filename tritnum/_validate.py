@@ -60,6 +60,24 @@ def shape_tuple(shape: Any) -> tuple[int, ...]:
     return dims
 
 
+def float_array(x: Any, name: str, *, scalar: bool = False) -> Any:
+    """``x`` as a float16/32/64 array where it lives (host, GPU or Dask).
+
+    TypeError for other dtypes (pointing integer input to ``tn.pack``),
+    ShapeMismatchError for a scalar unless ``scalar`` allows rank 0.
+    """
+    a = native(x)
+    if not (is_cuda_array(a) or is_dask(a)):
+        a = np.asarray(a)
+    if a.dtype.kind != "f" or a.dtype.itemsize > 8:
+        hint = "; ternary values are packed with tn.pack" if a.dtype.kind in "iub" else ""
+        raise TypeError(f"{name} must be a float16/32/64 array, got dtype {a.dtype}{hint}")
+    if a.ndim == 0 and not scalar:
+        raise ShapeMismatchError(f"{name} must have at least one dimension, got a scalar",
+                                 expected="ndim >= 1", actual=())
+    return native_order(a)
+
+
 def trit_array(x: Any, name: str = "trits") -> Any:
     """``x`` as an integer array of rank >= 1 that kernels can read.
 
@@ -147,8 +165,11 @@ def owned(a: np.ndarray, copy: bool | None, source: Any = None) -> np.ndarray:
 def leading_key(key: Any, lead: tuple[int, ...], kind: str) -> tuple[Any, ...]:
     """An index into the leading axes ``lead`` of a packed object, as a tuple.
 
-    Integers, slices and integer arrays are taken (NumPy's meaning); anything
-    that would reach the packed last axis raises IndexError, other keys TypeError.
+    Integers, slices and integer arrays are taken (NumPy's meaning): index arrays
+    may be lists, NumPy arrays, torch tensors or GPU arrays (search hits), and
+    come back as host intp arrays (the leading index is small; the rows it picks
+    are gathered where the data lives). Anything that would reach the packed last
+    axis raises IndexError, other keys TypeError.
     """
     parts = key if isinstance(key, tuple) else (key,)
     out: list[Any] = []
@@ -156,8 +177,9 @@ def leading_key(key: Any, lead: tuple[int, ...], kind: str) -> tuple[Any, ...]:
         if isinstance(k, slice):
             out.append(k)
             continue
+        k = native(k)  # a torch tensor as a NumPy or GPU array
         if isinstance(k, (list, np.ndarray)) or is_cuda_array(k):
-            arr = np.asarray(to_host(k) if is_cuda_array(k) else k)
+            arr = np.asarray(to_host(k))
             if arr.dtype.kind not in "iu" and arr.size:
                 raise TypeError(f"{kind} indices must be integers or slices, got {arr.dtype}")
             out.append(arr.astype(np.intp))

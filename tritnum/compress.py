@@ -44,9 +44,18 @@ from typing import Any
 import numpy as np
 
 from ._dispatch import call, place, resolve_device
-from ._interop import HOST, for_device, is_cuda_array, native, origin, to_gpu, to_host
+from ._interop import (
+    HOST,
+    contiguous,
+    for_device,
+    is_contiguous,
+    is_cuda_array,
+    native,
+    origin,
+    to_host,
+)
 from ._kernels.shared.vsa import GOLDEN
-from ._validate import choice, native_order, shape_tuple
+from ._validate import choice, float_array, shape_tuple
 from .errors import ShapeMismatchError
 from .typing import Device, Estimate
 from .vsa.generation import Seed, draw_seed, seed_key
@@ -56,23 +65,10 @@ __all__ = ["ErrorFeedback", "Sketch", "compress", "decompress"]
 _ESTIMATES = ("unbiased", "projection")
 
 
-def _gradient(x: Any) -> Any:
-    """``x`` as a float16/32/64 NumPy or device array (any rank), TypeError otherwise."""
-    a = native(x)
-    if not is_cuda_array(a):
-        a = np.asarray(a)
-    if a.dtype.kind != "f" or a.dtype.itemsize > 8:
-        raise TypeError(f"grad must be a float16/32/64 array, got dtype {a.dtype}")
-    return native_order(a)
-
-
 def _flat(a: Any) -> Any:
     """``a`` as a C-contiguous 1-D array where it lives (a view when it already is one)."""
-    if is_cuda_array(a):
-        if not a.is_c_contiguous():
-            a = to_gpu(np.ascontiguousarray(to_host(a)))
-        return a.reshape(a.size)
-    return np.ascontiguousarray(a).reshape(-1)
+    a = contiguous(a)
+    return a.reshape(a.size)
 
 
 def _ratio(ratio: Any) -> Fraction:
@@ -233,7 +229,7 @@ def compress(grad: Any, ratio: float, seed: Seed = None, *, device: Device = "au
     ((63,), 252)
     """
     like = origin(grad)
-    a = _gradient(grad)
+    a = float_array(grad, "grad", scalar=True)
     r = _ratio(ratio)
     seed = draw_seed(seed) % 2**64
     n = int(a.size)
@@ -247,7 +243,7 @@ def _out_buffer(out: Any, shape: tuple[int, ...], dev: str, values: Any) -> Any:
     o = native(out)
     host = not is_cuda_array(o)
     ok = (o.dtype == np.float32 and tuple(o.shape) == shape
-          and (o.flags.c_contiguous and o.flags.writeable if host else o.is_c_contiguous()))
+          and is_contiguous(o) and (not host or o.flags.writeable))
     if not ok or host != (dev != "cuda"):
         raise TypeError(f"out must be a writeable, C-contiguous float32 array of shape {shape} "
                         f"on the {'GPU' if dev == 'cuda' else 'host'}")
@@ -404,7 +400,7 @@ class ErrorFeedback:
     def _advance(self, grad: Any) -> tuple[Sketch, Any]:
         """Sketch of ``grad + residual`` and its projection; the residual moves on."""
         like = origin(grad)
-        a = _gradient(grad)
+        a = float_array(grad, "grad", scalar=True)
         n, shape = int(a.size), tuple(a.shape)
         dev = resolve_device(self._device, a)
         if self._residual is None:

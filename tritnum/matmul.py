@@ -14,7 +14,18 @@ from typing import Any
 import numpy as np
 
 from ._dispatch import call, implements, kernel, place, resolve_device
-from ._interop import as_rows, dask_layer, is_cuda_array, is_dask, native, origin, to_gpu, to_host
+from ._interop import (
+    as_rows,
+    contiguous,
+    copy_into,
+    dask_layer,
+    is_contiguous,
+    is_cuda_array,
+    is_dask,
+    native,
+    origin,
+    to_host,
+)
 from ._kernels.shared.q8k import QK_K
 from ._validate import choice, native_order
 from .errors import ShapeMismatchError
@@ -95,12 +106,12 @@ def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, s
 def _vector(v: Any, name: str, shape: tuple[int, ...]) -> Any:
     """A float32 array of ``shape`` from a real-valued ``v`` (scalars broadcast for x_scale).
 
-    A float32 GPU array of the right shape stays where it is (checked, not copied).
+    A GPU array of the right shape stays where it is (a contiguous float32 one is
+    checked, not copied; others are converted on the GPU).
     """
     a = native(v)
-    if (is_cuda_array(a) and a.dtype == np.float32 and tuple(a.shape) == shape
-            and a.is_c_contiguous()):
-        return a
+    if is_cuda_array(a) and tuple(a.shape) == shape and a.dtype.kind in "fiu":
+        return contiguous(a, np.float32)
     a = to_host(a)
     if a.dtype.kind not in "fiu":
         raise TypeError(f"{name} must be real numbers, got dtype {a.dtype}")
@@ -160,8 +171,7 @@ def _out(out: Any, shape: tuple[int, ...], dev: str) -> Any:
     if tuple(o.shape) != shape:
         raise ShapeMismatchError(f"out must have shape {shape}, got {tuple(o.shape)}",
                                  expected=shape, actual=tuple(o.shape))
-    contiguous = o.is_c_contiguous() if dev == "cuda" else o.flags.c_contiguous
-    if not contiguous or (dev != "cuda" and not o.flags.writeable):
+    if not is_contiguous(o) or (dev != "cuda" and not o.flags.writeable):
         raise ValueError("out must be C-contiguous and writeable")
     return o
 
@@ -321,10 +331,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
         if into:
             return out
     if target is not None:
-        if dev == "cuda":
-            target.copy_to_device(to_gpu(y).reshape(target.shape))
-        else:
-            target[...] = y.reshape(target.shape)
+        copy_into(target, y)
         return out
     return place(y, like, (*lead, nout))
 
@@ -348,15 +355,9 @@ def _product(a: Any, rows: Any, x_scale: Any, mode: str, dev: str, weights: tupl
 
 
 def _float32_rows(rows: Any) -> Any:
-    """C-contiguous float32 rows, where they live (other GPU dtypes go through the host)."""
-    is_cuda = is_cuda_array(rows)
-    if is_cuda:
-        if rows.dtype == np.float32 and rows.is_c_contiguous():
-            return rows
-        rows = to_host(rows)
+    """C-contiguous float32 rows, where they live (converted on the GPU for GPU rows)."""
     with np.errstate(over="ignore"):  # beyond float32: infinite, and propagates (documented)
-        host = np.ascontiguousarray(rows, np.float32)
-    return to_gpu(host) if is_cuda else host
+        return contiguous(rows, np.float32)
 
 
 class BitLinear:

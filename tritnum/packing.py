@@ -25,12 +25,13 @@ from ._interop import (
     HOST,
     Origin,
     as_rows,
+    contiguous,
     dask_layer,
     is_cuda_array,
     is_dask,
     native,
     origin,
-    to_gpu,
+    take,
     to_host,
 )
 from ._kernels.shared.packing import bad_unit
@@ -81,7 +82,8 @@ class PackedTrits:
         cannot (read-only all the way down, e.g. over ``bytes`` or a read-only
         memmap) is wrapped. ``copy=False`` wraps without copying and trusts the
         caller never to change the bytes (they are checked on first use only);
-        ``copy=True`` always copies. GPU buffers are wrapped as they are.
+        ``copy=True`` always copies. GPU buffers are wrapped as they are (a strided
+        one is copied C-contiguous, on the GPU).
 
     Raises
     ------
@@ -115,8 +117,7 @@ class PackedTrits:
         if is_dask(data):
             data = data.rechunk({ax: -1 for ax in range(data.ndim - fmt.planes, data.ndim)})
         elif is_cuda_array(data):
-            if not data.is_c_contiguous():
-                raise FormatError("a GPU buffer for PackedTrits must be C-contiguous")
+            data = contiguous(data)  # a strided GPU buffer is copied on the GPU
         else:
             src = np.asarray(data)
             data = owned(native_order(np.ascontiguousarray(src)), copy, source=src)
@@ -288,17 +289,15 @@ class PackedTrits:
     def __getitem__(self, key: Any) -> PackedTrits:
         """Rows on the leading axes, still packed: ``p[0]``, ``p[2:5]``, ``p[idx]``.
 
-        The last (packed) axis cannot be indexed; unpack first.
+        The last (packed) axis cannot be indexed; unpack first. Index arrays
+        (NumPy, torch or GPU integer arrays, e.g. search hits) gather rows where
+        the buffer lives: on the GPU for a GPU buffer.
         """
         lead = self._shape[:-1]
         key = leading_key(key, lead, "PackedTrits")
-        if is_cuda_array(self._data) and any(isinstance(k, np.ndarray) for k in key):
-            raise TypeError("a PackedTrits on the GPU takes integer and slice indices only")
         new_lead = np.broadcast_to(np.empty((), np.bool_), lead)[key].shape
         tail = (2, self._data.shape[-1]) if self._format.planes == 2 else (self._data.shape[-1],)
-        data = self._data[key]
-        if is_cuda_array(data) and not data.is_c_contiguous():
-            data = to_gpu(data.copy_to_host())  # strided GPU rows, made whole through the host
+        data = take(self._data, key, len(lead))
         packed = PackedTrits(data.reshape((*new_lead, *tail)), (*new_lead, self._shape[-1]),
                              self.format, copy=False)  # rows of a buffer this object owns
         packed._valid = self._valid
@@ -492,12 +491,17 @@ def unpack(packed: PackedTrits, *, device: Device = "auto") -> Any:
 
 def unpack_native(packed: PackedTrits, device: str = "auto") -> Any:
     """:func:`unpack` as kernels hold arrays: NumPy, or numba where ``packed.data`` lives."""
+    out = unpack_rows(packed, resolve_device(device, packed.data))
+    return packed._like.native(out).reshape(packed.shape)
+
+
+def unpack_rows(packed: PackedTrits, dev: str) -> Any:
+    """The int8 trits ``(rows, n)`` of ``packed`` where the kernel of ``dev`` leaves them."""
     fmt: Format = packed._format
-    dev = resolve_device(device, packed.data)
     out, ok = call("unpack", dev, as_rows(packed.data, fmt.planes), fmt, packed.shape[-1])
     if not (packed._valid or ok):  # known-good codes: the GPU's flag is never read
         _raise_corrupt(packed, dev)
-    return packed._like.native(out).reshape(packed.shape)
+    return out
 
 
 FORMATS = tuple(FORMATS)

@@ -17,11 +17,11 @@ import numpy as np
 
 from ._dispatch import call, implementation, place, resolve_device
 from ._formats import get_format
-from ._interop import as_rows, dask_layer, is_cuda_array, is_dask, native, origin, to_host
+from ._interop import as_rows, dask_layer, is_dask, origin, to_host
 from ._kernels.shared.quantize import EPS
-from ._validate import index_str, leading_key, native_order, owned
+from ._validate import float_array, index_str, leading_key, native_order, owned
 from .errors import ShapeMismatchError
-from .packing import PackedTrits, unpack_native
+from .packing import PackedTrits, unpack_rows
 from .typing import Device, Format
 
 __all__ = ["TernaryTensor", "dequantize", "quantize", "quantize_activations"]
@@ -139,18 +139,16 @@ class TernaryTensor:
         """A transposed view of a 2-D tensor (``x @ w.T`` in the matmul API)."""
         return TransposedTernaryTensor(self)
 
-    def dequantize(self, *, device: str = "auto") -> Any:
-        """float32 weights ``trits * scale`` (see :func:`dequantize`)."""
+    def dequantize(self, *, device: Device = "auto") -> Any:
+        """float32 weights ``trits * scale`` (see :func:`dequantize`), where the trits live."""
         if is_dask(self._packed.data):
             return dask_layer().dequantize(self, device)
-        trits = to_host(unpack_native(self._packed, device))
-        if self._group_size is None:
-            w = trits.astype(np.float32) * self._scales
-        else:
-            groups = self._scales.shape[-1]
-            split = trits.reshape(*self.shape[:-1], groups, self.shape[-1] // max(groups, 1))
-            w = (split * self._scales[..., None]).reshape(self.shape).astype(np.float32)
-        return place(w, self._packed._like)
+        dev = resolve_device(device, self._packed.data)
+        n = self.shape[-1]
+        groups = 1 if self._group_size is None else n // self._group_size
+        scales = self._scales.reshape(-1 if self._group_size else 1, groups)
+        w = call("dequantize", dev, unpack_rows(self._packed, dev), scales)
+        return place(w, self._packed._like, self.shape)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError(
@@ -200,7 +198,7 @@ class TransposedTernaryTensor:
         rows, cols = self._base.shape
         return cols, rows
 
-    def dequantize(self, *, device: str = "auto") -> np.ndarray:
+    def dequantize(self, *, device: Device = "auto") -> Any:
         """float32 weights of the transpose."""
         return self._base.dequantize(device=device).T
 
@@ -210,19 +208,6 @@ class TransposedTernaryTensor:
 
     def __repr__(self) -> str:
         return f"{self._base!r}.T"
-
-
-def _float_array(x: Any, name: str) -> Any:
-    a = native(x)
-    if not (is_cuda_array(a) or is_dask(a)):
-        a = np.asarray(a)
-    if a.dtype.kind != "f" or a.dtype.itemsize > 8:
-        hint = "; ternary values are packed with tn.pack" if a.dtype.kind in "iub" else ""
-        raise TypeError(f"{name} must be a float16/32/64 array, got dtype {a.dtype}{hint}")
-    if a.ndim == 0:
-        raise ShapeMismatchError(f"{name} must have at least one dimension, got a scalar",
-                                 expected="ndim >= 1", actual=())
-    return native_order(a)
 
 
 def _raise_not_finite(a: Any, name: str, *, in_float32: bool = False) -> None:
@@ -319,7 +304,7 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
     """
     fmt = get_format(format)
     like = origin(w)
-    w = _float_array(w, "w")
+    w = float_array(w, "w")
     shape = tuple(w.shape)  # GPU arrays' shapes may refuse negative indices
     n = shape[-1]
     if axis not in (None, -1, w.ndim - 1):
@@ -353,7 +338,7 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
     return TernaryTensor(packed, kept, group_size, copy=False)
 
 
-def dequantize(t: TernaryTensor, *, device: str = "auto") -> Any:
+def dequantize(t: TernaryTensor, *, device: Device = "auto") -> Any:
     """float32 weights ``trits * scale`` of a :class:`TernaryTensor`.
 
     Examples
@@ -411,7 +396,7 @@ def quantize_activations(x: Any, *, axis: int | None = -1,
     array([1.], dtype=float32)
     """
     like = origin(x)
-    x = _float_array(x, "x")
+    x = float_array(x, "x")
     if axis not in (None, -1, x.ndim - 1):
         raise ValueError(f"axis must be -1 (per row) or None (per tensor), got {axis!r}")
     if is_dask(x):

@@ -15,12 +15,11 @@ from .._interop import (
     HOST,
     Origin,
     as_rows,
+    contiguous,
     for_device,
-    is_cuda_array,
     is_dask,
     native,
     origin,
-    to_gpu,
     to_host,
 )
 from .._validate import raise_invalid_trits, trit_array
@@ -47,12 +46,8 @@ class HV:
 
 
 def _int8_rows(a: Any, lead: tuple[int, ...], d: int) -> Any:
-    """``a`` as C-contiguous int8 ``(rows, d)`` (a view when it already is)."""
-    if is_cuda_array(a):
-        if a.dtype == np.int8 and a.is_c_contiguous():
-            return a.reshape(math.prod(lead), d)
-        return to_gpu(np.ascontiguousarray(to_host(a), np.int8).reshape(math.prod(lead), d))
-    return np.ascontiguousarray(a, np.int8).reshape(math.prod(lead), d)
+    """``a`` as C-contiguous int8 ``(rows, d)`` where it lives (a view when it already is)."""
+    return contiguous(a, np.int8).reshape(math.prod(lead), d)
 
 
 def lazy(*xs: Any) -> bool:

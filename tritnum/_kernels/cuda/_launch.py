@@ -1,4 +1,7 @@
-"""Launch helpers shared by the CUDA kernels: grid sizes, flags, scratch buffers, bound launches.
+"""Launch helpers shared by the CUDA kernels: grid sizes, flags, scratch, layout copies.
+
+:func:`contiguous` copies strided GPU arrays C-contiguous (and :func:`take_rows`
+gathers rows) on the GPU, never through the host.
 
 Steady-state calls (``tn.linear`` on weights already on the GPU) allocate nothing and
 look nothing up by argument types: :func:`scratch` hands back the same device buffer
@@ -124,3 +127,73 @@ def aligned(a: Any, size: int = 16) -> bool:
 def current_device() -> int:
     """The id of the current CUDA device (0 in the simulator)."""
     return _device()
+
+
+@cuda.jit
+def copy_1d(src, dst):
+    """``dst[i] = src[i]``, cast to ``dst``'s dtype (``src`` of any strides)."""
+    for i in range(cuda.grid(1), dst.shape[0], cuda.gridsize(1)):
+        dst[i] = src[i]
+
+
+@cuda.jit
+def copy_2d(src, dst):
+    """``dst[i, j] = src[i, j]``, cast to ``dst``'s dtype (``src`` of any strides)."""
+    cols = dst.shape[1]
+    for f in range(cuda.grid(1), dst.shape[0] * cols, cuda.gridsize(1)):
+        i = f // cols
+        dst[i, f - i * cols] = src[i, f - i * cols]
+
+
+@cuda.jit
+def copy_3d(src, dst):
+    """``dst[i, j, k] = src[i, j, k]``, cast to ``dst``'s dtype (``src`` of any strides)."""
+    cols = dst.shape[2]
+    plane = dst.shape[1] * cols
+    for f in range(cuda.grid(1), dst.shape[0] * plane, cuda.gridsize(1)):
+        i = f // plane
+        j = (f - i * plane) // cols
+        k = f - i * plane - j * cols
+        dst[i, j, k] = src[i, j, k]
+
+
+@cuda.jit
+def take_2d(src, index, dst):
+    """``dst[i, j] = src[index[i], j]``: rows gathered (``index`` in range)."""
+    cols = dst.shape[1]
+    for f in range(cuda.grid(1), dst.shape[0] * cols, cuda.gridsize(1)):
+        i = f // cols
+        dst[i, f - i * cols] = src[index[i], f - i * cols]
+
+
+_COPIES = (None, copy_1d, copy_2d, copy_3d)
+
+
+def _copy(src: Any, dst: Any) -> None:
+    """Copy ``src`` into the C-contiguous ``dst`` of its shape, on the GPU."""
+    if src.ndim > 3:  # one launch per leading index (rare: strided arrays of rank 4+)
+        for i in range(src.shape[0]):
+            _copy(src[i], dst[i])
+    elif src.ndim == 0:  # always contiguous: a cast only
+        _copy(src.reshape(1), dst.reshape(1))
+    else:
+        _COPIES[src.ndim][blocks(dst.size), THREADS](src, dst)
+
+
+def contiguous(a: Any, dtype: Any = None) -> Any:
+    """``a`` C-contiguous and of ``dtype`` on the GPU (a copy only when it is not already)."""
+    dtype = a.dtype if dtype is None else np.dtype(dtype)
+    if a.is_c_contiguous() and a.dtype == dtype:
+        return a
+    out = cuda.device_array(tuple(a.shape), dtype)
+    if out.size:
+        _copy(a, out)
+    return out
+
+
+def take_rows(rows: Any, index: Any) -> Any:
+    """The 2-D GPU ``rows`` at the (in-range, non-negative) int64 ``index``, gathered there."""
+    out = cuda.device_array((index.shape[0], rows.shape[1]), rows.dtype)
+    if out.size:
+        take_2d[blocks(out.size), THREADS](rows, index, out)
+    return out

@@ -194,3 +194,24 @@ def quantize_activations(x: Any, per_tensor: bool) -> tuple[Any, Any]:
     if x.size and np.isfinite(host).all():  # else the caller raises on the NaN amax
         quantize_act_rows[blocks(x.size), THREADS](x, cuda.to_device(host), q)
     return q, kept_amax(host, per_tensor)
+
+
+@cuda.jit
+def dequantize_kernel(trits, scales, out):
+    """``out[r, j] = trits[r, j] * scale``: the row's (or the tensor's) scale of j's group."""
+    n = out.shape[1]
+    per = n // scales.shape[1]
+    one = scales.shape[0] == 1
+    for f in range(cuda.grid(1), out.shape[0] * n, cuda.gridsize(1)):
+        r = f // n
+        j = f - r * n
+        out[r, j] = float32(trits[r, j]) * scales[0 if one else r, j // per]
+
+
+@register("dequantize", "cuda")
+def dequantize_rows(trits: Any, scales: Any) -> Any:
+    """float32 ``trits * scale`` of int8 rows ``(R, n)`` on the GPU (scales as the host's)."""
+    out = cuda.device_array(tuple(trits.shape), np.float32)
+    if out.size:
+        dequantize_kernel[blocks(out.size), THREADS](trits, scales, out)
+    return out

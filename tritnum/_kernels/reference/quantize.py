@@ -15,7 +15,7 @@ import numpy as np
 from ..._dispatch import register
 from ..._formats import Format
 from ..shared.packing import encode
-from ..shared.quantize import EPS
+from ..shared.quantize import EPS, dequantize_rows
 
 
 @register("abs_sums", "numpy")
@@ -50,3 +50,6 @@ def quantize_activations(x: np.ndarray, per_tensor: bool) -> tuple[np.ndarray, n
         iscale = np.float32(127) / amax
         q = np.rint(x * (iscale[:, None] if not per_tensor else iscale[0]))
         return np.clip(q, -128, 127).astype(np.int8), amax
+
+
+register("dequantize", "numpy")(dequantize_rows)  # a float multiply: NumPy's
