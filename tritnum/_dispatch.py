@@ -1,7 +1,8 @@
-"""Device policy and the kernel registry.
+"""Device policy, and calls into the kernel registry with arguments where kernels read them.
 
-Kernels register per ``(operation, device)``. Backend modules are imported on
-first use, so ``import tritnum`` neither imports numba nor touches CUDA.
+Kernels register per ``(operation, device)`` (:mod:`tritnum._registry`). Backend
+modules are imported on first use, so ``import tritnum`` neither imports numba nor
+touches CUDA.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import importlib
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _config
 from ._interop import HOST, for_device, is_cuda_array, origin
+from ._registry import _REGISTRY, kernel, register  # noqa: F401  (_REGISTRY: read by tests)
 from ._validate import choice
 from .errors import DeviceUnavailableError
 from .typing import Device
@@ -36,12 +37,6 @@ __all__ = [
     "use_device",
 ]
 
-_BACKENDS = {
-    "numpy": "tritnum._kernels.reference",
-    "cpu": "tritnum._kernels.cpu",
-    "cuda": "tritnum._kernels.cuda",
-}
-_REGISTRY: dict[tuple[str, str], Callable[..., Any]] = {}
 # public functions behind Python operators of classes defined in other modules (x @ w.T)
 _OPERATORS: dict[str, Callable[..., Any]] = {}
 
@@ -51,24 +46,6 @@ _override: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "tritnum_device_override", default=None
 )
 _warned_fallback = False
-
-
-def register(op: str, device: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``fn`` as the kernel of ``op`` on ``device`` (used by backend modules)."""
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _REGISTRY[op, device] = fn
-        return fn
-
-    return decorate
-
-
-def kernel(op: str, device: str) -> Callable[..., Any]:
-    """The kernel of ``op`` for a resolved ``device``, importing its backend on first use."""
-    key = (op, device)
-    if key not in _REGISTRY:
-        importlib.import_module(_BACKENDS[device])
-    return _REGISTRY[key]
 
 
 def call(op: str, device: str, *args: Any, **buffers: Any) -> Any:

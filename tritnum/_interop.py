@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ._registry import kernel
+
 __all__ = [
     "HOST",
     "Origin",
@@ -38,6 +40,7 @@ __all__ = [
     "contiguous",
     "copy_into",
     "dask_layer",
+    "flat",
     "for_device",
     "is_contiguous",
     "is_cuda_array",
@@ -175,9 +178,13 @@ def contiguous(a: Any, dtype: Any = None) -> Any:
     a = native(a)
     if a.is_c_contiguous() and (dtype is None or a.dtype == np.dtype(dtype)):
         return a
-    from ._dispatch import kernel  # _dispatch imports this module
-
     return kernel("contiguous", "cuda")(a, dtype)
+
+
+def flat(a: Any, dtype: Any = None) -> Any:
+    """``a`` as a C-contiguous 1-D array (of ``dtype``) where it lives: a view when it can be."""
+    a = contiguous(a, dtype)
+    return a.reshape(a.size)
 
 
 def copy_into(target: Any, values: Any) -> None:
@@ -202,12 +209,10 @@ def take(a: Any, key: tuple[Any, ...], lead: int) -> Any:
         return a[key]
     if not any(isinstance(k, np.ndarray) for k in key):
         return contiguous(a[key])
-    from ._dispatch import call  # _dispatch imports this module
-
     head, tail = tuple(a.shape[:lead]), tuple(a.shape[lead:])
     rows = np.arange(math.prod(head), dtype=np.int64).reshape(head)[key]
-    out = call("take_rows", "cuda", contiguous(a).reshape(math.prod(head), math.prod(tail)),
-               rows.reshape(-1))
+    out = kernel("take_rows", "cuda")(contiguous(a).reshape(math.prod(head), math.prod(tail)),
+                                      to_gpu(rows.reshape(-1)))
     return out.reshape((*rows.shape, *tail))
 
 

@@ -46,7 +46,7 @@ import numpy as np
 from ._dispatch import call, place, resolve_device
 from ._interop import (
     HOST,
-    contiguous,
+    flat,
     for_device,
     is_contiguous,
     is_cuda_array,
@@ -63,12 +63,6 @@ from .vsa.generation import Seed, draw_seed, seed_key
 __all__ = ["ErrorFeedback", "Sketch", "compress", "decompress"]
 
 _ESTIMATES = ("unbiased", "projection")
-
-
-def _flat(a: Any) -> Any:
-    """``a`` as a C-contiguous 1-D array where it lives (a view when it already is one)."""
-    a = contiguous(a)
-    return a.reshape(a.size)
 
 
 def _ratio(ratio: Any) -> Fraction:
@@ -234,7 +228,7 @@ def compress(grad: Any, ratio: float, seed: Seed = None, *, device: Device = "au
     seed = draw_seed(seed) % 2**64
     n = int(a.size)
     dev = resolve_device(device, a)
-    s = call("compress.sketch", dev, _flat(a), None, _length(n, r), _key(seed))
+    s = call("compress.sketch", dev, flat(a), None, _length(n, r), _key(seed))
     return Sketch(place(s, like), tuple(a.shape), seed)
 
 
@@ -413,7 +407,7 @@ class ErrorFeedback:
         self._like, self._shape = like, shape
         seed = (self._seed + self._step) % 2**64
         key = _key(seed)
-        x = _flat(a)
+        x = flat(a)
         s = call("compress.sketch", dev, x, self._residual, _length(n, self._ratio), key)
         p = call("compress.expand", dev, s, n, key, True, x, residual=self._residual)
         self._step += 1

@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call, place, resolve_device
-from .._interop import origin, to_host
+from .._interop import contiguous, flat, is_cuda_array, native, origin, to_host
 from .._kernels.shared import gguf as layout_codes
-from .._validate import choice, shape_tuple
+from .._validate import choice, float_array, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import pack, unpack_native
-from ..quantize import TernaryTensor, _float_array, _raise_not_finite
-from ..typing import Device, GGUFQType, I2SLayout
+from ..quantize import TernaryTensor, _raise_not_finite
+from ..typing import Device, Format, GGUFQType, I2SLayout
 from . import gguf_i2s as i2s
 from .gguf_scales import ScaleLoss, scale_loss
 
@@ -134,26 +134,34 @@ def _check_out(out: Any, shape: tuple[int, ...], ternary: bool) -> None:
                                  expected=shape, actual=out.shape)
 
 
-def ternary_loss(t: TernaryTensor, qtype: str) -> ScaleLoss | None:
-    """What writing ``t`` as ``qtype`` loses (:func:`.gguf_scales.scale_loss`), or None."""
+def ternary_loss(t: TernaryTensor, qtype: str, device: Device = "auto") -> ScaleLoss | None:
+    """What writing ``t`` as ``qtype`` loses (:func:`.gguf_scales.scale_loss`), or None.
+
+    The codec's round trip of the values runs on ``device`` (resolved with ``t``'s data).
+    """
+    dev = resolve_device(device, t.packed.data)
+
     def round_trip(values: np.ndarray) -> np.ndarray:
-        blocks = _encode_floats(values, t.shape, qtype, "x86", "cpu")
-        return from_gguf_blocks(blocks, qtype, t.shape, device="cpu").reshape(-1)
+        blocks = _encode_floats(values, t.shape, qtype, "x86", dev)
+        return from_gguf_blocks(blocks, qtype, t.shape, device=dev).reshape(-1)
 
     return scale_loss(t, qtype, round_trip)
 
 
 def encode_ternary(t: TernaryTensor, qtype: str, layout: str = "x86",
-                   requantize: bool = False) -> tuple[np.ndarray, ScaleLoss | None]:
+                   requantize: bool = False,
+                   device: Device = "auto") -> tuple[np.ndarray, ScaleLoss | None]:
     """``t`` as ``qtype`` bytes on the host, and what re-quantizing it lost (None: nothing).
 
     Codes come straight from the trits where each block has one scale; a tensor
     whose scales the type cannot hold raises FormatError (saying what would be
-    lost), or with ``requantize`` is encoded from its dequantized values.
+    lost), or with ``requantize`` is encoded from its dequantized values. The
+    kernels run on ``device`` (resolved with ``t``'s data).
     """
     shape = t.shape
     check_shape(shape, qtype, layout)
-    loss = ternary_loss(t, qtype)
+    dev = resolve_device(device, t.packed.data)
+    loss = ternary_loss(t, qtype, dev)
     if loss is not None and (not loss.fixable or not requantize):
         raise FormatError(loss.message())
     block = QTYPES[qtype][0]
@@ -161,8 +169,9 @@ def encode_ternary(t: TernaryTensor, qtype: str, layout: str = "x86",
     if loss is not None or (qtype == "I2_S" and g is not None) or (
             qtype != "I2_S" and g is not None and g % block):
         # through the float values: re-quantized, or finer groups that hold equal scales
-        return _encode_floats(to_host(t.dequantize()), shape, qtype, layout, "cpu"), loss
-    trits = to_host(unpack_native(t.packed)).reshape(-1)
+        return _encode_floats(t.dequantize(device=dev), shape, qtype, layout, dev), loss
+    # the codes are laid out on the host, where the bytes go
+    trits = to_host(unpack_native(t.packed, dev)).reshape(-1)
     codes = (trits + 1).astype(np.uint8)
     if qtype == "I2_S":
         scale = t.scales.reshape(1) if trits.any() else np.zeros(1, np.float32)
@@ -178,26 +187,28 @@ def encode_ternary(t: TernaryTensor, qtype: str, layout: str = "x86",
     return _assemble(qs, d, shape, qtype), None
 
 
-def _kernel_input(x: Any) -> np.ndarray:
-    """Checked float input flat, as the encoders read it: float32, or float16 bits.
+def _kernel_input(x: Any) -> Any:
+    """Checked float input flat where it lives, as the encoders read it: float32 or fp16 bits.
 
-    The CPU kernels widen float16 (as uint16) block by block, 2.6x faster than
-    converting it first.
+    The kernels widen float16 (as uint16) block by block (on the CPU 2.6x faster
+    than converting it first).
     """
-    host = to_host(x)
-    if host.dtype == np.float16:
-        return np.ascontiguousarray(host).reshape(-1).view(np.uint16)
+    if x.dtype == np.float16:
+        return flat(x).view(np.uint16)
     with np.errstate(over="ignore"):  # beyond float32: refused by the caller, naming the value
-        return np.ascontiguousarray(host, dtype=np.float32).reshape(-1)
+        return flat(x, np.float32)
 
 
 def _encode_floats(x: Any, shape: tuple[int, ...], qtype: str, layout: str,
                    dev: str) -> np.ndarray:
-    """Encode checked float input of ``shape`` on ``dev``; the bytes on the host."""
-    flat = _kernel_input(x)
-    coded = flat
+    """Encode checked float input of ``shape`` on ``dev``; the bytes on the host.
+
+    The input stays where it lives; only I2_S's other layouts reorder it on the host.
+    """
+    values = _kernel_input(x)
+    coded = values
     if qtype == "I2_S" and layout != "x86":  # zero pads as float32 and as float16 bits
-        coded = np.ascontiguousarray(i2s.to_codec_order(flat, shape, layout, 0))
+        coded = np.ascontiguousarray(i2s.to_codec_order(to_host(values), shape, layout, 0))
     out, codes = _blocks_buffer(shape, qtype, coded.size)
     scales = to_host(call("gguf_encode", dev, coded, qtype, qs=codes))
     if not np.isfinite(scales).all():
@@ -267,9 +278,9 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, layout: I2SLayout = "x86",
     qtype = _qtype(qtype)
     layout = _layout(layout, qtype)
     if isinstance(x, TernaryTensor):
-        return place(encode_ternary(x, qtype, layout, requantize)[0], x.packed._like)
+        return place(encode_ternary(x, qtype, layout, requantize, device)[0], x.packed._like)
     like = origin(x)
-    x = _float_array(x, "x")
+    x = float_array(x, "x")
     shape = tuple(x.shape)
     check_shape(shape, qtype, layout)
     dev = resolve_device(device, x)
@@ -296,7 +307,7 @@ def _codes_of(raw: np.ndarray, shape: tuple[int, ...], qtype: str,
     """The codes the kernels decode (I2_S: padded to whole 128-blocks) and the scales."""
     if qtype == "I2_S":
         n = math.prod(shape)
-        scales = raw[n // 4: n // 4 + 4].copy().view(np.float32)
+        scales = to_host(raw[n // 4: n // 4 + 4]).copy().view(np.float32)  # 4 bytes
         qs = raw[: n // 4]
         padded = i2s.codec_size(n, layout) // 4
         if padded != qs.size:  # the codes of no value (code 1), to decode whole blocks
@@ -304,20 +315,20 @@ def _codes_of(raw: np.ndarray, shape: tuple[int, ...], qtype: str,
         return qs, scales
     _, size, codes = QTYPES[qtype]
     blocks = raw.reshape(-1, size)
-    # qs: a strided view, which the CPU kernel reads in place
-    return blocks[:, :codes], blocks[:, codes:].copy().view(np.float16).astype(
-        np.float32).reshape(-1)
+    # qs: a strided view, which the kernels read in place
+    return blocks[:, :codes], flat(contiguous(blocks[:, codes:]).view(np.float16), np.float32)
 
 
 def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *,
-                     layout: I2SLayout = "x86", ternary: bool = False, format: str = "2bit",
-                     out: np.ndarray | None = None, device: str = "auto") -> Any:
+                     layout: I2SLayout = "x86", ternary: bool = False, format: Format = "2bit",
+                     out: np.ndarray | None = None, device: Device = "auto") -> Any:
     """Decode GGUF ternary blocks to float32 values, or to a TernaryTensor.
 
     Parameters
     ----------
-    buf : array_like of uint8, or bytes
+    buf : array_like of uint8, bytes, or GPU array
         The encoded tensor, as :func:`to_gguf_blocks` or a GGUF file lays it out.
+        A GPU buffer is decoded on the GPU (unless ``device`` says otherwise).
     qtype : {"TQ2_0", "TQ1_0", "I2_S"}
         The block format.
     shape : tuple of int
@@ -339,11 +350,13 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *,
         skips the allocation and the first touch of fresh pages, which cost
         more than the decoding itself on large tensors.
     device : {"auto", "cpu", "cuda", "numpy"}
-        Where to run; the values come back to the host either way.
+        Where to run; ``"auto"`` follows the default device and ``buf``. The values
+        come back where ``buf`` lives (into ``out`` when given); I2_S's layouts other
+        than "x86" reorder the values on the host.
 
     Returns
     -------
-    numpy.ndarray of float32, or TernaryTensor
+    numpy.ndarray of float32, GPU array, or TernaryTensor
         Floats equal to ``gguf.quants.dequantize`` for TQ1_0/TQ2_0.
 
     Raises
@@ -382,18 +395,20 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *,
     _check_reversed(buf, shape, qtype)
     _check_out(out, shape, ternary)
     raw = np.frombuffer(buf, np.uint8) if isinstance(buf, (bytes, bytearray, memoryview)) \
-        else to_host(buf)
+        else native(buf)
+    if not is_cuda_array(raw):
+        raw = np.asarray(raw)
     if raw.dtype != np.uint8:
         raise FormatError(f"a {qtype} buffer must be uint8, got {raw.dtype}")
-    raw = raw.reshape(-1)
     expected = math.prod(_byte_shape(shape, qtype))
     if raw.size != expected:
         raise FormatError(
             f"a {qtype} buffer for shape {shape} holds {expected} bytes, got {raw.size}")
-    if out is not None and np.may_share_memory(out, raw):
+    dev = resolve_device(device, raw)  # first: the blocks are decoded where they are sent
+    raw = flat(raw)
+    if out is not None and not is_cuda_array(raw) and np.may_share_memory(out, raw):
         raw = raw.copy()  # the values would overwrite codes not yet decoded
     qs, scales = _codes_of(raw, shape, qtype, layout)
-    dev = resolve_device(device, raw)
     direct = layout == "x86"  # else the kernels' element order is permuted back on the host
     if not ternary:
         values, _ = call("gguf_decode", dev, qs, scales, qtype,
@@ -408,7 +423,8 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *,
         raise InvalidTritsError(f"the {qtype} buffer holds 2-bit code 3, which is not a trit")
     if not direct:
         trits = i2s.from_codec_order(to_host(trits), shape, layout)
-    packed = pack(place(trits, buf, shape), format)
+    packed = pack(place(trits, buf, shape), format, device=dev)
+    scales = to_host(scales)  # a TernaryTensor keeps its scales on the host
     if qtype == "I2_S":
         return TernaryTensor(packed, scales.reshape(()), None, copy=False)
     return TernaryTensor(packed, scales.reshape(*shape[:-1], shape[-1] // 256), 256,
