@@ -204,3 +204,64 @@ def test_gguf_codecs(qtype):
     same(blocks, tn.io.to_gguf_blocks(x, qtype))
     values = tn.io.from_gguf_blocks(blocks, qtype, (2, 256))
     same(values, tn.io.from_gguf_blocks(blocks.numpy(), qtype, (2, 256)))
+
+
+# ------------------------------------------------------------------ placement (issue 14, item 1)
+@pytest.fixture
+def kernel_devices(monkeypatch):
+    """``(op, device)`` of every kernel looked up while the test runs."""
+    seen = []
+    real = dispatch.kernel
+
+    def spy(op, device):
+        seen.append((op, device))
+        return real(op, device)
+
+    monkeypatch.setattr(dispatch, "kernel", spy)
+    return seen
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_search_hits_as_tensors_index_packed_memory(fmt):
+    memory = trits((6, 70), 7)
+    packed = tn.pack(memory, fmt)
+    hits, _ = tn.vsa.search(torch.from_numpy(memory[[4, 1]]), torch.from_numpy(memory), k=2)
+    assert isinstance(hits, torch.Tensor)
+    rows = packed[hits]
+    assert isinstance(rows, tn.PackedTrits) and rows.shape == (2, 2, 70)
+    np.testing.assert_array_equal(rows.unpack(), memory[hits.numpy()])
+    np.testing.assert_array_equal(packed[torch.tensor(3)].unpack(), memory[3])
+    w = tn.quantize(floats((6, 32)), axis=-1)
+    np.testing.assert_array_equal(w[torch.tensor([5, 0])].dequantize(),
+                                  w.dequantize()[[5, 0]])
+    with pytest.raises(TypeError, match="integers"):
+        packed[torch.tensor([True, False, True, False, True, False])]
+
+
+@pytest.mark.parametrize("group_size", [None, 16])
+def test_dequantize_is_a_kernel_on_the_resolved_device(group_size, kernel_devices):
+    w = tn.quantize(torch.from_numpy(floats((3, 64))), group_size=group_size)
+    want = tn.quantize(floats((3, 64)), group_size=group_size)
+    split = want.packed.unpack().reshape(3, -1, group_size or 64).astype(np.float32)
+    scales = want.scales.reshape(3, -1, 1) if group_size else want.scales
+    for device in ("numpy", "cpu"):
+        kernel_devices.clear()
+        same(w.dequantize(device=device), (split * scales).reshape(3, 64))
+        assert ("dequantize", device) in kernel_devices
+        assert {dev for _, dev in kernel_devices} == {device}
+
+
+def test_ternary_gguf_export_runs_on_the_device_asked_for(kernel_devices):
+    t = tn.quantize(floats((2, 256), seed=8), group_size=64)  # mixed scales: a loss to measure
+    want = tn.io.to_gguf_blocks(t, "TQ2_0", requantize=True)
+    kernel_devices.clear()
+    got = tn.io.to_gguf_blocks(t, "TQ2_0", requantize=True, device="numpy")
+    np.testing.assert_array_equal(got, want)
+    assert kernel_devices and {dev for _, dev in kernel_devices} == {"numpy"}, kernel_devices
+
+
+def test_gguf_blocks_from_a_uint8_tensor():
+    x = floats((2, 256), seed=9)
+    blocks = tn.io.to_gguf_blocks(x, "TQ1_0")
+    same(tn.io.from_gguf_blocks(torch.from_numpy(blocks), "TQ1_0", x.shape),
+         tn.io.from_gguf_blocks(blocks, "TQ1_0", x.shape))

@@ -36,7 +36,7 @@ from .quantize import (
     _raise_not_finite,
     quantize,
 )
-from .typing import Activations
+from .typing import Activations, Device, Format
 
 __all__ = ["BitLinear", "linear"]
 
@@ -178,7 +178,7 @@ def _out(out: Any, shape: tuple[int, ...], dev: str) -> Any:
 
 @implements("matmul")
 def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activations = "float",
-           x_scale: Any = None, device: str = "auto", out: Any = None,
+           x_scale: Any = None, device: Device = "auto", out: Any = None,
            check_finite: bool = True) -> Any:
     """``x @ dequantize(w).T + bias`` from packed ternary weights.
 
@@ -392,8 +392,8 @@ class BitLinear:
     """
 
     def __init__(self, weight: Any, bias: Any = None, *, group_size: int | None = None,
-                 activations: str = "int8", format: str = "2bit",
-                 device: str = "auto") -> None:
+                 activations: Activations = "int8", format: Format = "2bit",
+                 device: Device = "auto") -> None:
         choice(activations, "activations", ACTIVATIONS)
         if isinstance(weight, TernaryTensor):
             if group_size is not None and group_size != weight.group_size:

@@ -108,7 +108,7 @@ class PackedTrits:
 
     __slots__ = ("_data", "_format", "_like", "_shape", "_valid")
 
-    def __init__(self, data: Any, shape: tuple[int, ...] | int, format: str = "2bit", *,
+    def __init__(self, data: Any, shape: tuple[int, ...] | int, format: FormatName = "2bit", *,
                  copy: bool | None = None) -> None:
         fmt = get_format(format)
         shape = shape_tuple(shape)
@@ -230,11 +230,11 @@ class PackedTrits:
         """``"cuda"`` when the buffer lives on the GPU, else ``"cpu"``."""
         return "cuda" if is_cuda_array(self._data) else "cpu"
 
-    def unpack(self, *, device: str = "auto") -> Any:
+    def unpack(self, *, device: Device = "auto") -> Any:
         """The trits as int8 of :attr:`shape`; see :func:`unpack`."""
         return unpack(self, device=device)
 
-    def to(self, format: str, *, device: str = "auto") -> PackedTrits:
+    def to(self, format: FormatName, *, device: Device = "auto") -> PackedTrits:
         """The same trits in another format, re-encoded without unpacking to int8.
 
         Returns ``self`` when ``format`` is already the format. Corrupt codes
@@ -296,7 +296,7 @@ class PackedTrits:
         lead = self._shape[:-1]
         key = leading_key(key, lead, "PackedTrits")
         new_lead = np.broadcast_to(np.empty((), np.bool_), lead)[key].shape
-        tail = (2, self._data.shape[-1]) if self._format.planes == 2 else (self._data.shape[-1],)
+        tail = tuple(self._data.shape)[len(lead):]  # GPU shapes may refuse negative indices
         data = take(self._data, key, len(lead))
         packed = PackedTrits(data.reshape((*new_lead, *tail)), (*new_lead, self._shape[-1]),
                              self.format, copy=False)  # rows of a buffer this object owns
@@ -364,7 +364,7 @@ def _raise_corrupt(packed: PackedTrits, device: str, r0: int | None = None) -> N
     raise InvalidTritsError(f"corrupt {fmt.name!r} data: {found}: {_CORRUPT[fmt.name]}")
 
 
-def nbytes(shape: tuple[int, ...] | int, format: str = "2bit") -> int:
+def nbytes(shape: tuple[int, ...] | int, format: FormatName = "2bit") -> int:
     """Bytes that trits of ``shape`` take packed in ``format`` (plan before packing).
 
     Raises

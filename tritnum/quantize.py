@@ -366,7 +366,7 @@ def quantize_rows(rows: Any, per_tensor: bool, device: str, x: Any) -> tuple[Any
 
 
 def quantize_activations(x: Any, *, axis: int | None = -1,
-                         device: str = "auto") -> tuple[Any, Any]:
+                         device: Device = "auto") -> tuple[Any, Any]:
     """Quantize activations to int8 with absmax scales (bitnet.cpp ``quantize_row_i8_s``).
 
     Parameters

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import call, place, resolve_device
+from .._dispatch import call, place, resolve_device, use_device
 from .._interop import contiguous, flat, is_cuda_array, native, origin, to_host
 from .._kernels.shared import gguf as layout_codes
 from .._validate import choice, float_array, shape_tuple
@@ -58,7 +58,7 @@ def _layout(layout: object, qtype: str) -> str:
     return layout
 
 
-def check_shape(shape: tuple[int, ...], qtype: str, layout: str = "x86") -> None:
+def check_shape(shape: tuple[int, ...], qtype: GGUFQType, layout: I2SLayout = "x86") -> None:
     """ShapeMismatchError for a shape that ``qtype`` (in I2_S's ``layout``) cannot hold."""
     block = QTYPES[qtype][0]
     if qtype == "I2_S":
@@ -134,10 +134,12 @@ def _check_out(out: Any, shape: tuple[int, ...], ternary: bool) -> None:
                                  expected=shape, actual=out.shape)
 
 
-def ternary_loss(t: TernaryTensor, qtype: str, device: Device = "auto") -> ScaleLoss | None:
+def ternary_loss(t: TernaryTensor, qtype: GGUFQType,
+                 device: Device = "auto") -> ScaleLoss | None:
     """What writing ``t`` as ``qtype`` loses (:func:`.gguf_scales.scale_loss`), or None.
 
-    The codec's round trip of the values runs on ``device`` (resolved with ``t``'s data).
+    Its kernels (reading the trits, the codec's round trip of the values) run on
+    ``device``, resolved with ``t``'s data.
     """
     dev = resolve_device(device, t.packed.data)
 
@@ -145,10 +147,11 @@ def ternary_loss(t: TernaryTensor, qtype: str, device: Device = "auto") -> Scale
         blocks = _encode_floats(values, t.shape, qtype, "x86", dev)
         return from_gguf_blocks(blocks, qtype, t.shape, device=dev).reshape(-1)
 
-    return scale_loss(t, qtype, round_trip)
+    with use_device(dev):  # scale_loss reads the trits on the default device
+        return scale_loss(t, qtype, round_trip)
 
 
-def encode_ternary(t: TernaryTensor, qtype: str, layout: str = "x86",
+def encode_ternary(t: TernaryTensor, qtype: GGUFQType, layout: I2SLayout = "x86",
                    requantize: bool = False,
                    device: Device = "auto") -> tuple[np.ndarray, ScaleLoss | None]:
     """``t`` as ``qtype`` bytes on the host, and what re-quantizing it lost (None: nothing).
