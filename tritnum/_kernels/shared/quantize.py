@@ -26,5 +26,5 @@ def dequantize_rows(trits: np.ndarray, scales: np.ndarray) -> np.ndarray:
     scales of a row covers ``n // groups`` consecutive trits.
     """
     rows, n = trits.shape
-    split = trits.reshape(rows, scales.shape[1], n // max(scales.shape[1], 1))
-    return (split * scales[:, :, None]).reshape(rows, n).astype(np.float32, copy=False)
+    out = trits.reshape(rows, scales.shape[1], n // max(scales.shape[1], 1)).astype(np.float32)
+    return np.multiply(out, scales[:, :, None], out=out).reshape(rows, n)
