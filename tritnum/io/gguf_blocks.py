@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call, place, resolve_device, use_device
-from .._interop import contiguous, flat, is_cuda_array, native, origin, to_host
+from .._interop import contiguous, copy_into, flat, is_cuda_array, native, origin, to_host
 from .._kernels.shared import gguf as layout_codes
 from .._validate import choice, float_array, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
@@ -419,7 +419,7 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *,
         if not direct:
             values = i2s.from_codec_order(to_host(values), shape, layout)
             if out is not None:
-                out.reshape(-1)[...] = values
+                copy_into(out, values)
         return out if out is not None else place(values, buf, shape)
     trits, ok = call("gguf_trits", dev, qs, qtype)
     if not ok:
