@@ -39,6 +39,7 @@ __all__ = [
     "as_rows",
     "contiguous",
     "copy_into",
+    "copy_of",
     "dask_layer",
     "flat",
     "for_device",
@@ -214,6 +215,17 @@ def take(a: Any, key: tuple[Any, ...], lead: int) -> Any:
     out = kernel("take_rows", "cuda")(contiguous(a).reshape(math.prod(head), math.prod(tail)),
                                       to_gpu(rows.reshape(-1)))
     return out.reshape((*rows.shape, *tail))
+
+
+def copy_of(a: Any) -> Any:
+    """A C-contiguous copy of ``a`` where it lives (on the GPU: copied device to device)."""
+    if not is_cuda_array(a):
+        return np.array(a, order="C")
+    from numba import cuda
+
+    out = cuda.device_array(tuple(a.shape), a.dtype)
+    copy_into(out, a)
+    return out
 
 
 def as_rows(a: Any, tail: int = 1) -> Any:

@@ -46,13 +46,13 @@ import numpy as np
 from ._dispatch import call, place, resolve_device
 from ._interop import (
     HOST,
+    copy_of,
     flat,
     for_device,
     is_contiguous,
     is_cuda_array,
     native,
     origin,
-    to_host,
 )
 from ._kernels.shared.vsa import GOLDEN
 from ._validate import choice, float_array, shape_tuple
@@ -389,7 +389,7 @@ class ErrorFeedback:
         """A copy of the residual, shaped as the gradient (None before the first step)."""
         if self._residual is None:
             return None
-        return place(to_host(self._residual).copy(), self._like, self._shape)
+        return place(copy_of(self._residual), self._like, self._shape)
 
     def _advance(self, grad: Any) -> tuple[Sketch, Any]:
         """Sketch of ``grad + residual`` and its projection; the residual moves on."""

@@ -149,12 +149,27 @@ def test_linear_out_on_the_gpu_from_a_kernel_without_out():
 
 
 # ------------------------------------------------------------------ compress, vsa
+# the simulator runs the sign hash's wrapping uint64 multiplies on NumPy scalars, which warn
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 def test_compress_reads_a_strided_gpu_gradient_on_the_gpu(host_copies):
     g = floats((8, 10), 9).astype(np.float32)
     s = tn.compress(cuda.to_device(g)[:, ::2], ratio=4, seed=3)
     assert not big(host_copies)
     np.testing.assert_allclose(host(s.values),
                                tn.compress(g[:, ::2], ratio=4, seed=3).values, rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_error_feedback_residual_is_copied_on_the_gpu(host_copies):
+    g = floats((4, 16), 14).astype(np.float32)
+    ef, ref = tn.ErrorFeedback(ratio=4, seed=5), tn.ErrorFeedback(ratio=4, seed=5)
+    ef(cuda.to_device(g))
+    ref(g)
+    host_copies.clear()
+    got = ef.residual
+    assert not big(host_copies)
+    assert got is not ef._residual
+    np.testing.assert_array_equal(host(got), ref.residual)
 
 
 def test_vsa_narrows_wide_strided_gpu_trits_on_the_gpu(host_copies):
