@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _config
 from ._interop import HOST, for_device, is_cuda_array, origin
-from ._registry import _REGISTRY, kernel, register  # noqa: F401  (_REGISTRY: read by tests)
+from ._registry import _BACKENDS, _REGISTRY, kernel, register  # noqa: F401  (tables read by tests)
 from ._validate import choice
 from .errors import DeviceUnavailableError
 from .typing import Device
