@@ -167,12 +167,11 @@ def _axis_first(h: HV, axis: int, dev: str) -> Any:
     """The rows of ``h`` as ``(n, R, ...)``, ``axis`` of the leading shape first, on ``dev``."""
     tail = tuple(h.rows.shape)[1:]
     n = h.lead[axis]
-    before = math.prod(h.lead[:axis])
-    rest = before * math.prod(h.lead[axis + 1:])
+    before, after = math.prod(h.lead[:axis]), math.prod(h.lead[axis + 1:])
     rows = h.rows
     if before > 1:
-        rows = call("vsa.axis_first", dev, rows.reshape((before, n, -1)))
-    return rows.reshape((n, rest, *tail))
+        rows = call("vsa.axis_first", dev, rows.reshape((before, n, after * math.prod(tail))))
+    return rows.reshape((n, before * after, *tail))
 
 
 def bundle_axis(shape: tuple[int, ...], axis: Any) -> int:

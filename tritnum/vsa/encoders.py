@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call, place
-from .._interop import HOST, as_rows, native, origin, to_host
+from .._interop import HOST, as_rows, is_cuda_array, native, origin, to_host
 from .._kernels.shared import vsa as _hv_math
 from ..errors import ShapeMismatchError
 from ..typing import Device
@@ -22,7 +22,7 @@ CHUNK_BYTES = 1 << 24  # bound hypervectors held at a time (bitplane bytes)
 def _real(values: Any) -> Any:
     """``values`` as kernels read them (NumPy or GPU), checked to hold real numbers."""
     v = native(values)
-    if not hasattr(v, "__cuda_array_interface__") and type(v) is not np.ndarray:
+    if not (isinstance(v, np.ndarray) or is_cuda_array(v)):
         v = np.asarray(v)
     if v.dtype.kind not in "iuf":
         raise TypeError(f"values must be real numbers, got dtype {v.dtype}")
