@@ -29,6 +29,7 @@ from tritnum._kernels.cuda.vsa import (  # k above KMAX: scores on the GPU, top-
     search_tiles,
 )
 from tritnum.testing import trit_arrays
+from tritnum.vsa import encoders
 
 # the simulator runs the hash on NumPy uint64 scalars, which warn when a product wraps
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -274,7 +275,10 @@ def stays(x, want, host_copies):
     np.testing.assert_array_equal(got, want)
 
 
-def test_level_indices_and_encode_features_stay_on_device(host_copies):
+@pytest.mark.parametrize("chunk_bytes", [encoders.CHUNK_BYTES, 1])  # 1: a chunk per row
+def test_level_indices_and_encode_features_stay_on_device(chunk_bytes, host_copies,
+                                                           monkeypatch):
+    monkeypatch.setattr(encoders, "CHUNK_BYTES", chunk_bytes)
     values = np.random.default_rng(1).uniform(-0.3, 1.3, (3, 2)).astype(np.float32)
     indices = np.random.default_rng(2).integers(0, 4, (3, 2))
     levels, keys = vsa.level(4, 70, seed=1), vsa.random(2, 70, seed=2)
