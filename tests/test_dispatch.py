@@ -68,9 +68,9 @@ def test_set_device_is_process_wide_and_use_device_local():
         tn.set_device("auto")
 
 
-def test_default_device_picks_the_backend(monkeypatch):
+def test_default_device_picks_the_backend(monkeypatch, backends):
     calls = []
-    for dev in ("numpy", "cpu"):
+    for dev in backends:
         real = _dispatch.kernel("pack", dev)
         monkeypatch.setitem(_dispatch._REGISTRY, ("pack", dev),
                             lambda *a, _d=dev, _r=real: calls.append(_d) or _r(*a))
