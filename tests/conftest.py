@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tritnum import _dispatch
+
 settings.register_profile(
     "default",
     deadline=None,
@@ -20,17 +22,26 @@ settings.register_profile("ci", parent=settings.get_profile("default"), max_exam
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-@pytest.fixture(params=["numpy", "cpu", "cuda"], scope="module")
+# every backend a kernel registers on, the NumPy reference first; tests take the fixtures
+# below rather than retyping this list
+BACKENDS = tuple(_dispatch._BACKENDS)
+
+
+@pytest.fixture(params=BACKENDS, scope="module")
 def device(request: pytest.FixtureRequest) -> str:
     """Each backend a test runs on: the NumPy reference, the CPU kernels and, where
     ``tn.cuda_available()``, the CUDA kernels (a visible skip otherwise). Module scope,
     so that hypothesis tests can take it."""
-    if request.param == "cuda":
-        import tritnum as tn
-
-        if not tn.cuda_available():
-            pytest.skip("device='cuda': no usable GPU (tn.cuda_available() is False)")
+    if request.param == "cuda" and not _dispatch.cuda_available():
+        pytest.skip("device='cuda': no usable GPU (tn.cuda_available() is False)")
     return request.param
+
+
+@pytest.fixture(scope="session")
+def backends() -> tuple[str, ...]:
+    """The backends this machine runs, the NumPy reference first: for tests that compare
+    backends with each other in one example (CUDA where ``tn.cuda_available()``)."""
+    return tuple(d for d in BACKENDS if d != "cuda" or _dispatch.cuda_available())
 
 
 @pytest.fixture(scope="session")

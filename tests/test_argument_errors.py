@@ -65,18 +65,6 @@ def test_reprs_say_what_they_hold():
     assert repr(clf) == "Centroid(epochs=2, device='auto', classes=2)"
 
 
-def test_cli_version_and_plain_help():
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-m", "tritnum", "--version"], capture_output=True,
-                         text=True, check=True)
-    assert out.stdout.strip() == f"tritnum {tn.__version__}"
-    out = subprocess.run([sys.executable, "-m", "tritnum", "demo", "--help"],
-                         capture_output=True, text=True, check=True)
-    assert "``" not in out.stdout
-
-
 def test_item_memory_files_with_a_symbol_twice_are_refused(tmp_path):
     import json
 

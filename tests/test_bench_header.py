@@ -1,10 +1,7 @@
-"""The bench says how busy the machine was, flags a noisy run and shows progress."""
+"""The bench says how busy the machine was and flags a noisy run (its progress lines:
+tests/test_cli.py)."""
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 from tritnum._bench import header
 from tritnum._bench.header import Contention, Snapshot
@@ -32,20 +29,3 @@ def test_noisy_runs_are_flagged():
                  Contention(0.0, 0.0, 7.0, 2)):
         assert busy.noisy
         assert "NOISY RUN" in header.contention_line(busy)
-
-
-def test_quick_runs_show_no_bars_and_report_progress(tmp_path):
-    path = tmp_path / "bench.json"
-    out = subprocess.run([sys.executable, "-m", "tritnum", "bench", "--quick", "--rows", "2",
-                          "--cols", "64", "--family", "packing", "--json", str(path)],
-                         cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                         text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    assert "MISSED" not in out.stdout and " ok" not in out.stdout
-    assert "while measuring: other processes used" in out.stdout
-    report = json.loads(path.read_text())
-    progress = [line for line in out.stderr.splitlines() if line.startswith("[")]
-    assert len(progress) == len(report["results"]) and progress[-1].startswith(
-        f"[{len(progress)}/{len(progress)}]")
-    assert all(r["bar"] is None for r in report["results"])
-    assert {"others", "steal", "load", "cores"} <= report["environment"]["contention"].keys()

@@ -1,4 +1,5 @@
-"""``python -m tritnum {info,demo,bench}``, run as a user runs it: a new process."""
+"""``python -m tritnum {info,demo,bench,quantize-gguf}``, ``--version`` and ``--help``, run as
+a user runs them: a new process. Every test that runs the command line belongs here."""
 
 import importlib.util
 import json
@@ -30,6 +31,15 @@ def test_help_lists_the_commands():
         assert command in out.stdout
     assert tritnum_cli().returncode == 2  # a command is required
     assert tritnum_cli("bench", "--device", "tpu").returncode == 2
+
+
+def test_version_and_plain_help():
+    out = tritnum_cli("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"tritnum {tn.__version__}"
+    out = tritnum_cli("demo", "--help")
+    assert out.returncode == 0, out.stderr
+    assert "``" not in out.stdout
 
 
 def test_info_command():
@@ -74,6 +84,21 @@ def test_bench_family_option_selects_rows(tmp_path):
     assert families == {"gguf"}
 
 
+def test_quick_bench_shows_no_bars_and_reports_progress(tmp_path):
+    path = tmp_path / "bench.json"
+    out = tritnum_cli("bench", "--quick", "--rows", "2", "--cols", "64", "--family", "packing",
+                      "--json", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "MISSED" not in out.stdout and " ok" not in out.stdout
+    assert "while measuring: other processes used" in out.stdout
+    report = json.loads(path.read_text())
+    progress = [line for line in out.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == len(report["results"]) and progress[-1].startswith(
+        f"[{len(progress)}/{len(progress)}]")
+    assert all(r["bar"] is None for r in report["results"])
+    assert {"others", "steal", "load", "cores"} <= report["environment"]["contention"].keys()
+
+
 def test_demo_command_prints_every_step():
     pytest.importorskip("sklearn", reason="the test extra installs scikit-learn")
     out = tritnum_cli("demo", "--out-features", "256", "--in-features", "1024", "--dim", "2000",
@@ -100,3 +125,20 @@ def test_demo_without_scikit_learn_says_what_it_skipped():
     assert "pip install tritnum[demo]" in out.stdout
     assert "similarity search" in out.stdout
     assert out.stdout.rstrip().splitlines()[-1].startswith("done in")
+
+
+def test_quantize_gguf_command(tmp_path):
+    gguf = pytest.importorskip("gguf", reason="the test extra installs gguf")
+    from test_gguf_quantize import write_llama  # a tiny llama model, written by gguf
+
+    src, dst = tmp_path / "src.gguf", tmp_path / "dst.gguf"
+    write_llama(src)
+    done = tritnum_cli("quantize-gguf", str(src), str(dst), "--qtype", "TQ1_0", "--include",
+                       "output.weight", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert "15 TQ1_0" in done.stdout and "output.weight" in done.stdout
+    types = {t.name: t.tensor_type for t in gguf.GGUFReader(dst).tensors}
+    tq1 = gguf.GGMLQuantizationType.TQ1_0
+    assert types["output.weight"] == tq1 and types["blk.1.ffn_down.weight"] == tq1
+    bad = tritnum_cli("quantize-gguf", str(tmp_path / "no"), str(dst))
+    assert bad.returncode == 1 and "cannot read GGUF file" in bad.stderr

@@ -65,21 +65,24 @@ def test_sketch_is_the_dense_projection(n, ratio, device):
 @given(n=st.integers(0, 700), ratio=st.one_of(st.integers(1, 300), st.floats(1, 50)),
        dtype=st.sampled_from([np.float16, np.float32, np.float64]),
        seed=st.integers(-2**70, 2**70), data=st.data())
-def test_every_backend_gives_the_same_bits(n, ratio, dtype, seed, data):
-    g = data.draw(st.lists(st.floats(-1e3, 1e3, width=16), min_size=n, max_size=n))
-    g = np.array(g, dtype)
+def test_every_backend_gives_the_same_bits(backends, n, ratio, dtype, seed, data):
+    g = np.array(data.draw(st.lists(st.floats(-1e3, 1e3, width=8 * np.dtype(dtype).itemsize),
+                                    min_size=n, max_size=n)), dtype)
     residual = np.linspace(-1, 1, n, dtype=np.float32)
     got = {}
-    for dev in ("numpy", "cpu"):
+    for dev in backends:
         s = tn.compress(g, ratio, seed, device=dev)
         ef = tn.ErrorFeedback(ratio, seed, device=dev)
         ef(residual)  # a residual to carry into the next step
         applied = ef(g)
-        got[dev] = (s.values, tn.decompress(s, device=dev),
-                    tn.decompress(s, estimate="projection", device=dev), applied, ef.residual)
-    for a, b in zip(got["numpy"], got["cpu"], strict=True):
-        assert a.dtype == b.dtype == np.float32
-        np.testing.assert_array_equal(a, b)
+        got[dev] = [host(a) for a in (s.values, tn.decompress(s, device=dev),
+                                      tn.decompress(s, estimate="projection", device=dev),
+                                      applied, ef.residual)]
+    reference, *others = backends
+    for dev in others:
+        for a, b in zip(got[reference], got[dev], strict=True):
+            assert a.dtype == b.dtype == np.float32
+            np.testing.assert_array_equal(a, b)
 
 
 def test_shapes_layouts_and_dtypes_are_read_as_the_flat_gradient():

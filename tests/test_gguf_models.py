@@ -176,8 +176,14 @@ def test_gguf_value_checks():
         GGUFValue("float32", 1e39)
     with pytest.raises(ValueError, match="needs its item_type"):
         GGUFValue("array", [1])
-    with pytest.raises(ValueError, match="value type must be one of"):
-        GGUFValue("int128", 1)
+    names = ("'uint8', 'int8', 'uint16', 'int16', 'uint32', 'int32', 'float32', 'bool', "
+             "'string', 'array', 'uint64', 'int64', 'float64'")
+    for what, make in (("value", lambda t: GGUFValue(t, 1)),
+                       ("item", lambda t: GGUFValue("array", [1], item_type=t))):
+        for bad in ("int128", "UINT8", 6):  # the one message of a named choice, a ValueError
+            with pytest.raises(ValueError, match=rf"^GGUF {what} type must be one of {names}, "
+                                                 rf"got {bad!r}$"):
+                make(bad)
     with pytest.raises(TypeError, match="cannot hold float items"):
         GGUFValue("array", [1.5], item_type="int32")
     assert GGUFValue("float32", float("nan")) == GGUFValue("float32", float("nan"))

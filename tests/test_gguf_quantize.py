@@ -3,9 +3,6 @@ read back by the gguf package: every key intact, llama.cpp's tensor choice, and 
 tensor byte for byte the gguf package's own quantization (byte-identical to llama.cpp's)."""
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import gguf
 import numpy as np
@@ -245,23 +242,3 @@ def test_float64_tensors_become_float32(tmp_path):
     t = gguf.GGUFReader(dst).tensors[0]
     assert t.tensor_type == T.F32
     np.testing.assert_array_equal(t.data, np.linspace(0, 1, 8).astype(np.float32))
-
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_command_line(tmp_path):
-    src, dst = tmp_path / "src.gguf", tmp_path / "dst.gguf"
-    write_llama(src)
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    done = subprocess.run([sys.executable, "-m", "tritnum", "quantize-gguf", str(src), str(dst),
-                           "--qtype", "TQ1_0", "--include", "output.weight", "--no-progress"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert "15 TQ1_0" in done.stdout and "output.weight" in done.stdout
-    types = {t.name: t.tensor_type for t in gguf.GGUFReader(dst).tensors}
-    assert types["output.weight"] == T.TQ1_0 and types["blk.1.ffn_down.weight"] == T.TQ1_0
-    bad = subprocess.run([sys.executable, "-m", "tritnum", "quantize-gguf", str(tmp_path / "no"),
-                          str(dst)], cwd=ROOT, env=env, capture_output=True, text=True,
-                         check=False)
-    assert bad.returncode == 1 and "cannot read GGUF file" in bad.stderr

@@ -16,7 +16,8 @@ import pytest
 from tritnum import _dispatch
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tritnum"
-BACKENDS = {"numpy": "reference", "cpu": "cpu", "cuda": "cuda"}  # device: folder
+# device: its folder under tritnum/_kernels
+BACKENDS = {device: module.rpartition(".")[2] for device, module in _dispatch._BACKENDS.items()}
 DEVICES = tuple(BACKENDS)
 
 

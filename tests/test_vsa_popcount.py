@@ -132,7 +132,6 @@ def test_public_search_uses_the_tiles():
     np.testing.assert_array_equal(s[:, 0], (mem[[7, 3]].astype(np.int64) ** 2).sum(1))
 
 
-@pytest.mark.parametrize("device", ["numpy", "cpu"])
 def test_scores_kept_whole_go_block_by_block(device, monkeypatch):
     """k beyond the streamed lists: score blocks of a few queries, selected on the host."""
     from tritnum._kernels.shared import select

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import get_args
 
+from ._validate import choice
 from .typing import Device
 
 DEVICES: tuple[Device, ...] = get_args(Device)
@@ -21,22 +22,19 @@ DEVICES: tuple[Device, ...] = get_args(Device)
 _FALSE = {"0", "false", "no", "off"}
 
 
-def _read_choice(name: str, default: str | None, allowed: tuple[str, ...],
-                 what: str) -> str | None:
+def _read_choice(name: str, default: str | None, allowed: tuple[str, ...]) -> str | None:
     """Environment variable ``name``, lower-cased (``default`` when unset or empty).
 
-    ValueError naming ``what`` it must be when the value is not in ``allowed``.
+    ValueError (raised when tritnum is imported) when the value is not in ``allowed``.
     """
     value = os.environ.get(name, "").strip().lower() or default
-    if value is not None and value not in allowed:
-        raise ValueError(f"{name}={value!r} is not {what}; use one of {', '.join(allowed)}")
-    return value
+    return value if value is None else choice(value, name, allowed)
 
 
-DEFAULT_DEVICE: str = _read_choice("TRITNUM_DEVICE", "auto", DEVICES, "a device")
+DEFAULT_DEVICE: str = _read_choice("TRITNUM_DEVICE", "auto", DEVICES)
 CACHE: bool = os.environ.get("TRITNUM_CACHE", "1").strip().lower() not in _FALSE
 ISA_LEVELS = ("portable", "avx2", "avxvnni", "avx512vnni")  # lowest first
 # whether the CPU has it is checked when the kernels load
-ISA: str | None = _read_choice("TRITNUM_ISA", None, ISA_LEVELS, "a SIMD level")
+ISA: str | None = _read_choice("TRITNUM_ISA", None, ISA_LEVELS)
 CUDA_GEMMS = ("numba", "torch")
-CUDA_GEMM: str = _read_choice("TRITNUM_CUDA_GEMM", "numba", CUDA_GEMMS, "a GEMM backend")
+CUDA_GEMM: str = _read_choice("TRITNUM_CUDA_GEMM", "numba", CUDA_GEMMS)

@@ -29,6 +29,7 @@ from tritnum._kernels.cuda.vsa import (  # k above KMAX: scores on the GPU, top-
     search_tiles,
 )
 from tritnum.testing import trit_arrays
+from tritnum.vsa import encoders
 
 # the simulator runs the hash on NumPy uint64 scalars, which warn when a product wraps
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -247,3 +248,81 @@ def test_device_arrays_stay_on_device():
     out = vsa.bundle(gp)
     assert out.device == "cuda"
     np.testing.assert_array_equal(host(out), vsa.bundle(host(a)))
+
+
+@pytest.fixture
+def host_copies(monkeypatch):
+    """The sizes of the device arrays copied to the host while a test runs."""
+    sizes = []
+    cls = type(cuda.to_device(np.zeros(1)))
+    real = cls.copy_to_host
+
+    def spy(self, *args, **kwargs):
+        sizes.append(self.size)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "copy_to_host", spy)
+    return sizes
+
+
+def stays(x, want, host_copies):
+    """``x`` is a device array equal to ``want``, made with no copy to the host but flags."""
+    assert on_gpu(x), type(x)
+    assert all(size <= 1 for size in host_copies), host_copies
+    got = x.copy_to_host()
+    host_copies.clear()
+    assert got.dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("chunk_bytes", [encoders.CHUNK_BYTES, 1])  # 1: a chunk per row
+def test_level_indices_and_encode_features_stay_on_device(chunk_bytes, host_copies,
+                                                           monkeypatch):
+    monkeypatch.setattr(encoders, "CHUNK_BYTES", chunk_bytes)
+    values = np.random.default_rng(1).uniform(-0.3, 1.3, (3, 2)).astype(np.float32)
+    indices = np.random.default_rng(2).integers(0, 4, (3, 2))
+    levels, keys = vsa.level(4, 70, seed=1), vsa.random(2, 70, seed=2)
+    stays(vsa.level_indices(cuda.to_device(values), 4, 0, [1, 2]),
+          vsa.level_indices(values, 4, 0, [1, 2]), host_copies)
+    stays(vsa.encode_features(cuda.to_device(indices), levels, cuda.to_device(keys)),
+          vsa.encode_features(indices, levels, keys, device="numpy"), host_copies)
+    stays(vsa.encode_features(cuda.to_device(values), cuda.to_device(levels), keys, low=0,
+                              high=1),
+          vsa.encode_features(values, levels, keys, low=0, high=1, device="numpy"), host_copies)
+    with pytest.raises(ValueError, match="NaN"):
+        vsa.level_indices(cuda.to_device(np.array([0.5, np.nan])), 4, 0, 1)
+    with pytest.raises(ValueError, match=r"level indices in \[0, 4\)"):
+        vsa.encode_features(cuda.to_device(indices + 1), levels, keys)
+
+
+@pytest.mark.parametrize("epochs", [0, 1])
+def test_centroid_scores_on_device(epochs, host_copies):
+    X = vsa.random(5, 70, seed=3)
+    y = np.array([0, 1, 2, 0, 1])
+    ref = vsa.Centroid(epochs=epochs, device="numpy").fit(X, y)
+    clf = vsa.Centroid(epochs=epochs).fit(cuda.to_device(X), y)  # "auto" follows the data
+    np.testing.assert_array_equal(clf.sums_, ref.sums_)
+    host_copies.clear()
+    stays(clf.decision_function(cuda.to_device(X)), ref.decision_function(X), host_copies)
+    pred = clf.predict(cuda.to_device(X))  # the best classes come to the host for the labels
+    assert on_gpu(pred)
+    np.testing.assert_array_equal(pred.copy_to_host(), ref.predict(X))
+
+
+@pytest.mark.parametrize("fmt", KINDS)
+def test_bundle_axis_and_similarity_stay_on_device(fmt, host_copies):
+    sets, other = vsa.random(6, 70, seed=4).reshape(2, 3, 70), vsa.random(2, 70, seed=5)
+
+    def gpu(a):
+        return tn.PackedTrits(cuda.to_device(kind(a, fmt).data), a.shape, "bitplane") \
+            if fmt == "bitplane" else cuda.to_device(a)
+
+    got = vsa.bundle(gpu(sets), axis=1)
+    want = vsa.bundle(sets, axis=1, device="numpy")
+    if fmt == "bitplane":
+        assert got.device == "cuda"
+        got = got.unpack()
+    stays(got, want, host_copies)
+    for metric in ("dot", "cosine", "hamming"):
+        stays(vsa.similarity(gpu(sets[0]), gpu(other), metric, pairwise=True),
+              vsa.similarity(sets[0], other, metric, pairwise=True, device="numpy"), host_copies)

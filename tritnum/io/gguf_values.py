@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import choice
 from ..errors import FormatError
 
 __all__ = ["TYPE_IDS", "GGUFValue", "as_value", "pack_kvs", "read_kvs"]
@@ -87,9 +88,7 @@ class GGUFValue:
     __slots__ = ("item_type", "type", "value")
 
     def __init__(self, type: str, value: Any, item_type: str | None = None) -> None:
-        if type not in TYPE_IDS:
-            raise ValueError(f"GGUF value type must be one of {', '.join(TYPE_IDS)}, "
-                             f"got {type!r}")
+        choice(type, "GGUF value type", TYPE_IDS)
         if (type == _ARRAY) != (item_type is not None):
             raise ValueError("item_type goes with type 'array', and only with it"
                              if type != _ARRAY else "an array needs its item_type")
@@ -148,9 +147,7 @@ def _scalar(value: Any, type: str) -> Any:
 
 
 def _array(items: Any, item_type: str) -> Any:
-    if item_type not in TYPE_IDS:
-        raise ValueError(f"GGUF item type must be one of {', '.join(TYPE_IDS)}, "
-                         f"got {item_type!r}")
+    choice(item_type, "GGUF item type", TYPE_IDS)
     if item_type == _STRING:
         return [_scalar(v, _STRING) for v in items]
     if item_type == _ARRAY:

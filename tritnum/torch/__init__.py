@@ -23,6 +23,11 @@ imports torch, this module does.
 
 from __future__ import annotations
 
+try:
+    import torch as _torch  # noqa: F401  (the extra's one dependency, named if missing)
+except ImportError as error:
+    raise ImportError("tritnum.torch needs PyTorch: pip install 'tritnum[torch]'") from error
+
 from .compress import (
     CompressionState,
     GradientCompression,

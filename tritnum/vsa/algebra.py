@@ -13,7 +13,7 @@ from .._interop import dask_layer, to_host
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
 from ..errors import ShapeMismatchError
-from ..typing import BindRule
+from ..typing import BindRule, Device
 from ._hv import (
     BITPLANE,
     HV,
@@ -53,7 +53,7 @@ def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervect
 
 
 def bind(a: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
-         device: str = "auto") -> Hypervectors:
+         device: Device = "auto") -> Hypervectors:
     """Bind hypervectors: the elementwise product (``rule="mul"``), or ``a - b`` mod 3.
 
     The product is commutative and associative, and ``bind(bind(a, b), b)``
@@ -100,7 +100,7 @@ def bind(a: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
 
 
 def unbind(c: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
-           device: str = "auto") -> Hypervectors:
+           device: Device = "auto") -> Hypervectors:
     """Undo :func:`bind`: ``unbind(bind(a, b), b)`` is ``a`` (wherever ``b != 0`` for "mul").
 
     Parameters
@@ -130,7 +130,7 @@ def unbind(c: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
     return _elementwise(c, b, code, "unbind", device)
 
 
-def negate(v: Hypervectors, *, device: str = "auto") -> Hypervectors:
+def negate(v: Hypervectors, *, device: Device = "auto") -> Hypervectors:
     """``-v``: the inverse of ``v`` under bundling (plus and minus planes swapped).
 
     Examples
@@ -163,15 +163,15 @@ def _weights(weights: Any, n: int, dev: str) -> Any:
     return np.ascontiguousarray(w)
 
 
-def _axis_first(h: HV, axis: int) -> Any:
-    """The rows of ``h`` as ``(n, R, ...)`` with ``axis`` of the leading shape first."""
+def _axis_first(h: HV, axis: int, dev: str) -> Any:
+    """The rows of ``h`` as ``(n, R, ...)``, ``axis`` of the leading shape first, on ``dev``."""
     tail = tuple(h.rows.shape)[1:]
     n = h.lead[axis]
-    rest = math.prod(h.lead[:axis] + h.lead[axis + 1:])
-    if axis == 0:
-        return h.rows.reshape((n, rest, *tail))
-    rows = to_host(h.rows).reshape((*h.lead, *tail))
-    return np.ascontiguousarray(np.moveaxis(rows, axis, 0)).reshape((n, rest, *tail))
+    before, after = math.prod(h.lead[:axis]), math.prod(h.lead[axis + 1:])
+    rows = h.rows
+    if before > 1:
+        rows = call("vsa.axis_first", dev, rows.reshape((before, n, after * math.prod(tail))))
+    return rows.reshape((n, before * after, *tail))
 
 
 def bundle_axis(shape: tuple[int, ...], axis: Any) -> int:
@@ -190,7 +190,7 @@ def bundle_axis(shape: tuple[int, ...], axis: Any) -> int:
 
 
 def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
-           device: str = "auto") -> Hypervectors:
+           device: Device = "auto") -> Hypervectors:
     """Bundle hypervectors by majority: the sign of their (weighted) sum, a tie giving 0.
 
     Zeros are kept: a column where the votes cancel is 0, not a coin flip.
@@ -239,7 +239,7 @@ def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
     n = h.lead[axis]
     rest = h.lead[:axis] + h.lead[axis + 1:]
     w = None if weights is None else _weights(weights, n, dev)
-    rows = _axis_first(h, axis)
+    rows = _axis_first(h, axis, dev)
     packed = h.packed
     if packed and w is not None:  # weighted votes are counted on int8 rows
         flat = rows.reshape((n * math.prod(rest), *tuple(rows.shape)[2:]))
@@ -251,7 +251,7 @@ def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
     return _wrap(out, rest, h.d, h.packed, h.like)
 
 
-def permute(v: Hypervectors, shifts: Any = 1, *, device: str = "auto") -> Hypervectors:
+def permute(v: Hypervectors, shifts: Any = 1, *, device: Device = "auto") -> Hypervectors:
     """Roll hypervectors cyclically along the last axis (``np.roll``); negative shifts undo it.
 
     Parameters

@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import call
-from .._interop import to_host
+from .._dispatch import call, place
+from .._interop import Origin, to_host
 from ..errors import ShapeMismatchError
+from ..typing import Device
 from ._hv import BITPLANE, Hypervectors, count, hypervectors, resolve
 
 __all__ = ["Centroid"]
@@ -29,8 +30,10 @@ class Centroid:
     epochs : int
         Retraining rounds after the first pass (0: plain centroids).
     device : {"auto", "cpu", "cuda", "numpy"}
-        Where samples are checked and bit planes unpacked; the prototypes are
-        float64 NumPy arrays, and scoring runs on them in NumPy.
+        Where samples are checked, added up and scored ("auto": where they
+        live). The prototypes are kept as float64 NumPy arrays; scores and
+        predictions come back where, and in the framework in which, the samples
+        live (predicted labels as NumPy when the labels are strings).
 
     Attributes
     ----------
@@ -50,24 +53,21 @@ class Centroid:
     (array([0, 1, 2]), 1.0)
     """
 
-    def __init__(self, *, epochs: int = 0, device: str = "auto") -> None:
+    def __init__(self, *, epochs: int = 0, device: Device = "auto") -> None:
         self.epochs = count(epochs, "epochs")
         self.device = device
         self.classes_: np.ndarray = np.empty(0, np.int64)
         self.sums_: np.ndarray | None = None
 
-    def _rows(self, X: Hypervectors, name: str = "X") -> tuple[Any, str]:
-        """Samples ``X`` as int8 ``(n, d)`` on the resolved device (checked, unpacked), and it."""
+    def _rows(self, X: Hypervectors, name: str = "X") -> tuple[Any, str, Origin]:
+        """Samples ``X`` as int8 ``(n, d)`` on the resolved device, it, and where results go."""
         dev = resolve(self.device, X)
         h = hypervectors(X, dev, name)
         if len(h.lead) != 1:
             raise ShapeMismatchError(f"{name} must be (n_samples, d), got shape {h.shape}",
                                      expected="(n, d)", actual=h.shape)
-        return (call("unpack", dev, h.rows, BITPLANE, h.d)[0] if h.packed else h.rows), dev
-
-    def _dense(self, X: Hypervectors, name: str = "X") -> np.ndarray:
-        """Samples ``X`` as host int8 ``(n, d)``."""
-        return to_host(self._rows(X, name)[0])
+        rows = call("unpack", dev, h.rows, BITPLANE, h.d)[0] if h.packed else h.rows
+        return rows, dev, h.like
 
     @staticmethod
     def _class_sums(rows: Any, dev: str, labels: np.ndarray, classes: int) -> np.ndarray:
@@ -82,7 +82,7 @@ class Centroid:
                 f"{self.sums_.shape[1]}", expected=self.sums_.shape[1], actual=d)
 
     def _labels(self, y: Any, n: int) -> np.ndarray:
-        y = np.asarray(y)
+        y = to_host(y)
         if y.shape != (n,):
             raise ShapeMismatchError(f"y must have shape ({n},), one label per sample, "
                                      f"got {y.shape}", expected=(n,), actual=y.shape)
@@ -114,43 +114,55 @@ class Centroid:
 
     def partial_fit(self, X: Hypervectors, y: Iterable[Any]) -> Centroid:
         """Add samples ``X`` ``(n, d)`` with labels ``y`` to the class prototypes."""
-        self._add(*self._rows(X), y)
+        rows, dev, _ = self._rows(X)
+        self._add(rows, dev, y)
         return self
 
     def fit(self, X: Hypervectors, y: Iterable[Any]) -> Centroid:
         """Start over: prototypes from ``X`` and ``y``, then ``epochs`` of retraining."""
-        self.classes_, self.sums_ = np.empty(0, np.asarray(y).dtype), None
-        rows, dev = self._rows(X)
+        self.classes_, self.sums_ = np.empty(0, to_host(y).dtype), None
+        rows, dev, _ = self._rows(X)
         target = self._add(rows, dev, y)
-        if not self.epochs:
-            return self
-        X = to_host(rows)
+        classes = len(self.classes_)
         for _ in range(self.epochs):
-            guess = self._scores(X).argmax(axis=1)
-            wrong = np.flatnonzero(guess != target)
-            if not wrong.size:
+            guess = to_host(self._scores(rows, dev)[1])
+            wrong = guess != target
+            if not wrong.any():
                 break
-            moved = X[wrong]  # toward their own class, away from the one they were given
-            self.sums_ += self._class_sums(moved, dev, target[wrong], len(self.classes_))
-            self.sums_ -= self._class_sums(moved, dev, guess[wrong], len(self.classes_))
+            # misclassified samples move toward their own class, away from the one they
+            # were given; the others count for an extra class that is dropped
+            self.sums_ += self._class_sums(rows, dev, np.where(wrong, target, classes),
+                                           classes + 1)[:classes]
+            self.sums_ -= self._class_sums(rows, dev, np.where(wrong, guess, classes),
+                                           classes + 1)[:classes]
         return self
 
-    def _scores(self, X: np.ndarray) -> np.ndarray:
-        if self.sums_ is None:
+    def _scores(self, rows: Any, dev: str) -> tuple[Any, Any]:
+        """Scores of int8 ``rows`` on ``dev`` against every prototype, and the best class."""
+        if self.sums_ is None or not len(self.classes_):
             raise ValueError("Centroid has no classes yet: call fit or partial_fit first")
-        self._check_d(X.shape[1])
+        self._check_d(rows.shape[1])
         norms = np.linalg.norm(self.sums_, axis=1)
-        return (X @ self.sums_.T) / np.where(norms > 0, norms, 1.0)
+        return call("vsa.class_scores", dev, rows, self.sums_, np.where(norms > 0, norms, 1.0))
 
-    def decision_function(self, X: Hypervectors) -> np.ndarray:
-        """``(n, n_classes)`` similarity of each sample to each prototype (cosine times |x|)."""
-        return self._scores(self._dense(X).astype(np.float64))
+    def decision_function(self, X: Hypervectors) -> Any:
+        """``(n, n_classes)`` similarity of each sample to each prototype (cosine times |x|).
 
-    def predict(self, X: Hypervectors) -> np.ndarray:
-        """The class of each sample ``(n, d)``: the prototype of largest cosine."""
-        return self.classes_[self.decision_function(X).argmax(axis=1)]
+        Float64, where and in the framework in which ``X`` lives.
+        """
+        rows, dev, like = self._rows(X)
+        return place(self._scores(rows, dev)[0], like)
+
+    def predict(self, X: Hypervectors) -> Any:
+        """The class of each sample ``(n, d)``: the prototype of largest cosine (first on ties).
+
+        Labels of ``classes_``'s dtype where ``X`` lives; NumPy for string labels.
+        """
+        rows, dev, like = self._rows(X)
+        labels = self.classes_[to_host(self._scores(rows, dev)[1])]
+        return labels if labels.dtype.kind in "US" else place(labels, like)
 
     def score(self, X: Hypervectors, y: Iterable[Any]) -> float:
         """Accuracy of :meth:`predict` on ``X`` against labels ``y``."""
-        pred = self.predict(X)
+        pred = to_host(self.predict(X))
         return float((pred == self._labels(y, len(pred))).mean())

@@ -2,22 +2,75 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from .._interop import to_host
+from .._dispatch import call, place
+from .._interop import HOST, as_rows, is_cuda_array, native, origin, to_host
+from .._kernels.shared import vsa as _hv_math
 from ..errors import ShapeMismatchError
-from ..packing import PackedTrits, pack, unpack
-from ._hv import count
-from .algebra import bind, bundle
+from ..typing import Device
+from ._hv import BITPLANE, HV, count, hypervectors, resolve
 
 __all__ = ["encode_features", "level_indices"]
 
 CHUNK_BYTES = 1 << 24  # bound hypervectors held at a time (bitplane bytes)
 
 
-def level_indices(values: Any, n_levels: int, low: Any, high: Any) -> np.ndarray:
+def _real(values: Any) -> Any:
+    """``values`` as kernels read them (NumPy or GPU), checked to hold real numbers."""
+    v = native(values)
+    if not (isinstance(v, np.ndarray) or is_cuda_array(v)):
+        v = np.asarray(v)
+    if v.dtype.kind not in "iuf":
+        raise TypeError(f"values must be real numbers, got dtype {v.dtype}")
+    return v
+
+
+def _bounds(low: Any, high: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``low`` and ``high`` checked, as flat float64 over the last axes of ``shape`` they vary on.
+
+    Element ``i`` of values of ``shape`` (flat) maps through bound ``i % len(bound)``.
+    """
+    lo = np.asarray(to_host(low), np.float64)
+    hi = np.asarray(to_host(high), np.float64)
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo < hi)):
+        raise ValueError(f"need finite low < high, got low={low!r}, high={high!r}")
+    full = []
+    for name, bound in (("low", lo), ("high", hi)):
+        try:
+            full.append(np.broadcast_to(bound, shape))
+        except ValueError:
+            raise ShapeMismatchError(f"{name} of shape {bound.shape} does not broadcast to "
+                                     f"values of shape {shape}", expected=shape[-1:],
+                                     actual=bound.shape) from None
+    if not math.prod(shape):
+        return np.zeros(1), np.ones(1)
+    lead = 0  # the leading axes along which neither bound varies
+    while lead < len(shape) and (shape[lead] == 1 or not (full[0].strides[lead]
+                                                          or full[1].strides[lead])):
+        lead += 1
+    lo, hi = (np.ascontiguousarray(b[(0,) * lead]).reshape(-1) for b in full)
+    return lo, hi
+
+
+def _indices(v: Any, n_levels: int, low: Any, high: Any, dev: str) -> Any:
+    """Flat int64 level indices of ``v`` on ``dev``: mapped through ``low``/``high``, or checked."""
+    shape = tuple(v.shape)
+    lo, hi = (None, None) if low is None else _bounds(low, high, shape)
+    idx, ok = call("vsa.level_indices", dev, as_rows(v, 0), lo, hi, n_levels)
+    if not ok:
+        if low is not None:
+            raise ValueError("values hold a NaN: it maps to no level")
+        raise ValueError(f"values must be integer level indices in [0, {n_levels}) "
+                         "(real values need low= and high=)")
+    return idx
+
+
+def level_indices(values: Any, n_levels: int, low: Any, high: Any, *,
+                  device: Device = "auto") -> Any:
     """Map real values onto ``n_levels`` evenly spaced levels from ``low`` to ``high``.
 
     ``round((v - low) / (high - low) * (n_levels - 1))`` (half to even), clipped
@@ -31,10 +84,14 @@ def level_indices(values: Any, n_levels: int, low: Any, high: Any) -> np.ndarray
         The number of level hypervectors, >= 1.
     low, high : float or array_like, broadcastable to ``values``
         The values that map onto the first and the last level; ``low < high``.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
 
     Returns
     -------
     numpy.ndarray of int64, the shape of ``values``
+        Where, and in the framework in which, ``values`` live (bfloat16 tensors
+        are read as float32).
 
     Raises
     ------
@@ -50,29 +107,13 @@ def level_indices(values: Any, n_levels: int, low: Any, high: Any) -> np.ndarray
     array([0, 0, 1, 1, 4, 4])
     """
     n_levels = count(n_levels, "n_levels", 1)
-    v = np.asarray(to_host(values))
-    if v.dtype.kind not in "iuf":
-        raise TypeError(f"values must be real numbers, got dtype {v.dtype}")
-    lo = np.asarray(low, np.float64)
-    hi = np.asarray(high, np.float64)
-    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo < hi)):
-        raise ValueError(f"need finite low < high, got low={low!r}, high={high!r}")
-    for name, bound in (("low", lo), ("high", hi)):
-        try:
-            np.broadcast_shapes(bound.shape, v.shape)
-        except ValueError:
-            raise ShapeMismatchError(f"{name} of shape {bound.shape} does not broadcast against "
-                                     f"values of shape {v.shape}", expected=v.shape[-1:],
-                                     actual=bound.shape) from None
-    v = v.astype(np.float64)
-    if np.isnan(v).any():
-        raise ValueError("values hold a NaN: it maps to no level")
-    position = np.rint((v - lo) / (hi - lo) * (n_levels - 1))
-    return np.clip(position, 0, n_levels - 1).astype(np.int64)
+    v = _real(values)
+    dev = resolve(device, v)
+    return place(_indices(v, n_levels, low, high, dev), values, tuple(v.shape))
 
 
 def encode_features(values: Any, levels: Any, keys: Any, *, low: Any = None, high: Any = None,
-                    device: str = "auto") -> np.ndarray:
+                    device: Device = "auto") -> np.ndarray:
     """Record-encode rows of features: ``bundle_i bind(keys[i], levels[values[:, i]])``.
 
     The classic HDC encoding of images, sensor readings or tabular rows: each
@@ -97,7 +138,8 @@ def encode_features(values: Any, levels: Any, keys: Any, *, low: Any = None, hig
     Returns
     -------
     numpy.ndarray of int8, shape (n, d)
-        The encoded rows, dense (ready for :class:`tritnum.vsa.Centroid`).
+        The encoded rows, dense (ready for :class:`tritnum.vsa.Centroid`), where
+        and in the framework in which the first input not on the host lives.
 
     Raises
     ------
@@ -126,28 +168,41 @@ def encode_features(values: Any, levels: Any, keys: Any, *, low: Any = None, hig
     if (low is None) != (high is None):
         raise TypeError("encode_features maps real values onto the levels with both low and "
                         "high; pass neither for level indices")
-    lv = unpack(levels) if isinstance(levels, PackedTrits) else np.asarray(levels)
-    kv = keys if isinstance(keys, PackedTrits) else pack(np.asarray(keys), "bitplane")
-    v = np.asarray(to_host(values))
-    if low is not None and v.ndim == 2:
-        v = level_indices(v, lv.shape[0], low, high)
-    if v.ndim != 2 or lv.ndim != 2 or v.shape[1] != kv.shape[0]:
+    dev = resolve(device, values, levels, keys)
+    hl = hypervectors(levels, dev, "levels")
+    hk = hypervectors(keys, dev, "keys")
+    v = _real(values)
+    if v.ndim != 2 or len(hl.lead) != 1 or len(hk.lead) != 1 or v.shape[1] != hk.lead[0]:
         raise ShapeMismatchError(
-            f"values must be (n, features) with one column per key ({kv.shape[0]}), "
-            f"levels (L, d); got values {v.shape}, levels {lv.shape}",
-            expected=("n", kv.shape[0]), actual=v.shape)
-    if lv.shape[1] != kv.shape[1]:
-        raise ShapeMismatchError(f"levels have d = {lv.shape[1]} but keys d = {kv.shape[1]}",
-                                 expected=kv.shape[1], actual=lv.shape[1])
-    if v.dtype.kind not in "iu" or (v.size and (v.min() < 0 or v.max() >= lv.shape[0])):
-        raise ValueError(f"values must be integer level indices in [0, {lv.shape[0]}) "
+            f"values must be (n, features) with one column per key ({hk.shape[0]}), "
+            f"levels (L, d); got values {tuple(v.shape)}, levels {hl.shape}",
+            expected=("n", hk.shape[0]), actual=tuple(v.shape))
+    if hl.d != hk.d:
+        raise ShapeMismatchError(f"levels have d = {hl.d} but keys d = {hk.d}",
+                                 expected=hk.d, actual=hl.d)
+    if low is None and v.dtype.kind not in "iu":
+        raise ValueError(f"values must be integer level indices in [0, {hl.lead[0]}) "
                          "(real values need low= and high=)")
     n, features = v.shape
-    d = lv.shape[1]
-    step = max(1, CHUNK_BYTES // max(features * (d // 4 + 16), 1))
-    out = np.empty((n, d), np.int8)
-    for r0 in range(0, n, step):
-        pairs = pack(lv[v[r0:r0 + step]], "bitplane")  # (rows, features, d)
-        bound = bind(kv, pairs, device=device)
-        out[r0:r0 + step] = to_host(unpack(bundle(bound, axis=1, device=device)))
-    return out
+    idx = _indices(v, hl.lead[0], low, high, dev).reshape((n, features))
+    step = max(1, CHUNK_BYTES // max(features * (hl.d // 4 + 16), 1))
+    parts = tuple(_encode_rows(idx[r0:r0 + step], _planes(hl, dev), _planes(hk, dev), dev, hl.d)
+                  for r0 in range(0, max(n, 1), step))
+    like = next((o for o in (origin(values), hl.like, hk.like) if o != HOST), HOST)
+    return place(call("vsa.concat", dev, parts), like, (n, hl.d))
+
+
+def _planes(h: HV, dev: str) -> Any:
+    """The rows of ``h`` as bit planes on ``dev``."""
+    return h.rows if h.packed else call("pack", dev, h.rows, BITPLANE)[0]
+
+
+def _encode_rows(idx: Any, levels: Any, keys: Any, dev: str, d: int) -> Any:
+    """Rows of level indices ``idx`` ``(rows, features)`` encoded: dense int8 ``(rows, d)``."""
+    rows, features = idx.shape
+    by_feature = call("vsa.axis_first", dev, idx.reshape((rows, features, 1))).reshape(-1)
+    key_of = np.repeat(np.arange(features, dtype=np.int64), rows)
+    bound, _ = call("vsa.op", dev, keys, levels, key_of, by_feature, _hv_math.MUL, True, d)
+    planes = call("vsa.bundle", dev, bound.reshape((features, rows, *tuple(bound.shape)[1:])),
+                  None, True, d)
+    return call("unpack", dev, planes, BITPLANE, d)[0]

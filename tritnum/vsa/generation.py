@@ -13,7 +13,7 @@ from .._interop import dask_layer
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
 from ..errors import FormatError
-from ..typing import BindRule, HVFormat
+from ..typing import BindRule, Device, HVFormat
 from ._hv import BITPLANE, Hypervectors, count, new, resolve
 from ._hv import wrap as _wrap
 from .algebra import _rule
@@ -107,7 +107,7 @@ def random_rows(row0: int, n: int, d: int, *, density: float, key: int, packed: 
 
 
 def random(n: int, d: int, *, density: float = 2 / 3, seed: Seed = None, format: HVFormat = "dense",
-           chunks: Any = None, device: str = "auto") -> Hypervectors:
+           chunks: Any = None, device: Device = "auto") -> Hypervectors:
     """Random hypervectors from a counter-based generator.
 
     The trit at row ``i``, column ``j`` is a hash of ``(seed, i, j)``: for an
@@ -202,7 +202,7 @@ def _mixed(n: Any, d: Any, density: float, seed: Seed, format: str, device: str,
 
 
 def level(n: int, d: int, *, density: float = 2 / 3, seed: Seed = None, format: HVFormat = "dense",
-          device: str = "auto") -> Hypervectors:
+          device: Device = "auto") -> Hypervectors:
     """``n`` correlated level hypervectors, for encoding scalars on a line.
 
     Level 0 is a random hypervector; each further level takes a further share
@@ -234,7 +234,7 @@ def level(n: int, d: int, *, density: float = 2 / 3, seed: Seed = None, format: 
 
 
 def circular(n: int, d: int, *, density: float = 2 / 3, seed: Seed = None,
-             format: HVFormat = "dense", device: str = "auto") -> Hypervectors:
+             format: HVFormat = "dense", device: Device = "auto") -> Hypervectors:
     """``n`` hypervectors on a circle, for angles and other periodic values.
 
     Similarity depends only on the distance around the circle: neighbours are
@@ -266,7 +266,7 @@ def circular(n: int, d: int, *, density: float = 2 / 3, seed: Seed = None,
 
 
 def identity(d: int, *, rule: BindRule = "mul", format: HVFormat = "dense",
-             device: str = "auto") -> Hypervectors:
+             device: Device = "auto") -> Hypervectors:
     """The identity of :func:`bind`: all ones for ``rule="mul"``, all zeros for ``"mod3"``.
 
     Examples

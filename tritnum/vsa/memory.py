@@ -18,6 +18,7 @@ from .._validate import owned, raise_invalid_trits
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..io.suffixes import check_writer_suffix
 from ..packing import PackedTrits, ensure_valid, pack, unpack
+from ..typing import Device, HVFormat, Metric
 from ._hv import Hypervectors, count, hypervectors, resolve
 from .generation import Seed, _format, _threshold, draw_seed, random_rows, seed_key
 from .similarity_search import search
@@ -81,7 +82,7 @@ class ItemMemory:
     """
 
     def __init__(self, d: int, *, seed: Seed = None, density: float = 2 / 3,
-                 format: str = "dense", device: str = "auto", chunks: Any = None) -> None:
+                 format: HVFormat = "dense", device: Device = "auto", chunks: Any = None) -> None:
         self.d = count(d, "d")
         self._packed = _format(format)
         _threshold(density)
@@ -198,7 +199,7 @@ class ItemMemory:
             row = self._given[i] if i in self._given else self._generated(i)
         return self._wrap(row[None].copy(), ())
 
-    def cleanup(self, v: Hypervectors, k: int = 1, *, metric: str = "cosine") -> Any:
+    def cleanup(self, v: Hypervectors, k: int = 1, *, metric: Metric = "cosine") -> Any:
         """The symbol(s) whose vectors are most similar to ``v``.
 
         Parameters
@@ -263,7 +264,7 @@ class ItemMemory:
             np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), rows=rows)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, device: str = "auto",
+    def load(cls, path: str | os.PathLike, *, device: Device = "auto",
              max_bytes: int = MAX_BYTES) -> ItemMemory:
         """Read a memory written by :meth:`save`.
 

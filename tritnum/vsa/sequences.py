@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import ShapeMismatchError
 from ..packing import PackedTrits
+from ..typing import Device
 from ._hv import Hypervectors, count
 from .algebra import bind, bundle, permute
 
@@ -34,7 +35,7 @@ def _length(x: Hypervectors) -> int:
     return shape[-2]
 
 
-def bundle_sequence(vs: Hypervectors, *, device: str = "auto") -> Hypervectors:
+def bundle_sequence(vs: Hypervectors, *, device: Device = "auto") -> Hypervectors:
     """Encode an ordered sequence: ``bundle(permute(vs[i], n - 1 - i))``.
 
     Each position is rolled by its distance from the end, so order matters:
@@ -67,7 +68,7 @@ def bundle_sequence(vs: Hypervectors, *, device: str = "auto") -> Hypervectors:
     return bundle(permute(vs, shifts, device=device), -2, device=device)
 
 
-def ngrams(vs: Hypervectors, n: int = 3, *, device: str = "auto") -> Hypervectors:
+def ngrams(vs: Hypervectors, n: int = 3, *, device: Device = "auto") -> Hypervectors:
     """The n-gram statistics of a sequence: the bundle of every window's bound, rolled members.
 
     Window ``w`` is ``bind(permute(vs[w], n - 1), permute(vs[w + 1], n - 2), ..., vs[w + n - 1])``.
@@ -108,7 +109,8 @@ def ngrams(vs: Hypervectors, n: int = 3, *, device: str = "auto") -> Hypervector
     return bundle(out, -2, device=device)
 
 
-def hash_table(keys: Hypervectors, values: Hypervectors, *, device: str = "auto") -> Hypervectors:
+def hash_table(keys: Hypervectors, values: Hypervectors, *,
+               device: Device = "auto") -> Hypervectors:
     """A key-value record: the bundle of ``bind(keys[i], values[i])``.
 
     Look a value up with ``unbind(record, key)`` and clean the noisy result up

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import call, place
-from .._interop import dask_layer, to_host
+from .._interop import dask_layer
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
 from ..errors import ShapeMismatchError
-from ..typing import Metric
+from ..typing import Device, Metric
 from ._hv import (
     HV,
     Hypervectors,
@@ -37,7 +37,7 @@ def _scores_out(s: Any, metric: int) -> Any:
 
 
 def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
-               pairwise: bool = False, device: str = "auto") -> Any:
+               pairwise: bool = False, device: Device = "auto") -> Any:
     """Similarity of hypervectors pair by pair (leading shapes broadcast), or of all pairs.
 
     By default row ``i`` of ``a`` meets row ``i`` of ``b`` (NumPy broadcasting of
@@ -93,8 +93,6 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
         hb = replace(hb, lead=(*(1,) * (len(ha.lead) - len(hb.lead)), *hb.lead))
     lead, ia, ib = broadcast_rows(ha, hb, "similarity")
     s = call("vsa.similarity", dev, ha.rows, hb.rows, ia, ib, code, ha.packed, ha.d)
-    if code == _hv_math.DOT:
-        s = to_host(s).astype(np.int64)
     return place_scores(s, lead, either(ha, hb))
 
 
@@ -116,7 +114,7 @@ def search_k(hq: HV, hm: HV, k: Any) -> int:
 
 
 def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: Metric = "cosine",
-           *, device: str = "auto") -> tuple[Any, Any]:
+           *, device: Device = "auto") -> tuple[Any, Any]:
     """The ``k`` most similar memory rows for each query, best first, ties to the lower index.
 
     Parameters

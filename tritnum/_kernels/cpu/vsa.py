@@ -357,8 +357,12 @@ def _pairs_planes(a, b, ia, ib, metric, d, out, t0, t1):
 
 @register("vsa.similarity", "cpu")
 def similarity(a, b, ia, ib, metric: int, packed: bool, d: int) -> np.ndarray:
-    out = np.empty(len(ia))
+    out = np.empty(len(ia), np.int64 if metric == hv.DOT else np.float64)  # exact dots
     if len(ia):
         kernel = _pairs_planes if packed else _pairs_dense
         run(kernel, len(ia), len(ia) * a[0].nbytes, a, b, ia, ib, metric, d, out)
     return out
+
+
+for _op in ("level_indices", "class_scores", "axis_first", "concat"):  # NumPy is their kernel
+    register(f"vsa.{_op}", "cpu")(getattr(hv, _op))

@@ -47,6 +47,7 @@ _pair_words = _device(hv.pair_words, popc=_popc, score=_score)
 _pair_trits = _device(hv.pair_trits, score=_score)
 _bits_at = _device(hv.bits_at)
 _rolled_word = _device(hv.rolled_word, bits_at=_bits_at)
+_level_of = _device(hv.level_of)
 
 
 # ------------------------------------------------------------------- kernels
@@ -484,6 +485,54 @@ def search_merge(part_s, part_i, k, out_s, out_i):
         cuda.syncthreads()
 
 
+@cuda.jit
+def levels_of_values(values, lo, hi, top, out, bad):
+    """One thread per value: its level (:func:`hv.level_of`, bounds repeating every ``len(lo)``)."""
+    p = lo.shape[0]
+    for i in range(cuda.grid(1), values.shape[0], cuda.gridsize(1)):
+        j = i % p
+        out[i] = _level_of(values[i], lo[j], hi[j], top)
+        if out[i] < 0:
+            bad[0] = 1
+
+
+@cuda.jit
+def checked_indices(values, n, out, bad):
+    """One thread per value: the integer index, flagged unless ``0 <= value < n``."""
+    for i in range(cuda.grid(1), values.shape[0], cuda.gridsize(1)):
+        v = values[i]
+        if v < 0 or v >= n:
+            bad[0] = 1
+        out[i] = int64(v)
+
+
+@cuda.jit
+def class_scores_dense(rows, sums, norms, scores, best):
+    """One thread per sample: its score against every prototype, and the first best."""
+    n, d = rows.shape
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        top = 0
+        for c in range(sums.shape[0]):
+            dot = float64(0.0)
+            for j in range(d):
+                dot += float64(rows[i, j]) * sums[c, j]
+            scores[i, c] = dot / norms[c]
+            if scores[i, c] > scores[i, top]:
+                top = c
+        best[i] = top
+
+
+@cuda.jit
+def axis_first_rows(rows, out):
+    """``out[i, a, x] = rows[a, i, x]``, one thread per element."""
+    na, n, nx = rows.shape
+    for t in range(cuda.grid(1), na * n * nx, cuda.gridsize(1)):
+        x = t % nx
+        a = t // nx % na
+        i = t // (nx * na)
+        out[i, a, x] = rows[a, i, x]
+
+
 # ------------------------------------------------------------------ wrappers
 @register("vsa.random", "cuda")
 def random(row0: int, n: int, d: int, key: int, thr: int, packed: bool) -> Any:
@@ -565,7 +614,7 @@ def permute(rows, shifts, packed: bool, d: int) -> Any:
 
 @register("vsa.similarity", "cuda")
 def similarity(a, b, ia, ib, metric: int, packed: bool, d: int) -> Any:
-    out = cuda.device_array(ia.shape[0], np.float64)
+    out = cuda.device_array(ia.shape[0], np.int64 if metric == hv.DOT else np.float64)
     if out.size:
         kernel = pairs_planes if packed else pairs_dense
         kernel[blocks(out.size), THREADS](a, b, ia, ib, metric, d, out)
@@ -621,3 +670,47 @@ def search_tiles(q: int, m: int, lanes: int = 1) -> tuple[int, int]:
     slots = THREADS // lanes
     want = max(1, SEARCH_BLOCKS // qtiles)  # memory tiles per query tile
     return qtiles, slots * max(1, -(-m // (want * slots)))
+
+
+@register("vsa.level_indices", "cuda")
+def level_indices(values, lo, hi, n_levels: int) -> tuple[Any, bool]:
+    out = cuda.device_array(values.shape[0], np.int64)
+    bad = flag()
+    if out.size:
+        if lo is None or hi is None:
+            checked_indices[blocks(out.size), THREADS](values, n_levels, out, bad)
+        else:
+            levels_of_values[blocks(out.size), THREADS](values, lo, hi, n_levels - 1, out, bad)
+    return out, not is_set(bad)
+
+
+@register("vsa.class_scores", "cuda")
+def class_scores(rows, sums, norms) -> tuple[Any, Any]:
+    n = rows.shape[0]
+    scores = cuda.device_array((n, sums.shape[0]), np.float64)
+    best = cuda.device_array(n, np.int64)
+    if n:
+        class_scores_dense[blocks(n), THREADS](rows, sums, norms, scores, best)
+    return scores, best
+
+
+@register("vsa.axis_first", "cuda")
+def axis_first(rows) -> Any:
+    na, n, nx = rows.shape
+    out = cuda.device_array((n, na, nx), rows.dtype)
+    if out.size:
+        axis_first_rows[blocks(out.size), THREADS](rows, out)
+    return out
+
+
+@register("vsa.concat", "cuda")
+def concat(parts) -> Any:
+    if len(parts) == 1:
+        return parts[0]
+    out = cuda.device_array((sum(p.shape[0] for p in parts), *tuple(parts[0].shape)[1:]),
+                            parts[0].dtype)
+    r0 = 0
+    for p in parts:
+        out[r0:r0 + p.shape[0]] = p
+        r0 += p.shape[0]
+    return out

@@ -121,7 +121,8 @@ def scores(x: np.ndarray, y: np.ndarray, metric: int, d: int) -> np.ndarray:
 
 @register("vsa.similarity", "numpy")
 def similarity(a, b, ia, ib, metric: int, packed: bool, d: int) -> np.ndarray:
-    return scores(_dense(a, packed, d)[ia], _dense(b, packed, d)[ib], metric, d)
+    s = scores(_dense(a, packed, d)[ia], _dense(b, packed, d)[ib], metric, d)
+    return s.astype(np.int64) if metric == hv.DOT else s
 
 
 @register("vsa.search", "numpy")
@@ -132,3 +133,7 @@ def search(queries, memory, k: int, metric: int, packed: bool, d: int):
     return topk_blocks(lambda q0, q1: scores(np.repeat(x[q0:q1], m, axis=0),
                                              np.tile(y, (q1 - q0, 1)), metric, d
                                              ).reshape(q1 - q0, m), q, m, k)
+
+
+for _op in ("level_indices", "class_scores", "axis_first", "concat"):  # NumPy is their kernel
+    register(f"vsa.{_op}", "numpy")(getattr(hv, _op))

@@ -283,3 +283,64 @@ def to_trits(rows: np.ndarray, d: int) -> np.ndarray:
 def to_planes(trits: np.ndarray) -> np.ndarray:
     """int8 rows as bit-plane rows."""
     return encode(trits, _BP)
+
+
+# ------------------------------------------- levels, class scores and row layout
+def level_of(v, lo, hi, top):
+    """The level of value ``v`` from ``lo`` to ``hi`` of levels ``0 .. top``; -1 for NaN.
+
+    ``rint((v - lo) / (hi - lo) * top)`` (half to even) clipped to ``[0, top]``,
+    computed as :func:`level_indices` computes it, for the kernels that go element
+    by element.
+    """
+    x = (np.float64(v) - lo) / (hi - lo) * np.float64(top)
+    if x != x:
+        return np.int64(-1)
+    x = min(max(x, np.float64(0.0)), np.float64(top))
+    f = np.int64(x)  # x >= 0: truncation is the floor
+    rest = x - np.float64(f)
+    if rest > 0.5 or (rest == 0.5 and f % 2 == 1):
+        f += 1
+    return f
+
+
+def level_indices(values: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None,
+                  n_levels: int) -> tuple[np.ndarray, bool]:
+    """Flat ``values`` as int64 level indices, and whether all of them map to a level.
+
+    With bounds, element ``i`` maps through ``lo[i % len(lo)]``, ``hi[i % len(hi)]``
+    (see :func:`level_of`; a NaN maps to none). Without (``lo`` None), the values are
+    integer indices, each to lie in ``[0, n_levels)``.
+    """
+    if lo is None or hi is None:
+        ok = not values.size or (values.min() >= 0 and values.max() < n_levels)
+        return values.astype(np.int64), bool(ok)
+    if not values.size:
+        return np.empty(0, np.int64), True
+    v = values.astype(np.float64).reshape(-1, len(lo))
+    position = np.rint((v - lo) / (hi - lo) * (n_levels - 1))
+    if np.isnan(position).any():
+        return np.empty(0, np.int64), False
+    return np.clip(position, 0, n_levels - 1).astype(np.int64).reshape(-1), True
+
+
+def class_scores(rows: np.ndarray, sums: np.ndarray, norms: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``rows @ sums.T / norms`` (float64 ``(n, classes)``) and the first best class per row.
+
+    ``rows`` are int8 ``(n, d)``, ``sums`` integer-valued float64 prototypes
+    ``(classes, d)`` and ``norms`` their non-zero norms: every product and sum is an
+    exact integer in float64, so each backend gives the same scores. At least one class.
+    """
+    scores = (rows.astype(np.float64) @ sums.T) / norms
+    return scores, scores.argmax(axis=1).astype(np.int64, copy=False)
+
+
+def axis_first(rows: np.ndarray) -> np.ndarray:
+    """``(a, n, x)`` rows as C-contiguous ``(n, a, x)``: an axis of vectors brought first."""
+    return np.ascontiguousarray(rows.transpose(1, 0, 2))
+
+
+def concat(parts: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Blocks of rows, one after the other (a block alone is returned as it is)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
