@@ -226,6 +226,13 @@ def _vsa_signatures():
     sigs["op_planes"] = [((*(kinds["planes"][0],) * 2, idx, idx, i64, kinds["planes"][0]),
                           "planes")]
     sigs["class_sums_dense"] = [((arr(nt.int8, 2), idx, arr(i64, 2)), "int8")]
+    sigs["class_scores_dense"] = [((arr(nt.int8, 2), arr(nt.float64, 2), f64,
+                                    arr(nt.float64, 2), idx), "int8")]
+    sigs["axis_first_rows"] = [((arr(t, 3), arr(t, 3)), str(t)) for t in (nt.int8, u64)]
+    reals = (nt.int8, nt.int16, nt.int32, nt.int64, nt.uint8, nt.uint16, nt.uint32, nt.uint64,
+             nt.float16, nt.float32, nt.float64)
+    sigs["levels_of_values"] = [((arr(t, 1), f64, f64, i64, idx, bad), str(t)) for t in reals]
+    sigs["checked_indices"] = [((arr(t, 1), i64, idx, bad), str(t)) for t in reals[:8]]
     for name, (rows, _) in kinds.items():
         sigs[f"pairs_{name}"] = [((rows, rows, idx, idx, i64, i64, f64), name)]
         sigs[f"search_{name}"] = [((rows, rows, i64, i64, i64, i64, i64, arr(nt.float64, 3),
