@@ -141,9 +141,15 @@ class PackedTrits:
         ``data`` (the kernel's rows) is placed where ``like`` lives and shaped for
         ``shape``; :func:`unpack` hands trits back in ``like``'s kind.
         """
+        fmt = get_format(format)
         if not is_dask(data):
-            data = like.native(data).reshape(get_format(format).data_shape(shape))
-        packed = cls(data, shape, format, copy=False)
+            data = like.native(data).reshape(fmt.data_shape(shape))
+        if type(data) is np.ndarray and data.dtype == fmt.dtype and data.flags.c_contiguous:
+            packed = cls.__new__(cls)  # tritnum's own buffer: nothing to check or copy
+            packed._data, packed._format = owned(data, copy=False), fmt
+            packed._shape = tuple(int(n) for n in shape)
+        else:
+            packed = cls(data, shape, format, copy=False)
         packed._valid = True
         packed._like = like
         return packed

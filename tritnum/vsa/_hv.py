@@ -118,6 +118,8 @@ def same_kind(a: HV, b: HV, op: str) -> None:
 
 def broadcast_lead(a: HV, b: HV, op: str) -> tuple[int, ...]:
     """The broadcast leading shape of ``a`` and ``b`` (ShapeMismatchError if none)."""
+    if a.lead == b.lead:
+        return a.lead
     try:
         return np.broadcast_shapes(a.lead, b.lead)
     except ValueError:
@@ -132,8 +134,10 @@ def broadcast_rows(a: HV, b: HV, op: str) -> tuple[tuple[int, ...], np.ndarray, 
     lead = broadcast_lead(a, b, op)
 
     def index(h: HV) -> np.ndarray:
-        rows = np.arange(math.prod(h.lead), dtype=np.int64).reshape(h.lead)
-        return np.ascontiguousarray(np.broadcast_to(rows, lead).reshape(-1))
+        rows = np.arange(math.prod(h.lead), dtype=np.int64)
+        if h.lead == lead:  # row i meets row i: no broadcasting to do
+            return rows
+        return np.ascontiguousarray(np.broadcast_to(rows.reshape(h.lead), lead).reshape(-1))
 
     return lead, index(a), index(b)
 
