@@ -73,9 +73,13 @@ def dask_layer() -> Any:
     return importlib.import_module("tritnum._dask")
 
 
+# what most arguments of a call are: never on a GPU (checked first, by exact type)
+_HOST_TYPES = frozenset({np.ndarray, int, float, bool, str, bytes, tuple, type(None)})
+
+
 def is_cuda_array(obj: Any) -> bool:
     """Whether ``obj`` lives on a GPU (a CUDA tensor, or ``__cuda_array_interface__``)."""
-    if type(obj) is np.ndarray:  # the common case, first: this runs several times per call
+    if type(obj) in _HOST_TYPES:  # the common case, first: this runs several times per call
         return False
     if is_torch(obj):
         return obj.device.type == "cuda"
