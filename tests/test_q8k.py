@@ -463,11 +463,12 @@ def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, seed):
     w = tn.pack(rng.integers(-1, 2, (out, n), dtype=np.int8)).data
     q, d, bsums = call("quantize_q8k", "numpy", rng.standard_normal((2, n)).astype(F32) * F32(50))
     scales = rng.uniform(0.5, 2, (out, groups)).astype(F32)
-    csum = bsums.reshape(2, -1, 2).sum(-1, dtype=np.int32)
-    got = run(w, cpu_q8k.laid_out_vnni(q), -csum, d, scales)
+    xl, ncsum = cpu_q8k.laid_out_vnni(q, bsums)
+    np.testing.assert_array_equal(ncsum, -bsums.reshape(2, -1, 2).sum(-1, dtype=np.int32))
+    got = run(w, xl, ncsum, d, scales)
     ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)[1]
     assert F32(got).tobytes() == ref[2].tobytes()
-    several = run_rows(w, cpu_q8k.laid_out_vnni(q), -csum, d, scales)
+    several = run_rows(w, xl, ncsum, d, scales)
     assert np.array(several, F32).tobytes() == ref[1:1 + gemv.Q8K_VNNI_ROWS].tobytes()
 
 
@@ -476,6 +477,7 @@ def test_vnni_layout_pairs_each_code_with_its_value():
     q = np.arange(2 * QK_K, dtype=np.int64).reshape(1, -1)
     order = np.array(gemv.Q8K_VNNI_ORDER)
     expected = [256 * b + 4 * order[p] + c for b in range(2) for c in range(4) for p in range(64)]
-    np.testing.assert_array_equal(cpu_q8k.laid_out_vnni(q)[0], expected)
+    bsums = np.zeros((1, 2 * QK_K // 16), np.int16)
+    np.testing.assert_array_equal(cpu_q8k.laid_out_vnni(q, bsums)[0][0], expected)
     assert sorted(order) == list(range(64))
     assert (order.reshape(16, 4) % 8 == np.arange(16)[:, None] % 8).all()  # one ggml lane each
