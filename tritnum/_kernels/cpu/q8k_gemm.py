@@ -9,11 +9,12 @@ rows, copies ``tile_blocks`` of them into the panel layout, where they stay in
 cache while every activation tile passes them. Weights are "2bit" (converted by
 the caller) and the scales one per (row, block).
 
-Measured by CPU time on one Zen 5 core (a busy host), 256 x 4096 x 4096, TQ2_0
-block scales: 14.4-14.9 ms against the int8 path's 12.2-12.5 ms (0.84x its
-speed; the micro-kernel alone 0.80-0.86x the int8 one, whose floor here is 0.89x:
-one ``fmul`` per 8 ``vpdpbusd`` on the same pipes); before, the GEMV's dot
-product per row took 4x the int8 path's time.
+Measured on Zen 5, 256 x 4096 x 4096, TQ2_0 block scales, 2 threads, quiet host:
+6.0-6.2 ms against the int8 path's 5.2-6.0 ms in three bench runs (0.86-0.96x its
+speed), 0.895x the median of 18 alternating processes with the 5-row tile (0.86x
+with 6 rows); the floor against the int8 micro-kernel is 0.89x (one ``fmul`` per 8
+``vpdpbusd`` on the same pipes). Before this GEMM, the GEMV's dot product per row
+took 4x the int8 path's time.
 """
 
 from __future__ import annotations
