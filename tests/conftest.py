@@ -113,3 +113,19 @@ def memory_limited_child():
         return json.loads(child.stdout.splitlines()[-1])
 
     return run
+
+
+@pytest.fixture
+def kernel_devices(monkeypatch):
+    """``(op, device)`` of every kernel looked up while the test runs, in order."""
+    from tritnum import _dispatch
+
+    seen = []
+    real = _dispatch.kernel
+
+    def spy(op, device):
+        seen.append((op, device))
+        return real(op, device)
+
+    monkeypatch.setattr(_dispatch, "kernel", spy)
+    return seen

@@ -96,23 +96,14 @@ def test_decode_to_ternary_tensor(qtype):
 
 
 @pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])
-def test_ternary_decode_runs_one_trit_kernel(qtype, device, monkeypatch):
+def test_ternary_decode_runs_one_trit_kernel(qtype, device, kernel_devices):
     """ternary=True decodes once, with the resolved device's trit decoder (no float decode)."""
-    from tritnum import _dispatch
-
     x = np.random.default_rng(3).standard_normal((2, 512)).astype(np.float32)
     x[1, 256:] = 0  # a block of scale 0: its trits still come from its codes
     buf = tn.io.to_gguf_blocks(x, qtype)
-    calls = []
-    lookup = _dispatch.kernel
-
-    def counting(op, dev):
-        calls.append((op, dev))
-        return lookup(op, dev)
-
-    monkeypatch.setattr(_dispatch, "kernel", counting)
+    kernel_devices.clear()
     t = tn.io.from_gguf_blocks(buf, qtype, x.shape, ternary=True, device=device)
-    assert [c for c in calls if c[0].startswith("gguf")] == [("gguf_trits", device)]
+    assert [c for c in kernel_devices if c[0].startswith("gguf")] == [("gguf_trits", device)]
     np.testing.assert_array_equal(t.dequantize(), tn.io.from_gguf_blocks(buf, qtype, x.shape))
 
 

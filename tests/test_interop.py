@@ -207,20 +207,6 @@ def test_gguf_codecs(qtype):
 
 
 # ------------------------------------------------------------------ placement (issue 14, item 1)
-@pytest.fixture
-def kernel_devices(monkeypatch):
-    """``(op, device)`` of every kernel looked up while the test runs."""
-    seen = []
-    real = dispatch.kernel
-
-    def spy(op, device):
-        seen.append((op, device))
-        return real(op, device)
-
-    monkeypatch.setattr(dispatch, "kernel", spy)
-    return seen
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_search_hits_as_tensors_index_packed_memory(fmt):
     memory = trits((6, 70), 7)
