@@ -428,3 +428,18 @@ def test_memory_beyond_one_worker_small():
     assert out.returncode == 0, out.stderr[-3000:]
     assert "equal to the reference (indices and scores): True; the planted rows first: True; " \
            "every worker under its limit: True" in out.stdout
+
+
+def test_vsa_ops_without_a_dask_layer_read_dask_inputs():
+    """encode_features and Centroid have no lazy version: Dask levels, keys and samples are
+    read into memory (a numba typing error reached the user before)."""
+    levels, keys = tn.vsa.level(5, 70, seed=1), tn.vsa.random(3, 70, seed=2)
+    idx = RNG.integers(0, 5, (6, 3))
+    want = tn.vsa.encode_features(idx, levels, keys)
+    got = tn.vsa.encode_features(idx, lazy(levels, (2, -1)), lazy(keys, (2, 35)))
+    np.testing.assert_array_equal(got, want)
+    x = RNG.integers(-1, 2, (9, 70), dtype=np.int8)
+    y = np.arange(9) % 3
+    fitted = tn.vsa.Centroid().fit(lazy(x, (4, -1)), y)
+    np.testing.assert_array_equal(fitted.sums_, tn.vsa.Centroid().fit(x, y).sums_)
+    np.testing.assert_array_equal(fitted.predict(lazy(x, (5, 7))), fitted.predict(x))

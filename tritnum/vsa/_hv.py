@@ -84,6 +84,8 @@ def hypervectors(x: Any, dev: str, name: str = "hypervectors", *, kernel_checks:
         rows = for_device(as_rows(x.data, 2), dev)
         return HV(rows, x.shape[:-1], x.shape[-1], True, x._like)
     a = trit_array(x, name)
+    if is_dask(a):  # an op without a Dask layer of its own (Centroid, encode_features) reads it
+        a = to_host(a)
     lead, d = tuple(a.shape)[:-1], int(tuple(a.shape)[-1])
     if a.size and not (kernel_checks and a.dtype == np.int8) and not call(
             "vsa.check", dev, as_rows(a)):
