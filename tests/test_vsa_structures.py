@@ -137,6 +137,19 @@ def test_bundle_sequence_and_ngrams(fmt):
         vsa.bundle_sequence(x[0])
 
 
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_ngrams_check_the_codes_of_unchecked_packed_input(n):
+    """Windows of a PackedTrits wrapped without a check (copy=False) are read as checked
+    as it is: a corrupt code raises, as it does in bundle_sequence (a silent result before)."""
+    data = tn.pack(vsa.random(4, 64, seed=2), "bitplane").data.copy()
+    data[1, :, 0] = 1  # plus and minus bit 0 both set in vector 1: a corrupt code
+    bad = tn.PackedTrits(data, (4, 64), "bitplane", copy=False)
+    with pytest.raises(tn.InvalidTritsError, match="corrupt 'bitplane'"):
+        vsa.ngrams(bad, n)
+    with pytest.raises(tn.InvalidTritsError, match="corrupt 'bitplane'"):
+        vsa.bundle_sequence(bad)
+
 def test_sequence_order_matters():
     letters = vsa.random(26, 10_000, seed=2)
     abc = vsa.bundle_sequence(letters[[0, 1, 2]])

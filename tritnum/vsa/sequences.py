@@ -15,9 +15,8 @@ __all__ = ["bundle_sequence", "hash_table", "ngrams"]
 
 def _rows(x: Hypervectors, sl: slice) -> Hypervectors:
     """``x[..., sl, :]``: a range of vectors along the second-to-last axis, of either kind."""
-    if isinstance(x, PackedTrits):
-        data = x.data[..., sl, :, :]
-        return PackedTrits._encoded(data, (*tuple(data.shape)[:-2], x.shape[-1]), "bitplane")
+    if isinstance(x, PackedTrits):  # still packed; its codes as checked (or not) as x's
+        return x[(slice(None),) * (len(x.shape) - 2) + (sl,)]
     return x[..., sl, :]
 
 
