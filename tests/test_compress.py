@@ -282,3 +282,11 @@ def test_error_feedback_refuses_a_gradient_of_another_size():
         ef(np.ones(11, np.float32))
     ef(np.ones((2, 5), np.float32))  # the same size in another shape is the same vector
     assert ef.step == 2
+
+
+def test_integer_gradients_are_told_to_cast_not_to_pack():
+    for call in (lambda: tn.compress(np.ones(4, np.int32), 2, 0),
+                 lambda: tn.ErrorFeedback(2, 0).compress(np.ones(4, np.int64))):
+        with pytest.raises(TypeError, match="cast integer gradients to a float dtype") as info:
+            call()
+        assert "tn.pack" not in str(info.value)

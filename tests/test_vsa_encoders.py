@@ -82,3 +82,13 @@ def test_real_feature_errors():
         vsa.level_indices(np.array(["a"]), 4, 0, 1)
     with pytest.raises(ValueError, match="low= and high="):
         vsa.encode_features(np.full((2, 3), 0.5), levels, keys)
+
+
+@pytest.mark.parametrize(("values", "n_levels", "low", "high"), [
+    ([0.0, np.inf], 1, 0, 1),  # inf * 0
+    ([0.0, 1e308], 3, -1e308, 1e308),  # high - low overflows: inf / inf
+])
+def test_values_without_a_level_are_named_not_called_nan(values, n_levels, low, high):
+    """A value whose level formula is NaN (no NaN in the input) gets a message saying why."""
+    with pytest.raises(ValueError, match="high - low beyond float64"):
+        vsa.level_indices(np.array(values), n_levels, low, high)

@@ -60,17 +60,21 @@ def shape_tuple(shape: Any) -> tuple[int, ...]:
     return dims
 
 
-def float_array(x: Any, name: str, *, scalar: bool = False) -> Any:
+PACK_HINT = "; ternary values are packed with tn.pack"
+
+
+def float_array(x: Any, name: str, *, scalar: bool = False, hint: str = PACK_HINT) -> Any:
     """``x`` as a float16/32/64 array where it lives (host, GPU or Dask).
 
-    TypeError for other dtypes (pointing integer input to ``tn.pack``),
-    ShapeMismatchError for a scalar unless ``scalar`` allows rank 0.
+    TypeError for other dtypes (``hint`` appended for integer and bool input:
+    by default it points to ``tn.pack``), ShapeMismatchError for a scalar unless
+    ``scalar`` allows rank 0.
     """
     a = native(x)
     if not (is_cuda_array(a) or is_dask(a)):
         a = np.asarray(a)
     if a.dtype.kind != "f" or a.dtype.itemsize > 8:
-        hint = "; ternary values are packed with tn.pack" if a.dtype.kind in "iub" else ""
+        hint = hint if a.dtype.kind in "iub" else ""
         raise TypeError(f"{name} must be a float16/32/64 array, got dtype {a.dtype}{hint}")
     if a.ndim == 0 and not scalar:
         raise ShapeMismatchError(f"{name} must have at least one dimension, got a scalar",

@@ -60,6 +60,8 @@ from .errors import ShapeMismatchError
 from .typing import Device, Estimate
 from .vsa.generation import Seed, draw_seed, seed_key
 
+GRAD_HINT = "; cast integer gradients to a float dtype first"
+
 __all__ = ["ErrorFeedback", "Sketch", "compress", "decompress"]
 
 _ESTIMATES = ("unbiased", "projection")
@@ -223,7 +225,7 @@ def compress(grad: Any, ratio: float, seed: Seed = None, *, device: Device = "au
     ((63,), 252)
     """
     like = origin(grad)
-    a = float_array(grad, "grad", scalar=True)
+    a = float_array(grad, "grad", scalar=True, hint=GRAD_HINT)
     r = _ratio(ratio)
     seed = draw_seed(seed) % 2**64
     n = int(a.size)
@@ -394,7 +396,7 @@ class ErrorFeedback:
     def _advance(self, grad: Any) -> tuple[Sketch, Any]:
         """Sketch of ``grad + residual`` and its projection; the residual moves on."""
         like = origin(grad)
-        a = float_array(grad, "grad", scalar=True)
+        a = float_array(grad, "grad", scalar=True, hint=GRAD_HINT)
         n, shape = int(a.size), tuple(a.shape)
         dev = resolve_device(self._device, a)
         if self._residual is None:

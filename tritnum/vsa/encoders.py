@@ -63,7 +63,9 @@ def _indices(v: Any, n_levels: int, low: Any, high: Any, dev: str) -> Any:
     idx, ok = call("vsa.level_indices", dev, as_rows(v, 0), lo, hi, n_levels)
     if not ok:
         if low is not None:
-            raise ValueError("values hold a NaN: it maps to no level")
+            raise ValueError("values hold a NaN, or a value whose level "
+                             "(v - low) / (high - low) * (n_levels - 1) is NaN (an infinity "
+                             "with n_levels=1, or high - low beyond float64): it maps to no level")
         raise ValueError(f"values must be integer level indices in [0, {n_levels}) "
                          "(real values need low= and high=)")
     return idx
@@ -186,7 +188,8 @@ def encode_features(values: Any, levels: Any, keys: Any, *, low: Any = None, hig
     n, features = v.shape
     idx = _indices(v, hl.lead[0], low, high, dev).reshape((n, features))
     step = max(1, CHUNK_BYTES // max(features * (hl.d // 4 + 16), 1))
-    parts = tuple(_encode_rows(idx[r0:r0 + step], _planes(hl, dev), _planes(hk, dev), dev, hl.d)
+    level_planes, key_planes = _planes(hl, dev), _planes(hk, dev)  # packed once, not per chunk
+    parts = tuple(_encode_rows(idx[r0:r0 + step], level_planes, key_planes, dev, hl.d)
                   for r0 in range(0, max(n, 1), step))
     like = next((o for o in (origin(values), hl.like, hk.like) if o != HOST), HOST)
     return place(call("vsa.concat", dev, parts), like, (n, hl.d))
