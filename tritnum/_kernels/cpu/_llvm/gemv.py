@@ -126,7 +126,8 @@ def _trits_masked(builder, lanes_i32, n, exact=False, weight=None):
 def _trit_vectors(builder, w, count, target, exact, body, weight=None):
     """``body(t, scale, n, part, offset)`` for every ``lanes`` float trits of ``count`` blocks.
 
-    With ``weight`` (a float32 vector) the trits come multiplied by it.
+    With ``weight`` (a float32 vector, or a function of the block index giving one
+    for each block) the trits come multiplied by it.
 
     Each ``lanes`` bytes (part ``part`` of the block) are zero-extended once into
     int32 lanes and code n of every lane becomes a float trit (times ``1 / scale``:
@@ -134,21 +135,19 @@ def _trit_vectors(builder, w, count, target, exact, body, weight=None):
     in the block layout, ``4Bk + Bn + lanes * part``.
     """
     size, lanes = target.block, target.lanes
-    if target.permil:
-        def trits(b, v, n):
-            return _trits_permil(b, v, n, weight)
-    else:
-        def trits(b, v, n):
-            return _trits_masked(b, v, n, exact, weight)
     vi = vector(I32, lanes)
     with cgutils.for_range(builder, count) as loop:
         k = loop.index
+        wk = weight(k) if callable(weight) else weight
         for part in range(size // lanes):
             off = builder.add(builder.mul(k, ir.Constant(k.type, size)),
                               ir.Constant(k.type, lanes * part))
             lanes_i32 = builder.zext(load(builder, w, off, vector(I8, lanes), 1), vi)
             for n in range(4):
-                t, scale = trits(builder, lanes_i32, n)
+                if target.permil:
+                    t, scale = _trits_permil(builder, lanes_i32, n, wk)
+                else:
+                    t, scale = _trits_masked(builder, lanes_i32, n, exact, wk)
                 offset = builder.add(builder.mul(k, ir.Constant(k.type, 4 * size)),
                                      ir.Constant(k.type, size * n + lanes * part))
                 body(t, scale, n, part, offset)
@@ -417,29 +416,52 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
                 for total, part, sp in zip(totals, parts, sps, strict=True):
                     _add_scaled(builder, total, part, builder.load(builder.gep(sp, [g])), narrow)
 
-            with cgutils.for_range(builder, segments) as loop:
-                g = loop.index
-                step = builder.mul(g, nblocks)
-                wgs = [builder.gep(wp, [builder.mul(step, ir.Constant(g.type, size))])
-                       for wp in wps]
-                xg = builder.gep(xp, [builder.mul(step, ir.Constant(g.type, 4 * size))])
-                if is_float:  # the scale rides on the trits: no sums to rescale per run
-                    for wg, accs, sp in zip(wgs, float_accs, sps, strict=True):
-                        scale = broadcast(builder, builder.load(builder.gep(sp, [g])), lanes)
-                        code_scales = _accumulate_float(builder, wg, xg, nblocks, target, accs,
-                                                        scale)
-                elif narrow:  # runs of one block (groups of 4 * block inputs) as straight-line
-                    # code of their own: 111 -> 98 µs at 4096 x 4096, group 256, AVX-512, 1 thread
-                    # (LLVM folds each scale's broadcast into its FMA; the loop over one block,
-                    # its loads in another basic block than their uses, did not)
-                    one = builder.icmp_unsigned("==", nblocks, ir.Constant(nblocks.type, 1))
-                    with builder.if_else(one) as (then, otherwise):
-                        with then:
-                            add_runs(g, wgs, xg, ir.Constant(nblocks.type, 1))
-                        with otherwise:
-                            add_runs(g, wgs, xg, nblocks)
-                else:
-                    add_runs(g, wgs, xg, nblocks)
+            def scale_at(sp, g):
+                """Scale ``g`` of a row's scales ``sp``, in every lane."""
+                return broadcast(builder, builder.load(builder.gep(sp, [g])), lanes)
+
+            def float_runs(g, wgs, xg):
+                """float: the scale rides on the trits, no sums to rescale per run."""
+                for wg, accs, sp in zip(wgs, float_accs, sps, strict=True):
+                    _accumulate_float(builder, wg, xg, nblocks, target, accs, scale_at(sp, g))
+
+            def narrow_runs(g, wgs, xg):
+                """int8, short runs: a run of one block as straight-line code of its own.
+
+                111 -> 98 µs at 4096 x 4096, group 256, AVX-512, 1 thread (LLVM folds each
+                scale's broadcast into its FMA; the loop over one block, its loads in another
+                basic block than their uses, did not).
+                """
+                with builder.if_else(one) as (then, otherwise):
+                    with then:
+                        add_runs(g, wgs, xg, ir.Constant(nblocks.type, 1))
+                    with otherwise:
+                        add_runs(g, wgs, xg, nblocks)
+
+            def each_run(add):
+                """``add(g, wgs, xg)`` for run ``g``: its weight rows' and ``x``'s pointers."""
+                with cgutils.for_range(builder, segments) as loop:
+                    g = loop.index
+                    step = builder.mul(g, nblocks)
+                    wgs = [builder.gep(wp, [builder.mul(step, ir.Constant(g.type, size))])
+                           for wp in wps]
+                    add(g, wgs, builder.gep(xp, [builder.mul(step, ir.Constant(g.type,
+                                                                               4 * size))]))
+
+            one = builder.icmp_unsigned("==", nblocks, ir.Constant(nblocks.type, 1))
+            if is_float:
+                with builder.if_else(one) as (then, otherwise):
+                    with then:  # a scale per block: one loop over the blocks, a scale each
+                        # (4096 x 4096, group 256, AVX-512, 1 thread: 0.78-0.83x the time of
+                        # one scale per tensor with a loop of one block per run, 0.98-1.0x so)
+                        for wp, accs, sp in zip(wps, float_accs, sps, strict=True):
+                            code_scales = _accumulate_float(builder, wp, xp, segments, target,
+                                                            accs, functools.partial(scale_at, sp))
+                    with otherwise:
+                        each_run(float_runs)
+            else:
+                each_run(narrow_runs if narrow else
+                         lambda g, wgs, xg: add_runs(g, wgs, xg, nblocks))
             if is_float:
                 sums = [builder.fpext(_fold(builder, _float_total(builder, accs, code_scales,
                                                                   target), SCALED_LANES), vd)
