@@ -282,10 +282,10 @@ def _scaled_runner(scaled_dot):
 
 SCALED = {(level, rows, grouped): _scaled_runner(gemv.make_scaled_dot(t, rows, grouped))
           for level, t in gemv.TARGETS.items() for rows, grouped in
-          ((1, False), (gemv.SCALED_ROWS, False), (gemv.SCALED_ROWS, True))}
+          ((1, False), (1, True), (gemv.SCALED_ROWS, False), (gemv.SCALED_ROWS, True))}
 
 
-@pytest.mark.parametrize("rows,grouped", [(1, False), (gemv.SCALED_ROWS, False),
+@pytest.mark.parametrize("rows,grouped", [(1, False), (1, True), (gemv.SCALED_ROWS, False),
                                           (gemv.SCALED_ROWS, True)])
 @pytest.mark.parametrize("level", isa.LEVELS)
 @given(blocks=st.integers(0, 3), segments=st.integers(0, 5), seed=st.integers(0, 2**32 - 1))

@@ -34,6 +34,7 @@ from ._llvm.gemv import (
     SCALED_ROWS,
     decode_2bit,
     dot_2bit,
+    grouped_dot_2bit,
     grouped_dot_2bit_rows,
     scaled_dot_2bit,
     scaled_dot_2bit_rows,
@@ -122,6 +123,10 @@ def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
                                             o * groups, groups, xneg, r * groups)
                 for i in range(SCALED_ROWS):
                     y[r, o + i] = xscale[r] * sums[i]
+            elif rest == 0 and groups > 1 and not prefetch:  # float x, a scale per run
+                y[r, o] = xscale[r] * grouped_dot_2bit(w, o * units, units, xl, xo, full, groups,
+                                                       scales, o * groups, groups, xneg,
+                                                       r * groups)
             elif rest == 0:
                 y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, units, xl, xo, full, groups,
                                                       scales, o * groups, groups, xneg,
