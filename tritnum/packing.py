@@ -127,10 +127,14 @@ class PackedTrits:
                 f"a {fmt.name!r} buffer for shape {shape} must be {fmt.dtype} of shape "
                 f"{expected}, got {data.dtype} of shape {tuple(data.shape)}"
             )
+        self._fill(data, shape, fmt, valid=False, like=like)
+
+    def _fill(self, data: Any, shape: tuple[int, ...], fmt: Format, *, valid: bool,
+              like: Origin) -> None:
         self._data = data
         self._shape = shape
         self._format = fmt
-        self._valid = False  # codes checked (see ensure_valid), or written by an encoder
+        self._valid = valid  # codes checked (see ensure_valid), or written by an encoder
         self._like = like  # the framework results of unpack() come back in
 
     @classmethod
@@ -146,12 +150,11 @@ class PackedTrits:
             data = like.native(data).reshape(fmt.data_shape(shape))
         if type(data) is np.ndarray and data.dtype == fmt.dtype and data.flags.c_contiguous:
             packed = cls.__new__(cls)  # tritnum's own buffer: nothing to check or copy
-            packed._data, packed._format = owned(data, copy=False), fmt
-            packed._shape = tuple(int(n) for n in shape)
-        else:
-            packed = cls(data, shape, format, copy=False)
-        packed._valid = True
-        packed._like = like
+            packed._fill(owned(data, copy=False), tuple(int(n) for n in shape), fmt,
+                         valid=True, like=like)
+            return packed
+        packed = cls(data, shape, format, copy=False)
+        packed._valid, packed._like = True, like
         return packed
 
     @classmethod
@@ -159,8 +162,7 @@ class PackedTrits:
                  like: Origin) -> PackedTrits:
         """Unpickle: a PackedTrits owning the unpickled buffer, read-only, where it lived."""
         packed = cls(data if is_dask(data) else like.native(data), shape, format, copy=False)
-        packed._valid = valid
-        packed._like = like
+        packed._valid, packed._like = valid, like
         return packed
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -435,6 +435,7 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
                 scale's broadcast into its FMA; the loop over one block, its loads in another
                 basic block than their uses, did not).
                 """
+                one = builder.icmp_unsigned("==", nblocks, ir.Constant(nblocks.type, 1))
                 with builder.if_else(one) as (then, otherwise):
                     with then:
                         add_runs(g, wgs, xg, ir.Constant(nblocks.type, 1))
@@ -455,7 +456,6 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
                 """The scale of block ``k`` (of run ``k // nblocks``), in every lane."""
                 return scale_at(sp, builder.udiv(k, nblocks))
 
-            one = builder.icmp_unsigned("==", nblocks, ir.Constant(nblocks.type, 1))
             if is_float and grouped:  # one loop over every block, each with its run's scale:
                 # 4096 x 4096, group 256, AVX-512, 1 thread: 0.78-0.83x the per-tensor speed
                 # with a loop per run (of one block), 0.98-1.0x so
