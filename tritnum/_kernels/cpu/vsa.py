@@ -12,13 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..._dispatch import register
+from ..._isa import ISA
 from ..shared import vsa as hv
 from ._jit import jit
+from ._llvm.bundle import LANES, make_count_bits
 from ._llvm.popcount import popcount
 from ._parallel import run
 
 CHUNK = 4096  # int8 columns per bundle task
-WORDS = 32  # words per bit-sliced bundle task
+# words per bit-sliced bundle task: 4 AVX-512 registers, or 2 AVX2 ones (of the 16 there are)
+WORDS = 4 * LANES if ISA == "avx512vnni" else LANES
 SUM_COLUMNS = 1024  # int8 columns per class-sum task (classes x 4 KB of int32 sums)
 
 
@@ -43,7 +46,7 @@ _pair_trits = jit(inline="always")(hv.specialize(hv.pair_trits, score=_score))
 _bits_at = jit(inline="always")(hv.bits_at)
 _rolled_word = jit(inline="always")(hv.specialize(hv.rolled_word, bits_at=_bits_at))
 _majority_word = jit(inline="always")(hv.majority_word)
-_csa = jit(inline="always")(hv.csa)
+_count_bits = make_count_bits(WORDS)
 
 
 # ------------------------------------------------------------------------ random
@@ -157,15 +160,27 @@ def _op_dense(a, b, ia, ib, op, out, t0, t1):
     return bad
 
 
+@jit(inline="always")
+def _op_plane_row(x, y, o, op):
+    for w in range(o.shape[1]):
+        o[0, w], o[1, w] = _op_words(x[0, w], x[1, w], y[0, w], y[1, w], op)
+
+
 @jit()
 def _op_planes(a, b, ia, ib, op, out, t0, t1):
-    nw = out.shape[2]
+    """Rows ``out[t] = op(a[ia[t]], b[ib[t]])`` of bit planes, ``op`` a constant in each loop."""
     for t in range(t0, t1):
         x = a[ia[t]]
         y = b[ib[t]]
         o = out[t]
-        for w in range(nw):
-            o[0, w], o[1, w] = _op_words(x[0, w], x[1, w], y[0, w], y[1, w], op)
+        if op == hv.MUL:
+            _op_plane_row(x, y, o, hv.MUL)
+        elif op == hv.NEG:
+            _op_plane_row(x, y, o, hv.NEG)
+        elif op == hv.SUB3:
+            _op_plane_row(x, y, o, hv.SUB3)
+        else:
+            _op_plane_row(x, y, o, hv.ADD3)
     return 0
 
 
@@ -202,61 +217,20 @@ def _bundle_weighted(vs, weights, out, t0, t1):
 
 @jit()
 def _bundle_planes(vs, top, out, t0, t1):
-    """Majority of bit-plane rows: per plane, a bit-sliced count of its set bits.
+    """Majority of bit-plane rows ``vs`` (C-contiguous), a block of ``WORDS`` columns a task.
 
-    Eight words at a time go through a carry-save adder tree (Harley-Seal):
-    ``ones``, ``twos``, ``fours`` are bits 0-2 of each lane's count, and the
-    ``eights`` it produces ripple into bits 3 and up. ``top`` bits hold ``n``.
+    Each plane's set bits are counted bit-sliced (:func:`_count_bits`, ``top``
+    bits), then compared word by word.
     """
-    n, _, _, nw = vs.shape
+    n, rows, _, nw = vs.shape
     blocks = (nw + WORDS - 1) // WORDS
-    cnt = np.zeros((2, top, WORDS), np.uint64)
-    carry = np.zeros(WORDS, np.uint64)
+    cnt = np.empty((2, top, WORDS), np.uint64)
     for t in range(t0, t1):
         r = t // blocks
         w0 = (t % blocks) * WORDS
         cw = min(WORDS, nw - w0)
-        cnt[:] = 0
         for p in range(2):
-            c = cnt[p]
-            g = 0
-            while g + 8 <= n and top > 3:
-                for w in range(cw):
-                    d0 = vs[g, r, p, w0 + w]
-                    d1 = vs[g + 1, r, p, w0 + w]
-                    d2 = vs[g + 2, r, p, w0 + w]
-                    d3 = vs[g + 3, r, p, w0 + w]
-                    d4 = vs[g + 4, r, p, w0 + w]
-                    d5 = vs[g + 5, r, p, w0 + w]
-                    d6 = vs[g + 6, r, p, w0 + w]
-                    d7 = vs[g + 7, r, p, w0 + w]
-                    ones = c[0, w]
-                    twos = c[1, w]
-                    fours = c[2, w]
-                    ta, ones = _csa(ones, d0, d1)
-                    tb, ones = _csa(ones, d2, d3)
-                    fa, twos = _csa(twos, ta, tb)
-                    ta, ones = _csa(ones, d4, d5)
-                    tb, ones = _csa(ones, d6, d7)
-                    fb, twos = _csa(twos, ta, tb)
-                    carry[w], fours = _csa(fours, fa, fb)
-                    c[0, w] = ones
-                    c[1, w] = twos
-                    c[2, w] = fours
-                for k in range(3, top):
-                    for w in range(cw):
-                        x = c[k, w]
-                        c[k, w] = x ^ carry[w]
-                        carry[w] &= x
-                g += 8
-            for i in range(g, n):  # the rest one word at a time
-                for w in range(cw):
-                    carry[w] = vs[i, r, p, w0 + w]
-                for k in range(top):
-                    for w in range(cw):
-                        x = c[k, w]
-                        c[k, w] = x ^ carry[w]
-                        carry[w] &= x
+            _count_bits(vs, (2 * r + p) * nw + w0, 2 * rows * nw, n, cw, cnt[p], top)
         for w in range(cw):
             out[r, 0, w0 + w], out[r, 1, w0 + w] = _majority_word(cnt, w, top)
     return 0
@@ -271,7 +245,8 @@ def bundle(vs, weights, packed: bool, d: int) -> np.ndarray:
     if packed:
         nw = vs.shape[3]
         top = max(4, int(n).bit_length())
-        run(_bundle_planes, rows * -(-nw // WORDS), vs.nbytes, vs, top, out)
+        run(_bundle_planes, rows * -(-nw // WORDS), vs.nbytes, np.ascontiguousarray(vs), top,
+            out)
     else:
         if weights is None:  # one vote each, counted without wrapping, no n-sized array
             weights = np.broadcast_to(np.ones(1, hv.votes_dtype(n)), (n,))

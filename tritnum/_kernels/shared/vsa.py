@@ -232,12 +232,6 @@ def rolled_word(words, k, shift, d):
     return x
 
 
-def csa(a, b, c):
-    """Carry-save adder of three words: (carries, sums) of each bit lane."""
-    u = a ^ b
-    return (a & b) | (u & c), u ^ c
-
-
 def majority_word(cnt, w, top):
     """Plus and minus words where the bit-sliced plus count beats the minus count.
 

@@ -4,6 +4,7 @@ One module per job:
 
 - :mod:`.gemv`: the 2bit GEMV's SIMD dot product and decoder (LLVM vector IR).
 - :mod:`.popcount`: popcounts, of one word and of tiles of query x memory bit-plane rows.
+- :mod:`.bundle`: bit-sliced counts of a column block over many bit-plane rows (bundling).
 - :mod:`.planes`: int8 trits to bit-plane words, 64 at a time.
 - :mod:`.packing`: int8 trits to "2bit" and "base3" bytes and back, a vector at a time.
 - :mod:`.gguf`: the TQ2_0/TQ1_0 block encoders (float32 values to code bytes).
