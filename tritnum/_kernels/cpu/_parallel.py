@@ -73,9 +73,10 @@ from ._llvm.spin import cycles, fetch_add, load_acquire, spin_pause, store_relea
 
 # Below this many bytes of input per call, handing work to a thread costs more than it saves.
 MIN_PARALLEL_BYTES = 1 << 20
-# The same for kernels doing a few instructions per byte (elementwise bit-plane ops):
-# 2.5 MB of bind output takes 0.15-0.2 ms on one thread and 0.2-0.5 ms on two.
-MIN_PARALLEL_BYTES_LIGHT = 1 << 24
+# The same for kernels doing a few instructions per byte (elementwise bit-plane ops). Bind
+# of 10,000-trit bit-plane rows on 1 / 2 threads (Zen 5, medians): 200 pairs (1.5 MB moved)
+# 27 / 51 µs, 500 pairs (3.8 MB) 51 / 46 µs, 1,000 pairs (7.5 MB) 87 / 64 µs.
+MIN_PARALLEL_BYTES_LIGHT = 1 << 22
 CHUNKS_PER_THREAD = 4
 # How long an idle helper spins before it sleeps, and a caller waiting for a helper's chunk.
 SPIN_SECONDS = 200e-6
