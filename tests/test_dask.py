@@ -443,3 +443,19 @@ def test_vsa_ops_without_a_dask_layer_read_dask_inputs():
     fitted = tn.vsa.Centroid().fit(lazy(x, (4, -1)), y)
     np.testing.assert_array_equal(fitted.sums_, tn.vsa.Centroid().fit(x, y).sums_)
     np.testing.assert_array_equal(fitted.predict(lazy(x, (5, 7))), fitted.predict(x))
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])
+def test_gguf_of_lazy_tensors_is_read_into_memory(qtype, tmp_path):
+    """A lazy TernaryTensor (or lazy floats) through the GGUF encoders and the file writer:
+    the bytes of the in-memory tensor (a numba typing error reached the user before)."""
+    w = RNG.standard_normal((6, 512)).astype(np.float32)
+    t, tl = tn.quantize(w), tn.quantize(lazy(w, (4, -1)))
+    assert tl.packed.__dask_graph__() is not None
+    want = tn.io.to_gguf_blocks(t, qtype)
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(tl, qtype), want)
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(lazy(w, (4, -1)), qtype),
+                                  tn.io.to_gguf_blocks(w, qtype))
+    tn.io.write_gguf(tmp_path / "lazy.gguf", {"w": tl}, qtype=qtype)
+    tn.io.write_gguf(tmp_path / "eager.gguf", {"w": t}, qtype=qtype)
+    assert (tmp_path / "lazy.gguf").read_bytes() == (tmp_path / "eager.gguf").read_bytes()

@@ -352,6 +352,11 @@ def dequantize(t: TernaryTensor, *, device: Device = "auto") -> Any:
     return t.dequantize(device=device)
 
 
+def in_memory(t: TernaryTensor) -> TernaryTensor:
+    """``t`` itself, or read into memory where its trits and scales are lazy (Dask)."""
+    return dask_layer().in_memory(t) if is_dask(t.packed.data) else t
+
+
 def quantize_rows(rows: Any, per_tensor: bool, device: str, x: Any) -> tuple[Any, np.ndarray]:
     """int8 rows and their float32 scales, where the kernel of ``device`` leaves them.
 

@@ -28,7 +28,7 @@ Conventions:
 
 from .arrays import convert, dequantize, pack, packed_token, unpack
 from .matmul import linear
-from .quantize import quantize, quantize_activations
+from .quantize import in_memory, quantize, quantize_activations
 from .search import search
 from .vsa import bundle, elementwise, memory_vectors, permute, random, similarity
 
@@ -37,6 +37,7 @@ __all__ = [
     "convert",
     "dequantize",
     "elementwise",
+    "in_memory",
     "linear",
     "memory_vectors",
     "pack",

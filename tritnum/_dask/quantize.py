@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 
@@ -23,6 +24,12 @@ from ..quantize import TernaryTensor, abs_sums, scales_of
 from ..quantize import quantize as quantize_weights
 from ..quantize import quantize_activations as quantize_rows
 from .chunks import lazy_packed, lead, meta, tail, tail_sizes, whole
+
+
+def in_memory(t: TernaryTensor) -> TernaryTensor:
+    """A lazy TernaryTensor computed: its trits and scales from one pass over its graph."""
+    packed, scales = dask.compute(t.packed, t.scales)
+    return TernaryTensor(packed, scales, t.group_size, copy=False)
 
 
 def quantize(w: Any, group_size: int | None, fmt: Format, device: str) -> TernaryTensor:

@@ -31,7 +31,7 @@ from .._kernels.shared import gguf as layout_codes
 from .._validate import choice, float_array, shape_tuple
 from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
 from ..packing import pack, unpack_native
-from ..quantize import TernaryTensor, _raise_not_finite
+from ..quantize import TernaryTensor, _raise_not_finite, in_memory
 from ..typing import Device, Format, GGUFQType, I2SLayout
 from . import gguf_i2s as i2s
 from .gguf_scales import ScaleLoss, scale_loss
@@ -231,7 +231,8 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, layout: I2SLayout = "x86",
         Values; TQ1_0/TQ2_0 need a last axis that is a multiple of 256, I2_S a size
         that is a multiple of 128 (64 for ``layout="arm"``; a row count that is a
         multiple of 4 for ``"x86-interleaved"``). A TernaryTensor whose scales are
-        constant over each block is encoded from its trits directly.
+        constant over each block is encoded from its trits directly. A Dask array,
+        or a lazy TernaryTensor, is read into memory (the bytes are NumPy).
     qtype : {"TQ2_0", "TQ1_0", "I2_S"}
         The block format.
     layout : {"x86", "x86-interleaved", "arm"}
@@ -281,6 +282,7 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, layout: I2SLayout = "x86",
     qtype = _qtype(qtype)
     layout = _layout(layout, qtype)
     if isinstance(x, TernaryTensor):
+        x = in_memory(x)
         return place(encode_ternary(x, qtype, layout, requantize, device)[0], x.packed._like)
     like = origin(x)
     x = float_array(x, "x")

@@ -29,7 +29,7 @@ import numpy as np
 
 from .._validate import choice
 from ..errors import FormatError, ShapeMismatchError
-from ..quantize import TernaryTensor
+from ..quantize import TernaryTensor, in_memory
 from .arrays import bfloat16_to_float32
 from .gguf_blocks import QTYPES, check_shape, encode_ternary, ternary_loss, to_gguf_blocks
 from .gguf_container import Entry, ggml_type_id, ggml_type_name, tensor_nbytes
@@ -191,6 +191,7 @@ def plan(name: str, value: Any, qtype: str, layout: str, requantize: bool) -> Pl
     if not isinstance(value, TernaryTensor):
         return Plan(name, shape, type_id, nbytes,
                     lambda: [_named(name, lambda: float_blocks(_floats(value), qtype, layout))])
+    value = in_memory(value)  # a lazy one is read once: checked here, written later
     loss = ternary_loss(value, qtype)
     if loss is not None and (not loss.fixable or not requantize):
         raise FormatError(f"tensor {name!r}: {loss.message()}")
