@@ -459,3 +459,17 @@ def test_gguf_of_lazy_tensors_is_read_into_memory(qtype, tmp_path):
     tn.io.write_gguf(tmp_path / "lazy.gguf", {"w": tl}, qtype=qtype)
     tn.io.write_gguf(tmp_path / "eager.gguf", {"w": t}, qtype=qtype)
     assert (tmp_path / "lazy.gguf").read_bytes() == (tmp_path / "eager.gguf").read_bytes()
+
+
+def test_save_npz_of_lazy_ternary_tensor_is_read_into_memory(tmp_path):
+    """``tn.save`` of a lazy TernaryTensor (alone or in a dict): the file of the in-memory
+    tensor (NumPy's savez met the lazy scales and dask raised io.UnsupportedOperation)."""
+    w = RNG.standard_normal((6, 512)).astype(np.float32)
+    t, tl = tn.quantize(w, group_size=128), tn.quantize(lazy(w, (4, -1)), group_size=128)
+    tn.save(tmp_path / "lazy.npz", {"w": tl, "v": w})
+    back = tn.load(tmp_path / "lazy.npz")
+    np.testing.assert_array_equal(back["w"].packed.unpack(), t.packed.unpack())
+    np.testing.assert_array_equal(back["w"].scales, t.scales)
+    assert back["w"].group_size == 128
+    tn.save(tmp_path / "single.npz", tl)
+    np.testing.assert_array_equal(tn.load(tmp_path / "single.npz").dequantize(), t.dequantize())
