@@ -11,7 +11,7 @@ import numpy as np
 from .._interop import to_host
 from .._npz import Archive, check_max_bytes, field, reading, sizes
 from ..packing import PackedTrits
-from ..quantize import TernaryTensor
+from ..quantize import TernaryTensor, in_memory
 from .arrays import PLAIN_DTYPES, bfloat16_to_float32, is_array, plain_array
 
 __all__ = ["FILE_VERSION", "load_npz", "save_npz"]
@@ -30,6 +30,8 @@ def _arrays(name: str, obj: Any, meta: dict[str, Any], arrays: dict[str, np.ndar
         arrays[f"{name}/array"] = a
         meta[name] = {"dtype": a.dtype.str, "shape": list(a.shape)}
         return
+    if isinstance(obj, TernaryTensor):
+        obj = in_memory(obj)  # a lazy one: its trits and scales from one compute
     packed = obj.packed if isinstance(obj, TernaryTensor) else obj
     if not isinstance(packed, PackedTrits):
         raise TypeError(f"save takes arrays, PackedTrits, TernaryTensor or a dict of them; "
