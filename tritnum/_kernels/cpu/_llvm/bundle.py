@@ -17,7 +17,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import I32, I64, pointer, vector
+from . import I32, I64, broadcast, pointer, vector
 
 LANES = 8  # uint64 words per vector: <8 x i64>, one AVX-512 register, two AVX2 ones
 I1 = ir.IntType(1)
@@ -58,9 +58,7 @@ def make_count_bits(words: int):
             masked_load = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(vt, [vt.as_pointer(), I32, vector(I1, LANES), vt]),
                 "llvm.masked.load.v8i64.p0v8i64")
-            lanes = builder.insert_element(ir.Constant(vt, None), valid, ir.Constant(I32, 0))
-            lanes = builder.shuffle_vector(lanes, lanes, ir.Constant(vector(I32, LANES),
-                                                                     [0] * LANES))
+            lanes = broadcast(builder, valid, LANES)
             masks = [builder.icmp_signed("<", ir.Constant(vt, [v * LANES + j
                                                                for j in range(LANES)]), lanes)
                      for v in range(nvec)]
