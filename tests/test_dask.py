@@ -473,3 +473,14 @@ def test_save_npz_of_lazy_ternary_tensor_is_read_into_memory(tmp_path):
     assert back["w"].group_size == 128
     tn.save(tmp_path / "single.npz", tl)
     np.testing.assert_array_equal(tn.load(tmp_path / "single.npz").dequantize(), t.dequantize())
+
+
+def test_tensor_with_only_lazy_scales_is_read_into_memory(tmp_path):
+    """Trits in memory, scales lazy: the writers compute the scales too."""
+    w = RNG.standard_normal((6, 512)).astype(np.float32)
+    t = tn.quantize(w, group_size=256)
+    mixed = tn.TernaryTensor(t.packed, lazy(t.scales, (2, -1)), 256)
+    tn.save(tmp_path / "mixed.npz", mixed)
+    np.testing.assert_array_equal(tn.load(tmp_path / "mixed.npz").scales, t.scales)
+    np.testing.assert_array_equal(tn.io.to_gguf_blocks(mixed, "TQ2_0"),
+                                  tn.io.to_gguf_blocks(t, "TQ2_0"))

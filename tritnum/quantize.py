@@ -354,7 +354,7 @@ def dequantize(t: TernaryTensor, *, device: Device = "auto") -> Any:
 
 def in_memory(t: TernaryTensor) -> TernaryTensor:
     """``t`` itself, or read into memory where its trits and scales are lazy (Dask)."""
-    return dask_layer().in_memory(t) if is_dask(t.packed.data) else t
+    return dask_layer().in_memory(t) if is_dask(t.packed.data) or is_dask(t.scales) else t
 
 
 def quantize_rows(rows: Any, per_tensor: bool, device: str, x: Any) -> tuple[Any, np.ndarray]:
