@@ -54,6 +54,9 @@ def _ops(d: dict[str, Any]) -> list[tuple[str, Any]]:
         ("linear-gemm", lambda: tn.linear(d["x_gemm"], d["w"], device="cpu")),
         ("linear-int8", lambda: tn.linear(d["x_gemm"], d["w"], activations="int8",
                                           device="cpu")),
+        # the fused int8 GEMV: its activation buffers are each thread's own, kept across calls
+        ("linear-int8-gemv", lambda: tn.linear(d["x_gemv"], d["w"], activations="int8",
+                                               device="cpu")),
         ("search", lambda: tn.vsa.search(d["queries"], d["memory"], k=5, device="cpu")),
         ("search-bp", lambda: tn.vsa.search(d["queries_bp"], d["memory_bp"], k=5,
                                             metric="dot", device="cpu")),

@@ -455,3 +455,27 @@ def test_cpu_fused_int8_gemv_is_the_composed_path(m, n, group_size):
     q, scale = tn.quantize_activations(x)
     np.testing.assert_array_equal(tn.linear(x, w, weights[-1], activations="int8"),
                                   tn.linear(q, w, weights[-1], activations="int8", x_scale=scale))
+
+
+def test_cpu_fused_int8_gemv_keeps_no_result_in_its_buffers():
+    """The fused GEMV reuses its activation buffers across calls (per thread): results and
+    scales handed out stay as they were, through calls of other shapes and back."""
+    from tritnum.matmul import _scale_rows
+
+    rng = np.random.default_rng(5)
+    w = tn.quantize(rng.standard_normal((24, 1024)).astype(np.float32))
+    w2 = tn.quantize(rng.standard_normal((8, 512)).astype(np.float32), group_size=256)
+    x, x2 = (rng.standard_normal((2, n)).astype(np.float32) for n in (1024, 512))
+    want = [tn.linear(q, t, activations="int8", x_scale=s)
+            for q, s, t in ((*tn.quantize_activations(x), w), (*tn.quantize_activations(x2), w2))]
+    first = tn.linear(x, w, activations="int8")
+    other = tn.linear(x2, w2, activations="int8")
+    again = tn.linear(x[::-1], w, activations="int8")
+    np.testing.assert_array_equal(first, want[0])
+    np.testing.assert_array_equal(other, want[1])
+    np.testing.assert_array_equal(again, want[0][::-1])
+    weights = (w.packed.data, w.packed._format, 1024, _scale_rows(w), None)
+    _, xs = cpu_matmul.linear_int8_fused(x, *weights)
+    kept = xs.copy()
+    cpu_matmul.linear_int8_fused(x * 4, *weights)
+    np.testing.assert_array_equal(xs, kept)
