@@ -15,13 +15,15 @@ One module per job:
 
 This module holds the IR helpers they share: the scalar types, :func:`vector`,
 :func:`splat` constants and :func:`broadcast` of a run-time scalar, the one pointer
-helper :func:`pointer`, :func:`load`, :func:`store` and :func:`horizontal_sum`. Nothing here is
-bounds-checked: the callers keep every access in bounds.
+helper :func:`pointer`, :func:`load`, :func:`store`, :func:`masked_load` and
+:func:`horizontal_sum`. Nothing here is bounds-checked: the callers keep every access in
+bounds.
 """
 
 from __future__ import annotations
 
 from llvmlite import ir
+from numba.core import cgutils
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -60,6 +62,21 @@ def store(builder, value, base, offset, align):
     """Store ``value`` at element ``offset`` of pointer ``base``: :func:`load`'s counterpart."""
     builder.store(value, builder.bitcast(builder.gep(base, [offset]), value.type.as_pointer()),
                   align=align)
+
+
+def masked_load(builder, ptr, mask):
+    """Load the vector at ``ptr`` (a vector pointer), only the lanes ``mask`` (``<n x i1>``) sets.
+
+    The other lanes read as 0 and never touch memory (``llvm.masked.load``: a masked
+    ``vmovdqu64`` on AVX-512, ``vpmaskmov`` on AVX2), so a partial vector at the end of
+    an array is read without reading past it.
+    """
+    vt = ptr.type.pointee
+    name = f"v{vt.count}i{vt.element.width}"
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vt, [ptr.type, I32, mask.type, vt]),
+        f"llvm.masked.load.{name}.p0{name}")
+    return builder.call(fn, [ptr, ir.Constant(I32, 8), mask, ir.Constant(vt, None)])
 
 
 def horizontal_sum(builder, v, add):

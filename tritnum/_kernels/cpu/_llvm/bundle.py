@@ -17,10 +17,9 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import I32, I64, broadcast, pointer, vector
+from . import I64, broadcast, masked_load, pointer, vector
 
 LANES = 8  # uint64 words per vector: <8 x i64>, one AVX-512 register, two AVX2 ones
-I1 = ir.IntType(1)
 GROUP = 16  # rows per step of the adder tree; counts of bits 0-3 stay in registers
 
 
@@ -55,9 +54,6 @@ def make_count_bits(words: int):
             base = pointer(context, builder, sig.args[0], args[0], off, I64)
             out = pointer(context, builder, sig.args[5], args[5], ir.Constant(I64, 0), I64)
             zero = ir.Constant(vt, None)
-            masked_load = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vt, [vt.as_pointer(), I32, vector(I1, LANES), vt]),
-                "llvm.masked.load.v8i64.p0v8i64")
             lanes = broadcast(builder, valid, LANES)
             masks = [builder.icmp_signed("<", ir.Constant(vt, [v * LANES + j
                                                                for j in range(LANES)]), lanes)
@@ -66,9 +62,8 @@ def make_count_bits(words: int):
             def row(i):
                 """The block's vectors of row ``i`` (columns past ``valid`` read as 0)."""
                 start = builder.gep(base, [builder.mul(i, stride)])
-                return [builder.call(masked_load, [
-                    builder.bitcast(builder.gep(start, [ir.Constant(I64, v * LANES)]),
-                                    vt.as_pointer()), ir.Constant(I32, 8), masks[v], zero])
+                return [masked_load(builder, builder.bitcast(
+                    builder.gep(start, [ir.Constant(I64, v * LANES)]), vt.as_pointer()), masks[v])
                     for v in range(nvec)]
 
             def level(k, v):

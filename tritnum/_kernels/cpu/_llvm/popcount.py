@@ -18,7 +18,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import I8, I16, I32, I64, broadcast, pointer, vector
+from . import I8, I16, I32, I64, broadcast, masked_load, pointer, vector
 
 WIDE_WORDS = 8  # uint64 words per vector of the wide tile (<8 x i64>: one AVX-512 register)
 NARROW_WORDS = 4  # per vector of the portable tile (<32 x i8>: one AVX2 register)
@@ -52,16 +52,11 @@ def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, 
     tail = builder.icmp_unsigned("<", lane_words, broadcast(builder, builder.trunc(
         rest, vt.element) if vt.element.width < it.width else rest, vt.count))
 
-    masked_load = cgutils.get_or_insert_function(
-        module, ir.FunctionType(vt, [vt.as_pointer(), I32, tail.type, vt]),
-        f"llvm.masked.load.v{vt.count}i{vt.element.width}.p0v{vt.count}i{vt.element.width}")
-
     def vec(base, offset, mask=None):
         ptr = builder.bitcast(builder.gep(base, [offset]), vt.as_pointer())
         if mask is None:
             return builder.load(ptr, align=8)
-        return builder.call(masked_load, [ptr, ir.Constant(I32, 8), mask,
-                                          ir.Constant(vt, None)])
+        return masked_load(builder, ptr, mask)
 
     def add(acc, bits):
         builder.store(builder.add(builder.load(acc), builder.call(ctpop, [bits])), acc)
