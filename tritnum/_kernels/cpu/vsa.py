@@ -160,27 +160,15 @@ def _op_dense(a, b, ia, ib, op, out, t0, t1):
     return bad
 
 
-@jit(inline="always")
-def _op_plane_row(x, y, o, op):
-    for w in range(o.shape[1]):
-        o[0, w], o[1, w] = _op_words(x[0, w], x[1, w], y[0, w], y[1, w], op)
-
-
 @jit()
 def _op_planes(a, b, ia, ib, op, out, t0, t1):
-    """Rows ``out[t] = op(a[ia[t]], b[ib[t]])`` of bit planes, ``op`` a constant in each loop."""
+    nw = out.shape[2]
     for t in range(t0, t1):
         x = a[ia[t]]
         y = b[ib[t]]
         o = out[t]
-        if op == hv.MUL:
-            _op_plane_row(x, y, o, hv.MUL)
-        elif op == hv.NEG:
-            _op_plane_row(x, y, o, hv.NEG)
-        elif op == hv.SUB3:
-            _op_plane_row(x, y, o, hv.SUB3)
-        else:
-            _op_plane_row(x, y, o, hv.ADD3)
+        for w in range(nw):
+            o[0, w], o[1, w] = _op_words(x[0, w], x[1, w], y[0, w], y[1, w], op)
     return 0
 
 
