@@ -224,7 +224,7 @@ def test_crafted_valid_file_round_trips(tmp_path):
 
 
 def test_written_files_pass_the_header_check(tmp_path):
-    from tritnum.io.gguf_header import check_header
+    from tritnum.io.gguf.header import check_header
 
     path = tmp_path / "w.gguf"
     tn.io.write_gguf(path, {"w": W, "norm": NORM, "n": np.ones((2, 3, 4, 5), np.int8)})

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tritnum as tn
-from tritnum.io.gguf_i2s import from_codec_order, to_codec_order
+from tritnum.io.gguf.i2s import from_codec_order, to_codec_order
 
 
 def bitnet_quantize_i2_s(src, build):

@@ -11,7 +11,7 @@ from gguf import GGMLQuantizationType as T
 from gguf import quants
 
 import tritnum as tn
-from tritnum.io import gguf_quantize
+from tritnum.io.gguf import quantize as gguf_quantize
 
 N_EMBD, N_FF, N_HEAD, N_KV, N_LAYER, N_VOCAB = 256, 512, 4, 2, 2, 64
 HEAD_DIM = N_EMBD // N_HEAD

@@ -59,7 +59,7 @@ def gguf_package_quantize(src: str, dst: str, qtype: str = "TQ2_0") -> None:
     """
     import gguf
 
-    from ..io.gguf_quantize import FILE_TYPES
+    from ..io.gguf.quantize import FILE_TYPES
 
     kind = gguf.GGMLQuantizationType[qtype]
     reader = gguf.GGUFReader(src)

@@ -9,12 +9,12 @@
   format of PyTorch and Hugging Face checkpoints.
 """
 
-from .gguf_blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
-from .gguf_file import read_gguf, write_gguf
-from .gguf_i2s import LAYOUTS as I2S_LAYOUTS
-from .gguf_model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport
-from .gguf_quantize import quantize_gguf
-from .gguf_values import GGUFValue
+from .gguf.blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
+from .gguf.file import read_gguf, write_gguf
+from .gguf.i2s import LAYOUTS as I2S_LAYOUTS
+from .gguf.model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport
+from .gguf.quantize import quantize_gguf
+from .gguf.values import GGUFValue
 from .safetensors_file import SafetensorsFile, read_safetensors, write_safetensors
 
 __all__ = ["I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",

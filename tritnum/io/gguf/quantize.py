@@ -37,13 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice
-from ..errors import FormatError, ShapeMismatchError
-from ..typing import GGUFQType, I2SLayout
-from . import gguf_i2s as i2s
-from .arrays import bfloat16_to_float32
-from .gguf_blocks import QTYPES
-from .gguf_container import (
+from ..._validate import choice
+from ...errors import FormatError, ShapeMismatchError
+from ...typing import GGUFQType, I2SLayout
+from ..arrays import bfloat16_to_float32
+from ..suffixes import check_writer_suffix
+from . import i2s
+from .blocks import QTYPES
+from .container import (
     Entry,
     FileSlice,
     TensorInfo,
@@ -54,11 +55,10 @@ from .gguf_container import (
     tensor_nbytes,
     write_file,
 )
-from .gguf_encode import float_blocks, float_bytes
-from .gguf_file import progress_bar
-from .gguf_model import GGUFReport, TensorReport, alignment_of
-from .gguf_values import GGUFValue
-from .suffixes import check_writer_suffix
+from .encode import float_blocks, float_bytes
+from .file import progress_bar
+from .model import GGUFReport, TensorReport, alignment_of
+from .values import GGUFValue
 
 __all__ = ["FILE_TYPES", "quantize_gguf"]
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
-from .gguf_container import ALIGNMENT_KEY, DEFAULT_ALIGNMENT
-from .gguf_values import GGUFValue
+from ...errors import FormatError
+from .container import ALIGNMENT_KEY, DEFAULT_ALIGNMENT
+from .values import GGUFValue
 
 __all__ = ["GGUFBlocks", "GGUFModel", "GGUFReport", "TensorReport", "alignment_of"]
 

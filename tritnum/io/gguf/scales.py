@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._interop import to_host
-from ..packing import unpack_native
-from ..quantize import TernaryTensor
+from ..._interop import to_host
+from ...packing import unpack_native
+from ...quantize import TernaryTensor
 
 __all__ = ["FLOAT16_OVERFLOW", "ScaleLoss", "scale_loss"]
 

@@ -5,7 +5,7 @@ Which types a value may become:
 ==================  =====================================================================
 value               qtypes
 ==================  =====================================================================
-TernaryTensor       TQ2_0, TQ1_0, I2_S (its scales must fit, :mod:`.gguf_scales`);
+TernaryTensor       TQ2_0, TQ1_0, I2_S (its scales must fit, :mod:`.scales`);
                     F32, F16, BF16 (its dequantized values)
 float array         F32, F16, BF16; TQ2_0, TQ1_0, I2_S (quantized as llama.cpp does)
 integer array       its own type, I8, I16, I32 or I64
@@ -27,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice
-from ..errors import FormatError, ShapeMismatchError
-from ..quantize import TernaryTensor, in_memory
-from .arrays import bfloat16_to_float32
-from .gguf_blocks import QTYPES, check_shape, encode_ternary, ternary_loss, to_gguf_blocks
-from .gguf_container import Entry, ggml_type_id, ggml_type_name, tensor_nbytes
-from .gguf_model import GGUFBlocks
-from .gguf_scales import FLOAT16_OVERFLOW
+from ..._validate import choice
+from ...errors import FormatError, ShapeMismatchError
+from ...quantize import TernaryTensor, in_memory
+from ..arrays import bfloat16_to_float32
+from .blocks import QTYPES, check_shape, encode_ternary, ternary_loss, to_gguf_blocks
+from .container import Entry, ggml_type_id, ggml_type_name, tensor_nbytes
+from .model import GGUFBlocks
+from .scales import FLOAT16_OVERFLOW
 
 __all__ = ["FLOATS", "WRITABLE", "Plan", "bfloat16_bits", "check_value", "default_qtype",
            "float_blocks", "float_bytes", "plan"]

@@ -1,9 +1,9 @@
 """GGUF files: whole models in and out, tensors with their metadata.
 
-Reading checks the header against the file's size first (:mod:`.gguf_header`),
-parses it (:mod:`.gguf_container`, :mod:`.gguf_values`) and maps the tensors'
+Reading checks the header against the file's size first (:mod:`.header`),
+parses it (:mod:`.container`, :mod:`.values`) and maps the tensors'
 bytes; writing lays the file out as llama.cpp and the ``gguf`` package do, one
-tensor at a time (:mod:`.gguf_encode` turns each into its type's bytes). A file read
+tensor at a time (:mod:`.encode` turns each into its type's bytes). A file read
 and written back with nothing changed has the same metadata (values and types, in
 the same order), the same tensor order and alignment, and the same bytes for every
 tensor (a file the ``gguf`` package wrote comes back byte for byte). bitnet.cpp's
@@ -18,25 +18,25 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice
-from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
-from ..quantize import TernaryTensor
-from ..typing import Format, I2SLayout
-from . import gguf_i2s as i2s
-from .arrays import bfloat16_to_float32
-from .gguf_blocks import QTYPES, from_gguf_blocks
-from .gguf_container import (
+from ..._validate import choice
+from ...errors import FormatError, InvalidTritsError, ShapeMismatchError
+from ...quantize import TernaryTensor
+from ...typing import Format, I2SLayout
+from ..arrays import bfloat16_to_float32
+from ..suffixes import check_writer_suffix
+from . import i2s
+from .blocks import QTYPES, from_gguf_blocks
+from .container import (
     ALIGNMENT_KEY,
     DEFAULT_ALIGNMENT,
     TensorInfo,
     map_file,
     write_file,
 )
-from .gguf_encode import FLOATS, WRITABLE, check_value, default_qtype, plan, source_of
-from .gguf_header import I2_S_TYPE
-from .gguf_model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport, alignment_of
-from .gguf_values import GGUFValue, as_value
-from .suffixes import check_writer_suffix
+from .encode import FLOATS, WRITABLE, check_value, default_qtype, plan, source_of
+from .header import I2_S_TYPE
+from .model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport, alignment_of
+from .values import GGUFValue, as_value
 
 __all__ = ["I2_S_TYPE", "progress_bar", "read_gguf", "write_gguf"]
 
@@ -93,7 +93,7 @@ def read_gguf(path: str | os.PathLike[str], *, format: Format = "2bit",
         Packed format of the returned ternary tensors.
     layout : {"x86", "x86-interleaved", "arm"}
         The byte layout of I2_S tensors: the file does not say which bitnet.cpp
-        build wrote it (:mod:`tritnum.io.gguf_i2s`).
+        build wrote it (:mod:`tritnum.io.gguf.i2s`).
     progress : bool, optional
         Show a progress bar; by default only for files with many tensors.
 

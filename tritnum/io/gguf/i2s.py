@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice
-from ..errors import ShapeMismatchError
+from ..._validate import choice
+from ...errors import ShapeMismatchError
 
 __all__ = ["LAYOUTS", "check_shape", "codec_size", "from_codec_order", "layout",
            "to_codec_order"]

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import choice
-from ..errors import FormatError
+from ..._validate import choice
+from ...errors import FormatError
 
 __all__ = ["TYPE_IDS", "GGUFValue", "as_value", "pack_kvs", "read_kvs"]
 
@@ -266,7 +266,7 @@ def pack_kvs(metadata: Mapping[str, GGUFValue]) -> bytes:
 
 
 class _Reader:
-    """Values from a buffer whose header :func:`~.gguf_header.check_buffer` has passed."""
+    """Values from a buffer whose header :func:`~.header.check_buffer` has passed."""
 
     def __init__(self, buf: Any, order: str, pos: int) -> None:
         self.buf, self.order, self.pos = buf, order, pos
@@ -306,7 +306,7 @@ class _Reader:
 def read_kvs(buf: Any, order: str, pos: int, count: int) -> tuple[dict[str, GGUFValue], int]:
     """The ``count`` key-value pairs at ``pos`` of a checked GGUF buffer, and where they end.
 
-    The buffer must have passed :func:`~.gguf_header.check_buffer`: every length and
+    The buffer must have passed :func:`~.header.check_buffer`: every length and
     count in it is then known to fit (nothing here checks them again).
     """
     reader = _Reader(buf, order, pos)

@@ -8,14 +8,14 @@ TQ1_0   256 values -> ``qs[48]``,         fp16 ``d = max|x|`` per block (54 B)
         ``qh[4]``, ``d`` (base-3 bytes)
 I2_S    128 values -> 32 bytes, the       one float32 ``max|w|`` per tensor
         tensor flattened (bitnet.cpp's    after the codes, padded to 32 bytes
-        other layouts: :mod:`.gguf_i2s`)
+        other layouts: :mod:`.i2s`)
 ======  ==============================  =====================================
 
 From floats, TQ1_0/TQ2_0 round as the ``gguf`` package and llama.cpp's
 ``quantize_row_tq*_0_ref`` do (``round_half_away(x * (1 / d))``); I2_S encodes by
 sign as bitnet.cpp's ``quantize_i2_s`` (code 1 where ``|w| < 1e-6``, compared in
 double). A TernaryTensor whose scales a type cannot hold exactly is refused
-(:mod:`.gguf_scales`) unless re-quantizing is asked for.
+(:mod:`.scales`) unless re-quantizing is asked for.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import call, place, resolve_device, use_device
-from .._interop import contiguous, copy_into, flat, is_cuda_array, native, origin, to_host
-from .._kernels.shared import gguf as layout_codes
-from .._validate import choice, float_array, shape_tuple
-from ..errors import FormatError, InvalidTritsError, ShapeMismatchError
-from ..packing import pack, unpack_native
-from ..quantize import TernaryTensor, _raise_not_finite, in_memory
-from ..typing import Device, Format, GGUFQType, I2SLayout
-from . import gguf_i2s as i2s
-from .gguf_scales import ScaleLoss, scale_loss
+from ..._dispatch import call, place, resolve_device, use_device
+from ..._interop import contiguous, copy_into, flat, is_cuda_array, native, origin, to_host
+from ..._kernels.shared import gguf as layout_codes
+from ..._validate import choice, float_array, shape_tuple
+from ...errors import FormatError, InvalidTritsError, ShapeMismatchError
+from ...packing import pack, unpack_native
+from ...quantize import TernaryTensor, _raise_not_finite, in_memory
+from ...typing import Device, Format, GGUFQType, I2SLayout
+from . import i2s
+from .scales import ScaleLoss, scale_loss
 
 __all__ = ["QTYPES", "check_shape", "encode_ternary", "from_gguf_blocks", "ternary_loss",
            "to_gguf_blocks"]
@@ -136,7 +136,7 @@ def _check_out(out: Any, shape: tuple[int, ...], ternary: bool) -> None:
 
 def ternary_loss(t: TernaryTensor, qtype: GGUFQType,
                  device: Device = "auto") -> ScaleLoss | None:
-    """What writing ``t`` as ``qtype`` loses (:func:`.gguf_scales.scale_loss`), or None.
+    """What writing ``t`` as ``qtype`` loses (:func:`.scales.scale_loss`), or None.
 
     Its kernels (reading the trits, the codec's round trip of the values) run on
     ``device``, resolved with ``t``'s data.
@@ -236,7 +236,7 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, layout: I2SLayout = "x86",
     qtype : {"TQ2_0", "TQ1_0", "I2_S"}
         The block format.
     layout : {"x86", "x86-interleaved", "arm"}
-        I2_S's byte layout: the one bitnet.cpp's build writes (:mod:`.gguf_i2s`).
+        I2_S's byte layout: the one bitnet.cpp's build writes (:mod:`.i2s`).
     requantize : bool
         A TernaryTensor whose scales the format cannot hold exactly (``group_size``
         finer than TQ's 256-value blocks, per-row or per-group scales into I2_S's
@@ -342,7 +342,7 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *,
         shaped as the ``gguf`` reader gives it, ``(rows, bytes per row)``, refuses
         the reversed shape.
     layout : {"x86", "x86-interleaved", "arm"}
-        I2_S's byte layout (:mod:`.gguf_i2s`).
+        I2_S's byte layout (:mod:`.i2s`).
     ternary : bool
         Return a :class:`~tritnum.TernaryTensor` (trits packed in ``format``, one
         float32 scale per block, or per tensor for I2_S) instead of floats.

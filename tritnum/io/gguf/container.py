@@ -1,8 +1,8 @@
 """The GGUF container: GGML tensor types, the header's structure, and a streaming writer.
 
-Reading parses a header that :func:`~.gguf_header.check_buffer` has passed (so every
+Reading parses a header that :func:`~.header.check_buffer` has passed (so every
 count and offset in it fits the file): the key-value pairs with their types
-(:mod:`.gguf_values`), then each tensor's name, dimensions, type and offset.
+(:mod:`.values`), then each tensor's name, dimensions, type and offset.
 Writing lays a file out as the ``gguf`` package and llama.cpp do (GGUF v3,
 little-endian): header, key-value pairs, tensor infos, padding to the alignment,
 then each tensor's bytes padded to the alignment, offsets counted from the start of
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
-from .gguf_header import I2_S_TYPE, check_buffer
-from .gguf_values import GGUFValue, pack_kvs, read_kvs
+from ...errors import FormatError
+from .header import I2_S_TYPE, check_buffer
+from .values import GGUFValue, pack_kvs, read_kvs
 
 __all__ = ["ALIGNMENT_KEY", "DEFAULT_ALIGNMENT", "Entry", "FileSlice", "Header", "TensorInfo",
            "drop_pages",
@@ -106,7 +106,7 @@ def parse_header(buf: Any) -> Header:
     Raises
     ------
     FormatError
-        Whatever :func:`~.gguf_header.check_buffer` refuses.
+        Whatever :func:`~.header.check_buffer` refuses.
     """
     data_start = check_buffer(buf)
     (version,) = struct.unpack_from("<I", buf, 4)

@@ -16,7 +16,7 @@ import os
 import struct
 from typing import Any
 
-from ..errors import FormatError
+from ...errors import FormatError
 
 __all__ = ["I2_S_TYPE", "MAX_NESTING", "check_buffer", "check_header"]
 
@@ -257,7 +257,7 @@ def check_header(path: str | os.PathLike[str]) -> int:
     Examples
     --------
     >>> import os, tempfile, numpy as np, tritnum as tn
-    >>> from tritnum.io.gguf_header import check_header
+    >>> from tritnum.io.gguf.header import check_header
     >>> path = os.path.join(tempfile.mkdtemp(), "x.gguf")
     >>> _ = tn.io.write_gguf(path, {"norm": np.ones(4, np.float32)})
     >>> check_header(path) % 32
