@@ -8,7 +8,7 @@ median of each and the speedup (baseline time / tritnum time).
 from __future__ import annotations
 
 import contextlib
-import json
+import os
 import sys
 from dataclasses import asdict, replace
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._environment import environment
-from . import header
+from . import header, report
 from .compress import compression_cases
 from .dask import dask_cases
 from .gguf_files import gguf_file_cases
@@ -73,21 +73,32 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
 
 
 def main(args: Any) -> int:
-    """Entry point of ``python -m tritnum bench``."""
+    """Entry point of ``python -m tritnum bench``.
+
+    ``--json PATH`` writes the rows with the machine, the versions and the load the run
+    saw, in the schema of :mod:`tritnum._bench.report`.
+    """
     env = environment()
     print(header.title(env))
+    gpu = None
     if args.device == "cuda":
-        print(header.gpu_line())
+        gpu = header.gpu_line()
+        print(gpu)
+    load_before = list(os.getloadavg()) if hasattr(os, "getloadavg") else [0.0, 0.0, 0.0]
     before = header.snapshot()
+    families = tuple(args.family or FAMILIES)
     results = run(quick=args.quick, device=args.device, cols=args.cols, rows=args.rows,
-                  families=tuple(args.family or FAMILIES))
+                  families=families)
     busy = header.contention(before, header.snapshot())
     if busy is not None:
         env["contention"] = asdict(busy)
         print(header.contention_line(busy))
     print(table(results))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"environment": env, "results": [asdict(r) for r in results]}, f,
-                      indent=2)
+        load = {"before": load_before,
+                "after": list(os.getloadavg()) if hasattr(os, "getloadavg") else [0.0] * 3,
+                "contention": None if busy is None else {**asdict(busy), "noisy": busy.noisy}}
+        options = {"quick": bool(args.quick), "device": args.device, "rows": args.rows,
+                   "cols": args.cols, "families": list(families)}
+        report.write(args.json, report.build(results, env, load, options, gpu))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -22,6 +22,8 @@ class Case:
     repeats: int | None = None  # fewer for slow baselines
     note: Callable[[float], str] | None = None  # more figures from tritnum's median seconds
     work: Any = None  # a gpu.Work: the floor that --device cuda rows are reported against
+    # what the row measures, for plots and tables (``report`` lists the keys): op, size, mode...
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Result:
     bar: float | None
     meets_bar: bool | None
     note: str = ""
+    params: dict[str, Any] = field(default_factory=dict)  # the case's, as given
 
 
 def time_call(fn: Callable[[], Any]) -> float:
@@ -89,7 +92,7 @@ def measure(case: Case, repeats: int, warmup: float = WARMUP_SECONDS,
     speedup = b / t
     return Result(case.family, case.name, t, case.baseline_name, b, speedup, case.bar,
                   None if case.bar is None else speedup >= case.bar,
-                  case.note(t) if case.note else "")
+                  case.note(t) if case.note else "", dict(case.params))
 
 
 def table(results: list[Result]) -> str:

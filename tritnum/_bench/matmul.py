@@ -54,6 +54,19 @@ def _gemv_note(w: Any, threads: int, bandwidth: float | None,
     return note
 
 
+MODES = ("float", "int8", "q8_k")  # linear's activation modes, each against BLAS
+GEMV_SWEEP = ((1024, 1024), (2048, 2048), (4096, 4096), (8192, 4096), (16384, 8192))
+GEMV_SWEEP_QUICK = ((1024, 1024), (2048, 2048))
+GEMV_BARS = {(4096, 4096): {"float": 3.0, "int8": 5.0}, (16384, 8192): {"int8": 6.0}}
+
+
+def _params(op: str, rows: int, out: int, n: int, mode: str, threads: int | None,
+            packed_bytes: int, vs: str) -> dict[str, Any]:
+    """A matmul row's ``params`` (see ``report``): ``threads`` None = the process's count."""
+    return {"op": op, "rows": rows, "out": out, "in": n, "mode": mode, "threads": threads,
+            "macs": rows * out * n, "weight_bytes": packed_bytes, "vs": vs}
+
+
 def _int8_gemm_bar() -> float:
     """The CPU's int8 GEMM bar against float32 BLAS, by SIMD level.
 
@@ -81,10 +94,13 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
     gpu = device == "cuda"
     torch = gpu_torch() if gpu else None
     bandwidth = None if gpu else copy_bandwidth()
-    # the bars hold for the issue's sizes; --quick only checks that everything runs
-    sizes = [(1, 2048, 2048, (None, None)), (64, 2048, 2048, (None, None))] if quick else [
-        (1, 4096, 4096, (3.0, 5.0)), (1, 16384, 8192, (None, 6.0)),
-        (256, 4096, 4096, (0.85, 0.85 if gpu else _int8_gemm_bar()))]
+    # the bars hold for the issue's sizes; --quick only checks that everything runs. The
+    # GEMV sweep (out x in) runs each activation mode against BLAS: the performance
+    # page plots its rate against the matrix size
+    sweep = GEMV_SWEEP_QUICK if quick else GEMV_SWEEP
+    sizes = [(1, out, n, GEMV_BARS.get((out, n), {})) for out, n in sweep]
+    sizes += [(64, 2048, 2048, {})] if quick else [
+        (256, 4096, 4096, {"float": 0.85, "int8": 0.85 if gpu else _int8_gemm_bar()})]
     cases = []
     for rows, out, n, bars in sizes:
         trits = rng.integers(-1, 2, (out, n), dtype=np.int8)
@@ -99,9 +115,10 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
             base_name, base = "x @ W.T (torch, cuBLAS)", lambda x=tx, d=td: x @ d.T
         xd = put(x, device)
         kind = "GEMV" if rows == 1 else f"GEMM {rows} rows"
-        for act, bar in zip(("float", "int8"), bars, strict=True):
+        for act in MODES:
             memory = ""
-            if rows == 1 and out * n >= 1 << 27 and not gpu:  # peak-memory bar: <= 10% of W
+            if (rows == 1 and out * n >= 1 << 27 and not gpu
+                    and act != "q8_k"):  # peak-memory bar: <= 10% of W
                 linear(x, w, activations=act, device=device)  # compiled, weights checked
                 peak = peak_extra_bytes(lambda x=x, w=w, a=act: linear(x, w, activations=a,
                                                                           device=device))
@@ -110,9 +127,11 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
             cases.append(Case(
                 "matmul", f"linear {kind} {out}x{n} {act}",
                 lambda x=xd, w=w, a=act: linear(x, w, activations=a, device=device),
-                base_name, base, bar, 5 if rows > 1 else None, note,
+                base_name, base, bars.get(act), 5 if rows > 1 else None, note,
                 Work(w.packed.nbytes + x.nbytes + 4 * rows * out, 2 * rows * n * out,
-                     "int8" if act == "int8" else "fp16")))
+                     "int8" if act == "int8" else "fp16"),
+                _params("gemv" if rows == 1 else "gemm", rows, out, n, act, None,
+                        w.packed.nbytes, "blas")))
     cases += thread_cases(quick, rng) if not gpu else []
     return cases + group_cases(quick, device, rng) + q8k_cases(quick, device, rng)
 
@@ -164,17 +183,22 @@ def thread_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
         return f"{n * n / seconds / 1e9:.1f} GMAC/s per core"
 
     cases = []
-    for act in ("int8", "float"):
+    for act in ("int8", "float", "q8_k"):
         rate = PER_CORE_BARS.get(ISA) if act == "int8" else None
         base_name, base = "x @ W.T (BLAS, its threads)", lambda: x @ dense.T
         if rate is not None:
             base_name, base = f"{rate / 1e9:.0f} GMAC/s/core ({ISA} bar)", _spin_for(n * n / rate)
         cases.append(Case("matmul", f"linear GEMV {n}x{n} {act}, 1 thread", on(1, act),
-                          base_name, base, None if rate is None else 1.0, None, per_core))
+                          base_name, base, None if rate is None else 1.0, None, per_core,
+                          params=_params("gemv", 1, n, n, act, 1, w.packed.nbytes,
+                                         "blas" if rate is None else "rate bar")))
         if available() >= 2:
             cases.append(Case("matmul", f"linear GEMV {n}x{n} {act}, 2 threads", on(2, act),
-                              "same, 1 thread", on(1, act), SCALING_BAR, None,
-                              lambda s: f"{n * n / s / 2e9:.1f} GMAC/s per core"))
+                              "same, 1 thread", on(1, act),
+                              SCALING_BAR if act != "q8_k" else None, None,
+                              lambda s: f"{n * n / s / 2e9:.1f} GMAC/s per core",
+                              params=_params("gemv", 1, n, n, act, 2, w.packed.nbytes,
+                                             "1 thread")))
     return cases
 
 
@@ -204,7 +228,9 @@ def group_cases(quick: bool, device: str, rng: np.random.Generator) -> list[Case
                 lambda x=x, a=act: linear(x, grouped, activations=a, device=device),
                 "same, one scale",
                 lambda x=x, a=act: linear(x, flat, activations=a, device=device),
-                GROUP_BAR, 5 if rows > 1 else None))
+                GROUP_BAR, 5 if rows > 1 else None,
+                params={**_params("gemv" if rows == 1 else "gemm", rows, n, n, act, None,
+                                  packed.nbytes, "one scale"), "scales": "per 256"}))
     return cases
 
 
@@ -239,6 +265,9 @@ def q8k_cases(quick: bool, device: str, rng: np.random.Generator) -> list[Case]:
                 lambda x=x, w=w: linear(x, w, activations="q8_k", device=device),
                 "linear int8 (same w)",
                 lambda x=x, w=w: linear(x, w, activations="int8", device=device),
-                bar, 5 if rows > 1 else None))
+                bar, 5 if rows > 1 else None,
+                params={**_params("gemv" if rows == 1 else "gemm", rows, n, n, "q8_k", None,
+                                  packed.nbytes, "int8"),
+                        "scales": "per 256" if label == "TQ2_0 blocks" else "one"}))
     return cases
 

@@ -27,15 +27,20 @@ def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
         pack_bar, unpack_bar = (0.8, 1.0) if name == "2bit" else (0.5, 0.5)
         cases += [
             Case("packing", f"pack {name}", lambda n=name: pack(trits, n, device=device),
-                 "np.packbits", lambda: np.packbits(bools), pack_bar, work=work),
+                 "np.packbits", lambda: np.packbits(bools), pack_bar, work=work,
+                 params={"op": "pack", "format": name, "trits": host.size, "vs": "numpy bits"}),
             Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
-                 "np.unpackbits", lambda: np.unpackbits(bits), unpack_bar, work=work),
+                 "np.unpackbits", lambda: np.unpackbits(bits), unpack_bar, work=work,
+                 params={"op": "unpack", "format": name, "trits": host.size,
+                         "vs": "numpy bits"}),
             Case("packing", f"pack {name}", lambda n=name: pack(trits, n, device=device),
                  "numpy reference", lambda n=name: pack(host, n, device="numpy"), 10.0, 3,
-                 work=work),
+                 work=work, params={"op": "pack", "format": name, "trits": host.size,
+                                    "vs": "numpy reference"}),
             Case("packing", f"unpack {name}", lambda p=packed: unpack(p, device=device),
                  "numpy reference", lambda h=packed_host: unpack(h, device="numpy"),
-                 10.0, 3, work=work),
+                 10.0, 3, work=work, params={"op": "unpack", "format": name,
+                                             "trits": host.size, "vs": "numpy reference"}),
         ]
     if device != "cuda":
         packed2 = pack(host, "2bit")
@@ -54,6 +59,8 @@ def packing_cases(rows: int, cols: int, device: str) -> list[Case]:
         cases.append(Case(
             "packing", f"{src} -> {dst}", lambda p=packed, d=dst: p.to(d, device=device),
             "numpy reference", lambda p=packed_host, d=dst: p.to(d, device="numpy"), None, 3,
-            work=Work(packed_host.nbytes + packed_host.to(dst).nbytes)))
+            work=Work(packed_host.nbytes + packed_host.to(dst).nbytes),
+            params={"op": "convert", "format": f"{src} -> {dst}", "trits": host.size,
+                    "vs": "numpy reference"}))
     return cases
 

@@ -29,7 +29,9 @@ def quantization_cases(side: int, device: str) -> list[Case]:
     values = np.empty_like(w)  # the decoders' reused output (out=)
     bufs = {}
     cases = [Case("quantize", "quantize 2bit", lambda: quantize(wd, device=device),
-                  "numpy expression", lambda: _numpy_quantize(w), 5.0, 3)]
+                  "numpy expression", lambda: _numpy_quantize(w), 5.0, 3,
+                  params={"op": "quantize", "format": "2bit", "values": w.size,
+                          "vs": "numpy expression"})]
     try:
         from gguf import GGMLQuantizationType, quants
     except ImportError:
@@ -41,14 +43,17 @@ def quantization_cases(side: int, device: str) -> list[Case]:
         cases += [
             Case("gguf", f"to_gguf_blocks {qtype}",
                  lambda q=qtype: to_gguf_blocks(wd, q, device=device),
-                 "gguf.quants.quantize", lambda k=kind: quants.quantize(w, k), bar, 3),
+                 "gguf.quants.quantize", lambda k=kind: quants.quantize(w, k), bar, 3,
+                 params={"op": "encode", "format": qtype, "values": w.size, "vs": "gguf"}),
             Case("gguf", f"from_gguf_blocks {qtype}",
                  lambda q=qtype, b=buf_on: from_gguf_blocks(b, q, w.shape, device=device),
-                 "gguf.quants.dequantize", lambda k=kind, b=buf: quants.dequantize(b, k), bar, 3),
+                 "gguf.quants.dequantize", lambda k=kind, b=buf: quants.dequantize(b, k), bar, 3,
+                 params={"op": "decode", "format": qtype, "values": w.size, "vs": "gguf"}),
             Case("gguf", f"from_gguf_blocks {qtype} out=",
                  lambda q=qtype, b=buf_on: from_gguf_blocks(b, q, w.shape, out=values,
                                                             device=device),
-                 "gguf.quants.dequantize", lambda k=kind, b=buf: quants.dequantize(b, k), bar, 3),
+                 "gguf.quants.dequantize", lambda k=kind, b=buf: quants.dequantize(b, k), bar, 3,
+                 params={"op": "decode out=", "format": qtype, "values": w.size, "vs": "gguf"}),
         ]
     # the floors: reading the float32 input once (encoders), writing the float32 values
     # once on every core, into fresh memory and into out= (decoders); speedup = how far

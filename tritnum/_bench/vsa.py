@@ -59,7 +59,8 @@ def vsa_cases(d: int, device: str) -> list[Case]:
                 -1, 2, (n_bind, d), dtype=np.int8)),
         }
         return [Case("vsa", f"{name} bitplane", fn, base_name, base, None, 3,
-                     lambda s: "torchhd not installed (pip install tritnum[bench]): bar skipped")
+                     lambda s: "torchhd not installed (pip install tritnum[bench]): bar skipped",
+                     params=_params(name, "bitplane", d, "numpy"))
                 for name, (fn, _), (base_name, base) in
                 ((k, ours[k], skipped[k]) for k in ours)]
     import torch
@@ -77,7 +78,8 @@ def vsa_cases(d: int, device: str) -> list[Case]:
     }
     cases = [Case("vsa", f"{name} bitplane", fn, baselines[name][0], baselines[name][1], bar,
                   5, memory_note if name.startswith("random") else None,
-                  _work(name, pmem.nbytes // n_memory, n_memory, n_bind))
+                  _work(name, pmem.nbytes // n_memory, n_memory, n_bind),
+                  _params(name, "bitplane", d, "torchhd"))
              for name, (fn, bar) in ours.items()]
     dense_runs = {
         "search 1 x 10k (dot)": lambda: search(dq, dmem, 1, "dot", device=device),
@@ -86,11 +88,20 @@ def vsa_cases(d: int, device: str) -> list[Case]:
         "random 1000": lambda: random(n_bind, d, device=device),
     }
     cases += [Case("vsa", f"{name} dense", fn, baselines[name][0], baselines[name][1], None, 5,
-                   None, _work(name, d, n_memory, n_bind, planes=False))
+                   None, _work(name, d, n_memory, n_bind, planes=False),
+                   _params(name, "dense", d, "torchhd"))
               for name, fn in dense_runs.items()]
     if on == "cuda":  # the batched rows on the CPU are vsa_torch.batch_search_cases
         cases.append(_batch_search_case(th, d))
     return cases
+
+
+def _params(name: str, fmt: str, d: int, vs: str) -> dict[str, Any]:
+    """A row's ``params`` (see ``report``): the op, the format, its sizes and baseline kind."""
+    op = name.split()[0]
+    count = {"search": 10_000, "bundle": 1000, "bind": 1000, "random": 1000}[op]
+    return {"op": op, "format": fmt, "d": d, "n": count, "queries": 1 if op == "search" else None,
+            "threads": None, "vs": vs}
 
 
 def _work(name: str, row: int, n_memory: int, n: int, planes: bool = True) -> Work:

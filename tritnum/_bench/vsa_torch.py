@@ -112,7 +112,9 @@ def batch_search_cases(quick: bool, device: str) -> list[Case]:
                 cases.append(Case("vsa", f"search {nq} x {m // 1000}k (dot) {kind}, "
                                   f"{threads} thread{'s' * (threads > 1)}", ours, base_name, base,
                                   BATCH_BAR if kind == "bitplane" else None,
-                                  3 if m > 10_000 else 7, lambda s, trials=trials: trials))
+                                  3 if m > 10_000 else 7, lambda s, trials=trials: trials,
+                                  params={"op": "search", "format": kind, "d": d, "n": m,
+                                          "queries": nq, "threads": threads, "vs": "torch"}))
     return cases
 
 
@@ -125,7 +127,9 @@ def fit_and_bind_cases(device: str) -> list[Case]:
     d = 10_000
     a, b = random(1000, d, seed=13), random(1000, d, seed=14)
     cases = [Case("vsa", "bind 1000 pairs dense", lambda: bind(a, b, device="cpu"),
-                  "numpy a * b", lambda: a * b, BIND_BAR, 15)]
+                  "numpy a * b", lambda: a * b, BIND_BAR, 15,
+                  params={"op": "bind", "format": "dense", "d": d, "n": 1000, "queries": None,
+                          "threads": None, "vs": "numpy"})]
     X, y = random(1797, d, seed=15), np.arange(1797) % 10  # the digits' size
     try:
         import torch
@@ -138,5 +142,7 @@ def fit_and_bind_cases(device: str) -> list[Case]:
         return torch.zeros(10, d).index_add_(0, ty, tx)
 
     cases.append(Case("vsa", "centroid fit 1797 x 10k", lambda: Centroid(device="cpu").fit(X, y),
-                      "torch index_add_ f32", index_add, None, 7))
+                      "torch index_add_ f32", index_add, None, 7,
+                      params={"op": "centroid fit", "format": "dense", "d": d, "n": 1797,
+                              "queries": None, "threads": None, "vs": "torch"}))
     return cases
