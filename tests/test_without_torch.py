@@ -43,4 +43,5 @@ def test_ops_work_without_torch(tmp_path):
 def test_tritnum_torch_names_the_extra():
     out = _run("import tritnum.torch")
     assert out.returncode != 0
-    assert "ImportError: tritnum.torch needs PyTorch: pip install 'tritnum[torch]'" in out.stderr
+    assert ("ImportError: tritnum.torch needs PyTorch: pip install torch (or, from a tritnum "
+            "checkout, pip install -e '.[torch]')") in out.stderr

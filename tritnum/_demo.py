@@ -6,7 +6,7 @@
    output error, for float and int8 activations.
 3. Writes the layer to a GGUF file as TQ2_0 in a temporary folder and reads it back.
 4. Classifies scikit-learn's bundled digits with ternary hypervectors (HDC; skipped,
-   saying so, without scikit-learn: ``pip install tritnum[demo]``).
+   saying so, without scikit-learn: ``pip install scikit-learn``).
 5. Times a similarity search of ternary hypervectors against NumPy.
 
 Each row is printed as soon as its step finishes; every timing is a median of warm
@@ -101,8 +101,10 @@ def _hdc(rows: list[tuple[str, str]], args: argparse.Namespace, state: dict) -> 
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
     except ImportError:
-        rows.append(("HDC digits", "skipped: the digits come with scikit-learn "
-                                   "(pip install tritnum[demo])"))
+        from ._extras import install_hint
+
+        rows.append(("HDC digits", f"skipped: the digits come with scikit-learn "
+                                   f"({install_hint('demo')})"))
         return
 
     from . import vsa

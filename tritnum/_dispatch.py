@@ -127,6 +127,17 @@ def cuda_available() -> bool:
         return False
 
 
+def _cuda_hint() -> str:
+    """What to do about a missing GPU: install numba-cuda, or (installed) check the driver."""
+    import importlib.util
+
+    if importlib.util.find_spec("numba_cuda") is None:
+        from ._extras import missing
+
+        return missing("tritnum's CUDA kernels", "cuda")
+    return "numba-cuda is installed: check the NVIDIA driver (nvidia-smi)"
+
+
 def _check_name(device: str) -> str:
     return choice(device, "device", _config.DEVICES)
 
@@ -210,7 +221,7 @@ def resolve_device(device: str, *arrays: Any) -> str:
         if device == "cuda" and not cuda_available():
             raise DeviceUnavailableError(
                 "device='cuda' was requested but no usable CUDA GPU was found "
-                "(install the 'cuda' extra and check the driver, or use device='cpu')"
+                f"({_cuda_hint()}, or use device='cpu')"
             )
         return device
     default = get_device()

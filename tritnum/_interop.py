@@ -70,7 +70,15 @@ def is_dask(obj: Any) -> bool:
 
 def dask_layer() -> Any:
     """The Dask layer of tritnum (``tritnum._dask``), imported on first use: by a Dask input."""
-    return importlib.import_module("tritnum._dask")
+    try:
+        return importlib.import_module("tritnum._dask")
+    except ModuleNotFoundError as error:  # chunks= asks for Dask arrays without Dask
+        if (error.name or "").split(".")[0] != "dask":
+            raise
+        from ._extras import missing
+
+        raise ModuleNotFoundError(missing("Lazy (Dask) arrays", "dask"),
+                                  name=error.name) from error
 
 
 # what most arguments of a call are: never on a GPU (checked first, by exact type)

@@ -79,8 +79,9 @@ def _package() -> Any:
     try:
         import safetensors
     except ImportError:
-        raise ImportError("writing safetensors files needs the safetensors package: "
-                          "pip install 'tritnum[safetensors]'") from None
+        from .._extras import missing
+
+        raise ImportError(missing("Writing safetensors files", "safetensors")) from None
     return safetensors
 
 

@@ -1,7 +1,7 @@
 """PyTorch layers on tritnum: ternary quantization-aware training and packed inference.
 
-Needs the ``torch`` extra (``pip install tritnum[torch]``); ``import tritnum`` never
-imports torch, this module does.
+Needs PyTorch (``pip install torch``, or from a tritnum checkout
+``pip install -e '.[torch]'``); ``import tritnum`` never imports torch, this module does.
 
 - :class:`BitLinear`: an ``nn.Module`` that trains BitNet b1.58 ternary weights
   (absmean weights, int8 activations per token, straight-through gradients) and, in
@@ -26,7 +26,9 @@ from __future__ import annotations
 try:
     import torch as _torch  # noqa: F401  (the extra's one dependency, named if missing)
 except ImportError as error:
-    raise ImportError("tritnum.torch needs PyTorch: pip install 'tritnum[torch]'") from error
+    from .._extras import missing
+
+    raise ImportError(missing("tritnum.torch", "torch")) from error
 
 from .compress import (
     CompressionState,
