@@ -114,10 +114,10 @@ def test_isa_can_be_forced_lower_and_is_reported():
     out = run_python("""
         from tritnum._environment import environment
         from tritnum import _isa
-        from tritnum._kernels.cpu._llvm import gemv
+        from tritnum._kernels.cpu._llvm import gemv_target
         from tritnum._kernels.cpu.packing import _pack2
         env = environment()
-        print(_isa.ISA, gemv.BLOCK_BYTES, env["simd"].split(";")[0], _isa.CACHEABLE,
+        print(_isa.ISA, gemv_target.BLOCK_BYTES, env["simd"].split(";")[0], _isa.CACHEABLE,
               env["kernel cache"].split()[0])
     """, TRITNUM_ISA="portable")
     assert out.returncode == 0, out.stderr

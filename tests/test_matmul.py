@@ -13,7 +13,7 @@ import tritnum as tn
 from tritnum import _isa as isa
 from tritnum._interop import for_device, to_host
 from tritnum._kernels.cpu import matmul as cpu_matmul
-from tritnum._kernels.cpu._llvm import gemv
+from tritnum._kernels.cpu._llvm import gemv, gemv_target
 from tritnum.testing import ternary_tensors
 
 # sizes around the 128- and 256-trit SIMD blocks and 4/5-trit units, and primes
@@ -33,7 +33,7 @@ def _dot_runner(dot, decode):
 # each level's intrinsics in a runner, compiled once: the sizes are arguments, so that the
 # examples of a test vary only data (every level is tested where the CPU has it)
 DOTS = {level: _dot_runner(gemv.make_dot(t), gemv.make_decode(t))
-        for level, t in gemv.TARGETS.items()}
+        for level, t in gemv_target.TARGETS.items()}
 
 
 def needs(level):
@@ -249,7 +249,7 @@ def test_out_receives_the_result(device, activations):
 def test_simd_dot_and_decode_match_numpy(level, blocks, seed):
     """The SIMD dot and decoder of every level the CPU has against the documented layout."""
     needs(level)
-    target = gemv.TARGETS[level]
+    target = gemv_target.TARGETS[level]
     run = DOTS[level]
     size = target.block
     rng = np.random.default_rng(seed)
@@ -281,7 +281,7 @@ def _scaled_runner(scaled_dot):
 
 
 SCALED = {(level, rows, grouped): _scaled_runner(gemv.make_scaled_dot(t, rows, grouped))
-          for level, t in gemv.TARGETS.items() for rows, grouped in
+          for level, t in gemv_target.TARGETS.items() for rows, grouped in
           ((1, False), (1, True), (gemv.SCALED_ROWS, False), (gemv.SCALED_ROWS, True))}
 
 
@@ -292,7 +292,7 @@ SCALED = {(level, rows, grouped): _scaled_runner(gemv.make_scaled_dot(t, rows, g
 def test_scaled_dot_matches_numpy(level, rows, grouped, blocks, segments, seed):
     """Per weight row, sum_g scale_g * (dot_g - xsum_g) over runs of whole blocks."""
     needs(level)
-    size = gemv.TARGETS[level].block
+    size = gemv_target.TARGETS[level].block
     run = SCALED[level, rows, grouped]
     rng = np.random.default_rng(seed)
     codes = rng.integers(0, 3, (rows, segments, blocks, 4, size)).astype(np.uint8)
@@ -324,13 +324,13 @@ def test_scaled_dot_matches_numpy(level, rows, grouped, blocks, segments, seed):
 
 def test_the_kernels_use_the_best_level_the_cpu_has():
     assert isa.ISA == (os.environ.get("TRITNUM_ISA") or isa.available()[-1])
-    assert gemv.BLOCK_BYTES == gemv.TARGETS[isa.ISA].block
+    assert gemv_target.BLOCK_BYTES == gemv_target.TARGETS[isa.ISA].block
 
 
 @pytest.mark.parametrize("n,segment", [(1, 1), (13, 4), (300, 75), (256, 16), (520, 130)])
 def test_layout_pairs_each_code_with_its_element(n, segment):
     """Position 4Bk + Bc + m of a segment holds element 4 * (Bk + m) + c (B bytes a block)."""
-    size = gemv.BLOCK_BYTES
+    size = gemv_target.BLOCK_BYTES
     idx = cpu_matmul.layout(n, segment)
     per_segment = 4 * size * -(-segment // size)
     assert idx.size % per_segment == 0

@@ -23,7 +23,7 @@ from tritnum._dispatch import call
 from tritnum._formats import FORMATS
 from tritnum._interop import to_host
 from tritnum._kernels.cpu import q8k as cpu_q8k
-from tritnum._kernels.cpu._llvm import gemv
+from tritnum._kernels.cpu._llvm import dot_q8k, gemv_target
 from tritnum._kernels.reference.q8k import linear_q8k as reference_linear_q8k
 
 QK_K = 256
@@ -399,13 +399,13 @@ class TestArguments:
 def _q8k_runner(one):
     @njit
     def run(w, xl, csum, d, scales):
-        return one(w, 2, xl, 0, csum, d, scales), gemv.dot_q8k_rows(w, 2, xl, 1, csum, d, scales)
+        return one(w, 2, xl, 0, csum, d, scales), dot_q8k.dot_q8k_rows(w, 2, xl, 1, csum, d, scales)
 
     return run
 
 
 # the one-row dot (AVX2 and its portable lowering) with the rows' dot, compiled once
-Q8K_RUNS = {True: _q8k_runner(gemv.dot_q8k), False: _q8k_runner(gemv.dot_q8k_portable)}
+Q8K_RUNS = {True: _q8k_runner(dot_q8k.dot_q8k), False: _q8k_runner(dot_q8k.dot_q8k_portable)}
 
 
 @pytest.mark.parametrize("avx2", [True, False])
@@ -416,7 +416,7 @@ def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, seed):
     if avx2 and "avx2" not in isa.available():
         pytest.skip("this CPU has no AVX2; the portable lowering is what runs here")
     run = Q8K_RUNS[avx2]
-    rows = gemv.Q8K_ROWS + 1
+    rows = dot_q8k.Q8K_ROWS + 1
     rng = np.random.default_rng(seed)
     n = QK_K * blocks * groups
     w = tn.pack(rng.integers(-1, 2, (3, n), dtype=np.int8)).data
@@ -431,8 +431,8 @@ def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, seed):
 
 
 def _vnni_runners(level):
-    dot = gemv._make_dot_q8k(True, 1, gemv.TARGETS[level].block)
-    dots = gemv._make_dot_q8k(True, gemv.Q8K_VNNI_ROWS, gemv.TARGETS[level].block)
+    dot = dot_q8k.make_dot_q8k(True, 1, gemv_target.TARGETS[level].block)
+    dots = dot_q8k.make_dot_q8k(True, dot_q8k.Q8K_VNNI_ROWS, gemv_target.TARGETS[level].block)
 
     @njit
     def run(w, xl, csum, d, scales):
@@ -459,7 +459,7 @@ def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, seed):
     run, run_rows = VNNI_RUNS[level]
     rng = np.random.default_rng(seed)
     n = QK_K * blocks * groups
-    out = 2 + gemv.Q8K_VNNI_ROWS
+    out = 2 + dot_q8k.Q8K_VNNI_ROWS
     w = tn.pack(rng.integers(-1, 2, (out, n), dtype=np.int8)).data
     q, d, bsums = call("quantize_q8k", "numpy", rng.standard_normal((2, n)).astype(F32) * F32(50))
     scales = rng.uniform(0.5, 2, (out, groups)).astype(F32)
@@ -469,13 +469,13 @@ def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, seed):
     ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)[1]
     assert F32(got).tobytes() == ref[2].tobytes()
     several = run_rows(w, xl, ncsum, d, scales)
-    assert np.array(several, F32).tobytes() == ref[1:1 + gemv.Q8K_VNNI_ROWS].tobytes()
+    assert np.array(several, F32).tobytes() == ref[1:1 + dot_q8k.Q8K_VNNI_ROWS].tobytes()
 
 
 def test_vnni_layout_pairs_each_code_with_its_value():
     """Position ``64 n + p`` of a block holds the value of code n of byte ``Q8K_VNNI_ORDER[p]``."""
     q = np.arange(2 * QK_K, dtype=np.int64).reshape(1, -1)
-    order = np.array(gemv.Q8K_VNNI_ORDER)
+    order = np.array(dot_q8k.Q8K_VNNI_ORDER)
     expected = [256 * b + 4 * order[p] + c for b in range(2) for c in range(4) for p in range(64)]
     bsums = np.zeros((1, 2 * QK_K // 16), np.int16)
     np.testing.assert_array_equal(cpu_q8k.laid_out_vnni(q, bsums)[0][0], expected)

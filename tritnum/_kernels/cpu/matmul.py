@@ -31,7 +31,6 @@ from ..shared.linear import into
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.gemv import (
-    BLOCK_BYTES,
     SCALED_ROWS,
     decode_2bit,
     dot_2bit,
@@ -40,6 +39,7 @@ from ._llvm.gemv import (
     scaled_dot_2bit,
     scaled_dot_2bit_rows,
 )
+from ._llvm.gemv_target import BLOCK_BYTES
 from ._parallel import claim, leave, run, run_claimed
 from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack

@@ -3,11 +3,11 @@
 The activations are quantized a row at a time in vectorized passes, which give
 the shared block quantizer's values and hand it the blocks they cannot do
 (all-zero, non-finite, overflowing scale); they are laid out once per
-call in the order of :data:`._llvm.gemv.Q8K_BYTE_ORDER`, and each output comes
-from :func:`._llvm.gemv.dot_q8k`: the int8 GEMV's ``vpmaddubsw`` integer sums,
+call in the order of :data:`._llvm.dot_q8k.Q8K_BYTE_ORDER`, and each output comes
+from :func:`._llvm.dot_q8k.dot_q8k`: the int8 GEMV's ``vpmaddubsw`` integer sums,
 kept as ggml's eight lanes per 256-value block and accumulated in float32 in
 ggml's order. On VNNI levels one row of ``x`` (the GEMV) goes through
-:func:`._llvm.gemv.dot_q8k_vnni` instead, in its own layout (:func:`laid_out_vnni`):
+:func:`._llvm.dot_q8k.dot_q8k_vnni` instead, in its own layout (:func:`laid_out_vnni`):
 ``vpdpbusd`` sums fall in ggml's lanes without the int16 step, four weight rows
 sharing each load of ``x`` (4096 x 4096 with a scale per 256-block, 1 thread, AVX-512:
 0.20 ms before, 0.10 ms with it; the int8 GEMV on the same weights 0.09 ms). Up to
@@ -28,7 +28,7 @@ from ..._formats import FORMATS, Format
 from ..shared.q8k import BSUM, QK_K, quantize_q8k_block
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
-from ._llvm.gemv import (
+from ._llvm.dot_q8k import (
     Q8K_ROWS,
     Q8K_VNNI_ROWS,
     dot_q8k,
@@ -189,7 +189,7 @@ VNNI_SOURCE = np.arange(QK_K, dtype=np.int32).reshape(2, 4, 8, 4).transpose(3, 0
 def _vnni_operands(q, bsums, source, xl, ncsum):
     """Q8_K rows in the VNNI dot's order, and minus each lane's chunk sum.
 
-    The order is :data:`._llvm.gemv.Q8K_VNNI_ORDER`'s; lane L's chunk sum covers values
+    The order is :data:`._llvm.dot_q8k.Q8K_VNNI_ORDER`'s; lane L's chunk sum covers values
     ``32 L .. 32 L + 31`` (two ``BSUM`` sums). One call for what two NumPy steps took
     (5.1 -> 1.8 µs a row of 4096 here).
     """

@@ -2,7 +2,10 @@
 
 One module per job:
 
-- :mod:`.gemv`: the 2bit GEMV's SIMD dot product and decoder (LLVM vector IR).
+- :mod:`.gemv`: the 2bit GEMV's SIMD dot products and decoder (LLVM vector IR), built from
+  :mod:`.gemv_target` (the block layout and each level's target), :mod:`.dot_float` (float
+  trits times float32 activations) and :mod:`.dot_int8` (codes times int8 activations).
+- :mod:`.dot_q8k`: llama.cpp's TQ2_0 x Q8_K dots on the GEMV's blocks, bit for bit.
 - :mod:`.popcount`: popcounts, of one word and of tiles of query x memory bit-plane rows.
 - :mod:`.bundle`: bit-sliced counts of a column block over many bit-plane rows (bundling).
 - :mod:`.planes`: int8 trits to bit-plane words, 64 at a time.
