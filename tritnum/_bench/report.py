@@ -146,7 +146,7 @@ def build(results: list[Result], env: dict[str, Any], load: dict[str, Any],
     return {
         "schema_version": SCHEMA_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": list(sys.argv if command is None else command),
+        "command": _command() if command is None else list(command),
         "options": options,
         "machine": machine(env, gpu),
         "versions": versions(env),
@@ -154,6 +154,13 @@ def build(results: list[Result], env: dict[str, Any], load: dict[str, Any],
         "environment": env,
         "results": [asdict(r) for r in results],
     }
+
+
+def _command() -> list[str]:
+    """The command line of this process, ``python -m tritnum ...`` where run so."""
+    if sys.argv and sys.argv[0].endswith(os.path.join("tritnum", "__main__.py")):
+        return ["python", "-m", "tritnum", *sys.argv[1:]]
+    return list(sys.argv)
 
 
 def write(path: str | os.PathLike[str], report: dict[str, Any]) -> None:
