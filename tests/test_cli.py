@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tritnum as tn
@@ -110,6 +111,28 @@ def test_demo_command_prints_every_step():
     assert "trits identical" in out.stdout
     accuracy = float(out.stdout.split("accuracy ")[1].split("%")[0])
     assert accuracy >= 85, out.stdout
+    assert " faster" in out.stdout or " slower" in out.stdout
+
+
+def test_demo_reports_the_cost_of_quantizing():
+    """Beside the kernel's error (tiny), the demo says what ternary weights cost (large)."""
+    out = tritnum_cli("demo", "--out-features", "128", "--in-features", "512", "--dim", "500",
+                      "--repeats", "1", "--seed", "3")
+    assert out.returncode == 0, out.stderr
+    rows = {line[2:21].strip(): line[23:] for line in out.stdout.splitlines()
+            if line.startswith("  ")}
+    shown = float(rows["quantization error"].split("rel. error ")[1].split()[0])
+    # the demo's layer and input, quantized here in NumPy (BitNet b1.58 absmean, per tensor)
+    w = np.random.default_rng(3).standard_normal((128, 512), dtype=np.float32)
+    x = np.random.default_rng(4).standard_normal(512, dtype=np.float32).astype(np.float64)
+    scale = max(np.float32(np.abs(w).mean()), np.float32(1e-5))
+    ternary = np.clip(np.round(w / scale), -1, 1) * np.float64(scale)
+    want = np.linalg.norm(x @ ternary.T - x @ w.T.astype(np.float64)) / np.linalg.norm(
+        x @ w.T.astype(np.float64))
+    assert 0.3 < want < 0.7  # what ternary costs a random Gaussian layer
+    assert shown == pytest.approx(want, abs=1.5e-3), out.stdout
+    kernel = float(rows["linear GEMV float"].split("rel. error ")[1].split()[0])
+    assert kernel < 1e-5 and "same ternary weights" in rows["linear GEMV float"]
 
 
 def test_demo_without_scikit_learn_says_what_it_skipped():
