@@ -34,6 +34,24 @@ def test_help_lists_the_commands():
     assert tritnum_cli("bench", "--device", "tpu").returncode == 2
 
 
+@pytest.mark.parametrize("command", [(), ("info",), ("demo",), ("bench",), ("quantize-gguf",)])
+def test_each_help_says_what_it_does_and_where_the_docs_are(command):
+    out = tritnum_cli(*command, "--help")
+    assert out.returncode == 0, out.stderr
+    usage, description = out.stdout.split("\n\n")[:2]
+    assert usage.startswith("usage: python -m tritnum") and len(description.split()) >= 10
+    assert "docs/ in the source tree (user guide, API reference)" in out.stdout
+    assert "sphinx-build docs docs/_build/html" in out.stdout
+    assert "help(tritnum." in out.stdout and "python -m pydoc tritnum." in out.stdout
+    assert "pip install tritnum" not in out.stdout  # tritnum is not on the package index
+    if command == ("bench",):
+        for option in ("--json", "--quick", "--family", "--rows", "--cols", "--device"):
+            assert option in out.stdout.split("options:")[1]
+        json_help = " ".join(out.stdout.split("--json PATH")[2].split("--family")[0].split())
+        for word in ("machine", "versions", "load", "every row"):
+            assert word in json_help, json_help
+
+
 def test_version_and_plain_help():
     out = tritnum_cli("--version")
     assert out.returncode == 0, out.stderr

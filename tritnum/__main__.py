@@ -1,4 +1,9 @@
-"""Command line: ``python -m tritnum {info,demo,bench,quantize-gguf}``."""
+"""Command line of tritnum, ternary numerics for NumPy: ``python -m tritnum COMMAND``.
+
+Commands: ``info`` (versions, CPU, GPU, threads), ``demo`` (what tritnum does, in a
+minute), ``bench`` (speed against baselines), ``quantize-gguf`` (a float GGUF model to
+ternary). ``python -m tritnum COMMAND --help`` tells more about each.
+"""
 
 from __future__ import annotations
 
@@ -41,6 +46,37 @@ def _quantize_gguf(args: argparse.Namespace) -> int:
     return 0
 
 
+DOCS = """\
+documentation:
+  docs/ in the source tree (user guide, API reference); to build the HTML pages:
+    pip install -e ".[docs,torch,dask]" && sphinx-build docs docs/_build/html
+  in Python: help(tritnum.linear), help(tritnum.quantize), ... for any tritnum.<name>,
+  or from a shell: python -m pydoc tritnum.linear"""
+
+INFO = """\
+Print what tritnum runs on, one line each: the versions of tritnum, Python, NumPy,
+numba and numba-cuda; the CPU, its cores and the SIMD level the kernels use; numba's
+threads and threading layer; whether a CUDA GPU is usable (or numba's simulator is on);
+the default device; and whether compiled kernels are cached, and where. Paste it into
+bug reports."""
+
+BENCH = """\
+Time tritnum's operations against baselines on this machine, in one run: packing
+against np.packbits, quantization and GGUF blocks against the NumPy reference and the
+gguf package, ternary matmul against BLAS float32, VSA against NumPy and torch-hd, and
+more, by family. Each row is the median time of tritnum and of its baseline, measured
+in the same process, and the speedup (baseline time / tritnum time); "bar" is the
+speedup the project asks for on 2 CPU cores (no bars with --quick). A line says how
+busy the machine was while measuring; progress goes to stderr. Where a baseline's or
+a family's package is missing (Dask, PyTorch, torch-hd), its rows say so."""
+
+QUANTIZE_GGUF = """\
+Quantize a float GGUF model file to ternary as llama.cpp's llama-quantize does (the
+same bytes; token embeddings, norms and the output layer stay as they are), metadata
+kept, streamed tensor by tensor. llama.cpp reads TQ1_0 and TQ2_0, bitnet.cpp reads
+I2_S. Prints what it quantized and what it kept."""
+
+
 def _plain(doc: str | None) -> str:
     """A docstring as terminal text: reStructuredText's double backquotes dropped."""
     return (doc or "").replace("``", "")
@@ -50,38 +86,53 @@ def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the sub-command."""
     from . import __version__
 
-    parser = argparse.ArgumentParser(prog="python -m tritnum", description=_plain(__doc__))
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="python -m tritnum", description=_plain(__doc__),
+                                     epilog=DOCS, formatter_class=raw)
     parser.add_argument("--version", action="version", version=f"tritnum {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="versions, devices, threads and kernel cache").set_defaults(
-        func=_info)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("info", help="versions, CPU, GPU, threads and kernel cache",
+                   description=INFO, epilog=DOCS, formatter_class=raw).set_defaults(func=_info)
     from ._demo import __doc__ as demo_doc
     from ._demo import add_arguments
 
     demo = sub.add_parser("demo", help="what tritnum does, on embedded data, in a minute",
-                          description=_plain(demo_doc),
+                          description=_plain(demo_doc), epilog=DOCS,
                           formatter_class=argparse.RawTextHelpFormatter)
     add_arguments(demo)
     demo.set_defaults(func=_demo)
-    bench = sub.add_parser("bench", help="speed ratios against baselines, in one run")
-    bench.add_argument("--quick", action="store_true", help="less data, 3 repeats")
-    bench.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "numpy"])
-    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bench = sub.add_parser("bench", help="speed against baselines (NumPy, BLAS, torch-hd, ...)",
+                           description=BENCH, epilog=DOCS, formatter_class=raw)
+    bench.add_argument("--quick", action="store_true",
+                       help="a quick check: less data, 3 repeats in one round, no warm-up "
+                            "time and no bars (they are set for the full sizes)")
+    bench.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "numpy"],
+                       help="where tritnum runs: auto (the default device; the CPU kernels "
+                            "for NumPy data), cpu (numba kernels), cuda (the GPU, named in the "
+                            "output), numpy (the reference implementation) (default: auto)")
+    bench.add_argument("--json", metavar="PATH",
+                       help="also write the run to PATH as JSON: the machine (CPU, SIMD, "
+                            "cores, threads, GPU), the versions, the load while measuring, "
+                            "the options and every row of the table (times, baseline, "
+                            "speedup, bar, what the row measures)")
     bench.add_argument("--family", action="append",
                        choices=["packing", "quantize", "gguf", "matmul", "vsa", "dask",
                                 "compress", "torch"],
-                       help="only this family (repeatable; default: all)")
-    bench.add_argument("--rows", type=int, default=None, help="rows of trits (default 4096)")
-    bench.add_argument("--cols", type=int, default=16000, help="trits per row")
+                       help="only this family of rows (repeatable; default: all)")
+    bench.add_argument("--rows", type=int, default=None,
+                       help="rows of trits in the packing and quantize cases (default 4096; "
+                            "1024 with --quick)")
+    bench.add_argument("--cols", type=int, default=16000,
+                       help="trits per row in those cases (default 16000)")
     bench.set_defaults(func=_bench)
     quantize = sub.add_parser(
         "quantize-gguf", help="quantize an F32/F16/BF16 GGUF model to TQ1_0, TQ2_0 or I2_S",
-        description="Quantize a float GGUF model file to ternary as llama.cpp's llama-quantize "
-                    "does (the same bytes; token embeddings, norms and the output layer stay "
-                    "as they are), metadata kept, streamed tensor by tensor.")
+        description=QUANTIZE_GGUF, epilog=DOCS, formatter_class=raw)
     quantize.add_argument("src", help="the F32/F16/BF16 GGUF file")
     quantize.add_argument("dst", help="the GGUF file to write")
-    quantize.add_argument("--qtype", default="TQ2_0", choices=["TQ1_0", "TQ2_0", "I2_S"])
+    quantize.add_argument("--qtype", default="TQ2_0", choices=["TQ1_0", "TQ2_0", "I2_S"],
+                          help="the ternary type: TQ2_0 (2.06 bits/weight, default), TQ1_0 "
+                               "(1.69), I2_S (2, one scale per tensor)")
     quantize.add_argument("--include", action="append", metavar="GLOB",
                           help="also quantize these tensors (e.g. output.weight; repeatable)")
     quantize.add_argument("--exclude", action="append", metavar="GLOB",
