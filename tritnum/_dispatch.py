@@ -183,6 +183,21 @@ def use_device(device: Device) -> Iterator[None]:
     The override holds for the code in the block (in this thread, or this
     asyncio task); :func:`set_device` changes the default of the whole process.
 
+    Parameters
+    ----------
+    device : {"auto", "cpu", "cuda", "numpy"}
+        The default device inside the block (as for :func:`set_device`).
+
+    Yields
+    ------
+    None
+        The previous default comes back when the block exits, even on an exception.
+
+    Raises
+    ------
+    ValueError
+        An unknown device name.
+
     Examples
     --------
     >>> import tritnum as tn

@@ -420,7 +420,23 @@ class ErrorFeedback:
         return self._advance(grad)[1]
 
     def compress(self, grad: Any) -> Sketch:
-        """The sketch of ``grad + residual`` for this step (to send; the residual moves on)."""
+        """The sketch of ``grad + residual`` for this step (to send; the residual moves on).
+
+        Parameters
+        ----------
+        grad : array_like of float, or GPU array
+            This step's gradient; the same number of elements at every step.
+
+        Returns
+        -------
+        Sketch
+            The sketch to send, with the step's seed.
+
+        Raises
+        ------
+        ShapeMismatchError
+            A gradient whose size differs from the earlier steps'.
+        """
         return self._advance(grad)[0]
 
     def __repr__(self) -> str:

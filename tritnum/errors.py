@@ -52,6 +52,16 @@ class InvalidTritsError(TritnumError, ValueError):
 class ShapeMismatchError(TritnumError, ValueError):
     """An array has the wrong shape; ``.expected`` and ``.actual`` say how.
 
+    Parameters
+    ----------
+    message : str
+        The error message.
+    expected : object
+        What was expected: a shape, a size, or a description (``"ndim == 2"``);
+        kept as the ``expected`` attribute.
+    actual : object
+        What was found (a shape or a size); kept as the ``actual`` attribute.
+
     Examples
     --------
     >>> import numpy as np, tritnum as tn

@@ -239,14 +239,42 @@ class PackedTrits:
         return "cuda" if is_cuda_array(self._data) else "cpu"
 
     def unpack(self, *, device: Device = "auto") -> Any:
-        """The trits as int8 of :attr:`shape`; see :func:`unpack`."""
+        """The trits as int8 of :attr:`shape`; see :func:`unpack`.
+
+        Parameters
+        ----------
+        device : {"auto", "cpu", "cuda", "numpy"}
+            Where to run; ``"auto"`` follows the default device and the data.
+
+        Returns
+        -------
+        numpy.ndarray or GPU array
+            int8 trits of :attr:`shape`, where the packed buffer lives.
+        """
         return unpack(self, device=device)
 
     def to(self, format: FormatName, *, device: Device = "auto") -> PackedTrits:
         """The same trits in another format, re-encoded without unpacking to int8.
 
-        Returns ``self`` when ``format`` is already the format. Corrupt codes
-        raise :class:`~tritnum.errors.InvalidTritsError`.
+        Parameters
+        ----------
+        format : {"2bit", "base3", "bitplane"}
+            The format to re-encode into.
+        device : {"auto", "cpu", "cuda", "numpy"}
+            Where to run; ``"auto"`` follows the default device and the data.
+
+        Returns
+        -------
+        PackedTrits
+            ``self`` when ``format`` is already the format, else a new one, on
+            the same device.
+
+        Raises
+        ------
+        InvalidTritsError
+            Corrupt codes in the buffer.
+        FormatError
+            An unknown format.
 
         Examples
         --------
@@ -374,6 +402,18 @@ def _raise_corrupt(packed: PackedTrits, device: str, r0: int | None = None) -> N
 
 def nbytes(shape: tuple[int, ...] | int, format: FormatName = "2bit") -> int:
     """Bytes that trits of ``shape`` take packed in ``format`` (plan before packing).
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The logical shape of the trits (rank >= 1).
+    format : {"2bit", "base3", "bitplane"}
+        The packed format.
+
+    Returns
+    -------
+    int
+        Bytes of the packed buffer, as :attr:`PackedTrits.nbytes` would report.
 
     Raises
     ------

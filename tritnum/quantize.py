@@ -30,11 +30,31 @@ __all__ = ["TernaryTensor", "dequantize", "quantize", "quantize_activations"]
 class TernaryTensor:
     """Ternary weights: packed trits and float32 scales, ``w ≈ trits * scale``.
 
-    Made by :func:`quantize`. ``group_size`` is None for one scale per tensor,
-    else the number of consecutive elements along the last axis sharing a scale
-    (the whole row for per-row scales); ``scales`` then has shape
-    ``(*shape[:-1], shape[-1] // group_size)``. Like :class:`PackedTrits` it owns
-    its scales, read-only (``copy`` as there).
+    Made by :func:`quantize`, or built here from packed trits and their scales.
+
+    Parameters
+    ----------
+    packed : PackedTrits
+        The trits; the tensor's shape is ``packed.shape``.
+    scales : array_like of float32
+        A 0-d scale for the whole tensor when ``group_size`` is None, else an
+        array of shape ``(*shape[:-1], shape[-1] // group_size)``.
+    group_size : int, optional
+        None for one scale per tensor, else the number of consecutive elements
+        along the last axis sharing a scale (the whole row for per-row scales);
+        it must divide the last axis.
+    copy : bool, optional
+        Like :class:`PackedTrits`, the tensor owns its scales, read-only: by
+        default they are copied only when the caller could still write them,
+        ``copy=False`` wraps them as they are, ``copy=True`` always copies.
+
+    Raises
+    ------
+    TypeError
+        ``packed`` is not a :class:`PackedTrits`, or the scales are not float32.
+    ShapeMismatchError
+        A ``group_size`` that does not divide the last axis, or scales of
+        another shape.
 
     Examples
     --------
@@ -140,7 +160,18 @@ class TernaryTensor:
         return TransposedTernaryTensor(self)
 
     def dequantize(self, *, device: Device = "auto") -> Any:
-        """float32 weights ``trits * scale`` (see :func:`dequantize`), where the trits live."""
+        """float32 weights ``trits * scale`` (see :func:`dequantize`), where the trits live.
+
+        Parameters
+        ----------
+        device : {"auto", "cpu", "cuda", "numpy"}
+            Where to run; ``"auto"`` follows the default device and the data.
+
+        Returns
+        -------
+        numpy.ndarray, GPU array or Dask array
+            float32 weights of :attr:`shape`.
+        """
         if is_dask(self._packed.data):
             return dask_layer().dequantize(self, device)
         dev = resolve_device(device, self._packed.data)
@@ -340,6 +371,24 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
 
 def dequantize(t: TernaryTensor, *, device: Device = "auto") -> Any:
     """float32 weights ``trits * scale`` of a :class:`TernaryTensor`.
+
+    Parameters
+    ----------
+    t : TernaryTensor
+        From :func:`quantize`.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run; ``"auto"`` follows the default device and the data.
+
+    Returns
+    -------
+    numpy.ndarray, GPU array or Dask array
+        float32 weights of ``t.shape``, on the GPU when the trits are there, lazy
+        when they are a Dask array.
+
+    Raises
+    ------
+    TypeError
+        ``t`` is not a :class:`TernaryTensor`.
 
     Examples
     --------

@@ -56,13 +56,22 @@ _CODES = {dtype: code for code, dtype in DTYPES.items() if code != "BF16"}
 
 
 class SafetensorsFile(dict[str, Any]):
-    """What :func:`read_safetensors` returns: a dict of the tensors, in the file's order.
+    """What :func:`~tritnum.io.read_safetensors` returns: a dict of the tensors, in file order.
 
     Values are NumPy arrays, :class:`~tritnum.TernaryTensor` and
-    :class:`~tritnum.PackedTrits`. ``metadata`` holds the header's ``__metadata__``
-    without tritnum's own keys; ``dtypes`` the safetensors dtype each plain tensor
-    is stored as (``"BF16"`` for those read as float32), which
-    :func:`write_safetensors` takes back to write them the same way.
+    :class:`~tritnum.PackedTrits`. ``metadata`` and ``dtypes`` are kept as
+    attributes of the same names (plain dicts).
+
+    Parameters
+    ----------
+    tensors : mapping or iterable of (str, value) pairs, optional
+        The tensors, by name, as for ``dict``.
+    metadata : mapping of str to str, optional
+        The header's ``__metadata__`` without tritnum's own keys.
+    dtypes : mapping of str to str, optional
+        The safetensors dtype each plain tensor is stored as (``"BF16"`` for those
+        read as float32), which :func:`~tritnum.io.write_safetensors` takes back to
+        write them the same way.
     """
 
     def __init__(self, tensors: Any = (), *, metadata: Mapping[str, str] | None = None,
@@ -175,8 +184,8 @@ def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any],
     dtypes : mapping of str to str, optional
         The safetensors dtype to store a plain float tensor as (``"F64"``, ``"F32"``,
         ``"F16"``, ``"BF16"``) where it is not its own; every value must be exact
-        there. :attr:`SafetensorsFile.dtypes` gives a file's back; names that are
-        not plain arrays in ``tensors`` are ignored.
+        there. The ``dtypes`` of a :class:`SafetensorsFile` give a file's back; names
+        that are not plain arrays in ``tensors`` are ignored.
 
     Raises
     ------

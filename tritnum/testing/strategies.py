@@ -20,6 +20,22 @@ def trit_shapes(
 ) -> st.SearchStrategy[tuple[int, ...]]:
     """Shapes of rank >= 1 whose last axis is rarely a multiple of 4, 5 or 64.
 
+    Parameters
+    ----------
+    min_dims : int, optional
+        Fewest axes (at least 1: packing needs a last axis).
+    max_dims : int, optional
+        Most axes.
+    min_side : int, optional
+        Smallest length of an axis (0 allows empty arrays).
+    max_side : int, optional
+        Largest length of an axis.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        A strategy drawing tuples of int.
+
     Examples
     --------
     >>> from tritnum.testing import trit_shapes

@@ -9,9 +9,9 @@ Needs PyTorch (``pip install torch``, or from a tritnum checkout
 - :func:`convert`: replaces the ``nn.Linear`` layers of a model by BitLinear ones.
 - :func:`export`: a model's weights as TernaryTensors and NumPy arrays, for
   :func:`tritnum.io.write_gguf`.
-- :mod:`tritnum.torch.compress`: gradient compression with random ternary sketches
-  (:func:`tritnum.compress`) in training: :func:`register_compression` on an optimizer
-  or a module, :func:`ddp_comm_hook` with a :class:`CompressionState` for DDP.
+- gradient compression with random ternary sketches (:func:`tritnum.compress`) in
+  training: :func:`register_compression` (a :class:`GradientCompression`) on an
+  optimizer or a module, :func:`ddp_comm_hook` with a :class:`CompressionState` for DDP.
 
 >>> import torch
 >>> from tritnum.torch import convert

@@ -36,8 +36,27 @@ def _feedback(ratio: float, seed: int, index: int) -> ErrorFeedback:
 class GradientCompression:
     """Compression of the gradients of a set of parameters (made by :func:`register_compression`).
 
-    ``feedback[i]`` is the :class:`tritnum.ErrorFeedback` of parameter ``i`` (in the
-    optimizer's or the model's order); :meth:`remove` takes the hooks off.
+    :meth:`remove` takes the hooks off.
+
+    Parameters
+    ----------
+    params : list of torch.nn.Parameter
+        The parameters whose gradients are compressed, in the optimizer's or the
+        model's order.
+    ratio : float
+        Elements per sketch value, >= 1.
+    seed : int
+        Seed of the run; parameter ``i`` gets a seed of its own derived from it.
+
+    Attributes
+    ----------
+    ratio : float
+        Elements per sketch value.
+    seed : int
+        Seed of the run.
+    feedback : list of tritnum.ErrorFeedback
+        ``feedback[i]`` is the :class:`tritnum.ErrorFeedback` of parameter ``i``,
+        holding its residual.
     """
 
     def __init__(self, params: list[torch.nn.Parameter], ratio: float, seed: int) -> None:
@@ -50,7 +69,18 @@ class GradientCompression:
 
     @torch.no_grad()
     def apply(self, param: torch.Tensor) -> None:
-        """Replace ``param.grad`` by the update its error feedback applies (None stays None)."""
+        """Replace ``param.grad`` by the update its error feedback applies (None stays None).
+
+        Parameters
+        ----------
+        param : torch.Tensor
+            One of the parameters the compression was made for.
+
+        Raises
+        ------
+        TypeError
+            A sparse (not strided) gradient.
+        """
         grad = param.grad
         if grad is None:
             return
@@ -64,7 +94,7 @@ class GradientCompression:
             self.apply(param)
 
     def remove(self) -> None:
-        """Take the hooks off (the residuals stay in :attr:`feedback`)."""
+        """Take the hooks off (the residuals stay in ``feedback``)."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -143,6 +173,20 @@ class CompressionState:
     process_group : torch.distributed.ProcessGroup, optional
         The group to all-reduce in (the default group if None).
 
+    Attributes
+    ----------
+    feedback : dict of int to tritnum.ErrorFeedback
+        The error feedback of each bucket, by bucket index.
+
+    Raises
+    ------
+    TypeError
+        A seed that is not an int, a ratio that is not a real number.
+    ValueError
+        A ratio below 1, or not finite.
+
+    Notes
+    -----
     Each bucket has its own error feedback; a bucket whose size changes (DDP rebuilds its
     buckets after the first iteration) starts a new one, with a zero residual.
     """
@@ -157,7 +201,21 @@ class CompressionState:
         self.feedback: dict[int, ErrorFeedback] = {}
 
     def for_bucket(self, index: int, size: int) -> ErrorFeedback:
-        """The error feedback of bucket ``index`` holding ``size`` gradient elements."""
+        """The error feedback of bucket ``index`` holding ``size`` gradient elements.
+
+        Parameters
+        ----------
+        index : int
+            The bucket's index (``GradBucket.index()``).
+        size : int
+            Gradient elements in the bucket; a size other than the bucket's earlier
+            one starts a new error feedback, with a zero residual.
+
+        Returns
+        -------
+        tritnum.ErrorFeedback
+            The bucket's error feedback.
+        """
         ef = self.feedback.get(index)
         if ef is None or ef.size not in (None, size):
             ef = self.feedback[index] = _feedback(self.ratio, self.seed, index)
@@ -171,6 +229,19 @@ def ddp_comm_hook(state: CompressionState,
     Each rank compresses its bucket plus its residual (:meth:`tritnum.ErrorFeedback.compress`,
     one seed for all ranks), the sketch values divided by the world size are all-reduced,
     and the mean sketch is decompressed (``estimate="projection"``) into the bucket.
+
+    Parameters
+    ----------
+    state : CompressionState
+        Ratio, seed, process group and the buckets' error feedback, the same
+        ratio and seed on every rank.
+    bucket : torch.distributed.GradBucket
+        The gradient bucket DDP hands the hook.
+
+    Returns
+    -------
+    torch.futures.Future
+        Completes with the bucket's buffer, holding the decompressed mean gradient.
 
     Examples
     --------

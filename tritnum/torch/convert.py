@@ -115,6 +115,16 @@ def export(model: nn.Module) -> dict[str, TernaryTensor | np.ndarray]:
     dtype (bfloat16 as float32, NumPy has none). The dict is what
     :func:`tritnum.io.write_gguf` takes; :func:`tritnum.save` takes its TernaryTensors.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model, its :class:`BitLinear` layers in either mode.
+
+    Returns
+    -------
+    dict of str to TernaryTensor or numpy.ndarray
+        Every ``state_dict`` entry, by name, in its order.
+
     Examples
     --------
     >>> import torch

@@ -64,7 +64,7 @@ class BitLinear(nn.Module):
       rounding (the estimator ``w + (q(w) - w).detach()``). The product sums integers
       exactly (float32 holds them up to 2**24: ``in_features`` below 131,072) and is
       rescaled afterwards, as the kernels do.
-    - **Eval mode**: :meth:`eval` (or :meth:`freeze`) packs the weights into the
+    - **Eval mode**: ``eval()`` (or :meth:`freeze`) packs the weights into the
       buffers ``weight_packed`` ("2bit" trits, uint8) and ``weight_scale`` (float32), and
       the forward pass runs :func:`tritnum.linear` on them (CPU, or CUDA for CUDA
       tensors): no float copy of the weights is made. The output equals the training
@@ -147,6 +147,27 @@ class BitLinear(nn.Module):
         Sharing the parameters, as torch's own QAT modules do, keeps optimizers and
         tied weights working; the layer is in ``linear``'s training mode.
 
+        Parameters
+        ----------
+        linear : torch.nn.Linear
+            The layer whose weight, bias, sizes and mode the BitLinear takes.
+        group_size : int, optional
+            One weight scale per ``group_size`` consecutive inputs (must divide
+            ``in_features``); default: one scale for the tensor.
+        activations : {"int8", "float"}
+            ``"int8"``: activations quantized per token; ``"float"``: ternary
+            weights only.
+
+        Returns
+        -------
+        BitLinear
+            The new layer, sharing ``linear``'s Parameter objects.
+
+        Raises
+        ------
+        TypeError
+            ``linear`` is not an ``nn.Linear``.
+
         Examples
         --------
         >>> import torch
@@ -175,7 +196,18 @@ class BitLinear(nn.Module):
         self._sync()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Quantization-aware training forward in training mode, the packed kernels in eval."""
+        """Quantization-aware training forward in training mode, the packed kernels in eval.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Inputs of shape ``(..., in_features)``.
+
+        Returns
+        -------
+        torch.Tensor
+            Outputs of shape ``(..., out_features)``, in the input's dtype in eval mode.
+        """
         if self.training:
             return self._train_forward(x)
         compiling = torch.compiler.is_compiling()
@@ -202,7 +234,18 @@ class BitLinear(nn.Module):
         return y if self.bias is None else y + self.bias.to(y.dtype)
 
     def train(self, mode: bool = True) -> BitLinear:
-        """Training mode uses the latent weights (the packed ones are dropped); eval packs them."""
+        """Training mode uses the latent weights (the packed ones are dropped); eval packs them.
+
+        Parameters
+        ----------
+        mode : bool
+            True for training mode, False for eval mode (what ``eval()`` passes).
+
+        Returns
+        -------
+        BitLinear
+            The layer itself.
+        """
         super().train(mode)
         if self.weight is not None:
             if mode:
@@ -213,7 +256,7 @@ class BitLinear(nn.Module):
         return self
 
     def freeze(self, *, keep_latent: bool = True) -> BitLinear:
-        """Pack the weights and switch to eval mode (as :meth:`eval`); returns the layer.
+        """Pack the weights and switch to eval mode (as ``eval()``); returns the layer.
 
         Parameters
         ----------

@@ -133,6 +133,18 @@ def unbind(c: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
 def negate(v: Hypervectors, *, device: Device = "auto") -> Hypervectors:
     """``-v``: the inverse of ``v`` under bundling (plus and minus planes swapped).
 
+    Parameters
+    ----------
+    v : array_like of int or PackedTrits
+        Hypervectors ``(..., d)``.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to run.
+
+    Returns
+    -------
+    numpy.ndarray or PackedTrits
+        In the format of ``v``.
+
     Examples
     --------
     >>> import numpy as np, tritnum as tn

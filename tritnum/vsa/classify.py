@@ -113,13 +113,39 @@ class Centroid:
         return target
 
     def partial_fit(self, X: Hypervectors, y: Iterable[Any]) -> Centroid:
-        """Add samples ``X`` ``(n, d)`` with labels ``y`` to the class prototypes."""
+        """Add samples ``X`` ``(n, d)`` with labels ``y`` to the class prototypes.
+
+        Parameters
+        ----------
+        X : array_like of int or PackedTrits
+            Hypervectors ``(n, d)``, of the dimension of earlier samples.
+        y : array_like
+            One label per sample, numbers or strings (one kind for all calls).
+
+        Returns
+        -------
+        Centroid
+            The classifier itself.
+        """
         rows, dev, _ = self._rows(X)
         self._add(rows, dev, y)
         return self
 
     def fit(self, X: Hypervectors, y: Iterable[Any]) -> Centroid:
-        """Start over: prototypes from ``X`` and ``y``, then ``epochs`` of retraining."""
+        """Start over: prototypes from ``X`` and ``y``, then ``epochs`` of retraining.
+
+        Parameters
+        ----------
+        X : array_like of int or PackedTrits
+            Hypervectors ``(n, d)``.
+        y : array_like
+            One label per sample, numbers or strings.
+
+        Returns
+        -------
+        Centroid
+            The classifier itself.
+        """
         self.classes_, self.sums_ = np.empty(0, to_host(y).dtype), None
         rows, dev, _ = self._rows(X)
         target = self._add(rows, dev, y)
@@ -146,9 +172,17 @@ class Centroid:
         return call("vsa.class_scores", dev, rows, self.sums_, np.where(norms > 0, norms, 1.0))
 
     def decision_function(self, X: Hypervectors) -> Any:
-        """``(n, n_classes)`` similarity of each sample to each prototype (cosine times |x|).
+        """``(n, n_classes)`` similarity of each sample to each prototype (cosine times ``|x|``).
 
-        Float64, where and in the framework in which ``X`` lives.
+        Parameters
+        ----------
+        X : array_like of int or PackedTrits
+            Hypervectors ``(n, d)``.
+
+        Returns
+        -------
+        array
+            Float64 scores, where and in the framework in which ``X`` lives.
         """
         rows, dev, like = self._rows(X)
         return place(self._scores(rows, dev)[0], like)
@@ -156,13 +190,34 @@ class Centroid:
     def predict(self, X: Hypervectors) -> Any:
         """The class of each sample ``(n, d)``: the prototype of largest cosine (first on ties).
 
-        Labels of ``classes_``'s dtype where ``X`` lives; NumPy for string labels.
+        Parameters
+        ----------
+        X : array_like of int or PackedTrits
+            Hypervectors ``(n, d)``.
+
+        Returns
+        -------
+        array
+            Labels of ``classes_``'s dtype where ``X`` lives; NumPy for string labels.
         """
         rows, dev, like = self._rows(X)
         labels = self.classes_[to_host(self._scores(rows, dev)[1])]
         return labels if labels.dtype.kind in "US" else place(labels, like)
 
     def score(self, X: Hypervectors, y: Iterable[Any]) -> float:
-        """Accuracy of :meth:`predict` on ``X`` against labels ``y``."""
+        """Accuracy of :meth:`predict` on ``X`` against labels ``y``.
+
+        Parameters
+        ----------
+        X : array_like of int or PackedTrits
+            Hypervectors ``(n, d)``.
+        y : array_like
+            The true label of each sample.
+
+        Returns
+        -------
+        float
+            The share of samples predicted right.
+        """
         pred = to_host(self.predict(X))
         return float((pred == self._labels(y, len(pred))).mean())

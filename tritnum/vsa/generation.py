@@ -269,6 +269,22 @@ def identity(d: int, *, rule: BindRule = "mul", format: HVFormat = "dense",
              device: Device = "auto") -> Hypervectors:
     """The identity of :func:`bind`: all ones for ``rule="mul"``, all zeros for ``"mod3"``.
 
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    rule : {"mul", "mod3"}
+        The binding rule it is the identity of.
+    format : {"dense", "bitplane"}
+        Dense int8 trits or a bitplane PackedTrits.
+    device : {"auto", "cpu", "cuda", "numpy"}
+        Where to make it.
+
+    Returns
+    -------
+    numpy.ndarray or PackedTrits
+        One hypervector, shape ``(d,)``.
+
     Examples
     --------
     >>> import numpy as np, tritnum as tn

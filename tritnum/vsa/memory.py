@@ -51,7 +51,7 @@ class ItemMemory:
     seed : int, numpy.random.SeedSequence, numpy.random.Generator or None
         Seed of the generated vectors, as for :func:`tritnum.vsa.random`: ``None``
         (the default) draws fresh entropy, a ``SeedSequence`` or a ``Generator``
-        (advanced) gives a 64-bit seed. Either way :attr:`seed` holds the integer
+        (advanced) gives a 64-bit seed. Either way the ``seed`` attribute holds the integer
         used, which :meth:`save` stores, so a loaded memory goes on generating the
         same vectors.
     density : float
@@ -165,7 +165,23 @@ class ItemMemory:
     def add(self, symbol: Hashable, vector: Hypervectors | None = None) -> Hypervectors:
         """Store ``symbol`` and return its vector (the existing one if already stored).
 
-        Without ``vector`` the next row of the memory's generator is used.
+        Parameters
+        ----------
+        symbol : hashable
+            The symbol.
+        vector : array_like of int or PackedTrits, optional
+            Its hypervector, shape ``(d,)``; without it the next row of the
+            memory's generator is used.
+
+        Returns
+        -------
+        numpy.ndarray or PackedTrits
+            The symbol's vector, in the memory's format.
+
+        Raises
+        ------
+        ShapeMismatchError
+            A vector of another shape than ``(d,)``.
         """
         if symbol in self._index:
             return self[symbol]
@@ -234,8 +250,18 @@ class ItemMemory:
     def save(self, path: str | os.PathLike) -> None:
         """Write the memory to an ``.npz`` file (no pickle); symbols must be str or int.
 
-        ``path`` is written as it is, but a ``.safetensors`` or ``.gguf`` extension is a
-        FormatError (the file would not be what its name says).
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file, written as it is.
+
+        Raises
+        ------
+        FormatError
+            A ``.safetensors`` or ``.gguf`` extension (the file would not be what
+            its name says).
+        TypeError
+            A symbol that is not a str or an int.
 
         Examples
         --------

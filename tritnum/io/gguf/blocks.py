@@ -236,7 +236,8 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, layout: I2SLayout = "x86",
     qtype : {"TQ2_0", "TQ1_0", "I2_S"}
         The block format.
     layout : {"x86", "x86-interleaved", "arm"}
-        I2_S's byte layout: the one bitnet.cpp's build writes (:mod:`.i2s`).
+        I2_S's byte layout: the one bitnet.cpp's build writes (``i2s``; see
+        :data:`~tritnum.io.I2S_LAYOUTS`).
     requantize : bool
         A TernaryTensor whose scales the format cannot hold exactly (``group_size``
         finer than TQ's 256-value blocks, per-row or per-group scales into I2_S's
@@ -342,7 +343,7 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *,
         shaped as the ``gguf`` reader gives it, ``(rows, bytes per row)``, refuses
         the reversed shape.
     layout : {"x86", "x86-interleaved", "arm"}
-        I2_S's byte layout (:mod:`.i2s`).
+        I2_S's byte layout (``i2s``; see :data:`~tritnum.io.I2S_LAYOUTS`).
     ternary : bool
         Return a :class:`~tritnum.TernaryTensor` (trits packed in ``format``, one
         float32 scale per block, or per tensor for I2_S) instead of floats.

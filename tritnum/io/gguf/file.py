@@ -93,7 +93,7 @@ def read_gguf(path: str | os.PathLike[str], *, format: Format = "2bit",
         Packed format of the returned ternary tensors.
     layout : {"x86", "x86-interleaved", "arm"}
         The byte layout of I2_S tensors: the file does not say which bitnet.cpp
-        build wrote it (:mod:`tritnum.io.gguf.i2s`).
+        build wrote it (``i2s``; see :data:`~tritnum.io.I2S_LAYOUTS`).
     progress : bool, optional
         Show a progress bar; by default only for files with many tensors.
 

@@ -27,10 +27,23 @@ __all__ = ["GGUFBlocks", "GGUFModel", "GGUFReport", "TensorReport", "alignment_o
 class GGUFBlocks:
     """A tensor's bytes in a GGML block type tritnum does not decode to ternary.
 
-    ``data`` is the tensor's bytes (flat uint8, a view of the file when read),
-    ``qtype`` the GGML type's name, ``shape`` the logical shape in NumPy order.
     :meth:`dequantize` (and ``np.asarray``) give float32 values through the
     ``gguf`` package; :func:`~tritnum.io.write_gguf` writes the bytes unchanged.
+
+    Parameters
+    ----------
+    data : array_like of uint8
+        The tensor's bytes, kept flat as the ``data`` attribute (a view of the
+        file when read).
+    qtype : str
+        The GGML type's name (``"Q4_K"``, ``"Q8_0"``...), kept as ``qtype``.
+    shape : tuple of int
+        The logical shape in NumPy order, kept as ``shape``.
+
+    Raises
+    ------
+    TypeError
+        ``data`` that is not uint8.
 
     Examples
     --------
@@ -88,13 +101,13 @@ class GGUFBlocks:
 
 
 class GGUFModel(Mapping[str, Any]):
-    """A GGUF file's tensors, metadata, GGML types and alignment, as :func:`read_gguf` reads them.
+    """A GGUF file's tensors, metadata and GGML types, as :func:`~tritnum.io.read_gguf` reads them.
 
-    A read-only mapping of tensor names to tensors, in the file's order; the
-    attributes are plain dicts that can be edited before writing the model back
-    with :func:`~tritnum.io.write_gguf`.
+    A read-only mapping of tensor names to tensors, in the file's order. The
+    parameters are kept as attributes of the same names: plain dicts that can be
+    edited before writing the model back with :func:`~tritnum.io.write_gguf`.
 
-    Attributes
+    Parameters
     ----------
     tensors : dict of str to TernaryTensor, numpy.ndarray or GGUFBlocks
         TQ1_0/TQ2_0/I2_S tensors as TernaryTensors, F32/F16/F64/BF16 and integer
@@ -104,8 +117,9 @@ class GGUFModel(Mapping[str, Any]):
         Every key-value pair of the file, in its order, with its GGUF type.
     qtypes : dict of str to str
         Each tensor's GGML type in the file (``"F16"``, ``"TQ2_0"``, ``"Q6_K"``...).
-    layout : str
-        The I2_S layout the file was read with.
+    layout : {"x86", "x86-interleaved", "arm"}
+        The I2_S layout the file was read with (see
+        :data:`~tritnum.io.I2S_LAYOUTS`).
 
     Examples
     --------
@@ -154,9 +168,24 @@ class GGUFModel(Mapping[str, Any]):
 class TensorReport:
     """What a write did with one tensor.
 
-    ``source``: what it was (a GGML type, a dtype, ``"ternary"``); ``qtype``: the
-    GGML type written; ``relative_error``: set where it was re-quantized
-    (``||new - old|| / ||old||``), None otherwise; ``note``: why, in words.
+    A frozen dataclass; the parameters are its fields.
+
+    Parameters
+    ----------
+    name : str
+        The tensor's name in the file.
+    shape : tuple of int
+        The tensor's logical shape, in NumPy order.
+    source : str
+        What it was: a GGML type, a dtype, or ``"ternary"``.
+    qtype : str
+        The GGML type written.
+    nbytes : int
+        Bytes of the tensor's data in the file.
+    relative_error : float, optional
+        Set where it was re-quantized (``||new - old|| / ||old||``), None otherwise.
+    note : str, optional
+        Why, in words (empty when there is nothing to say).
     """
 
     name: str
@@ -169,10 +198,20 @@ class TensorReport:
 
 
 class GGUFReport:
-    """The tensors of a written GGUF file and what happened to each (:class:`TensorReport`).
+    """A written GGUF file's tensors and what happened to each (:class:`~tritnum.io.TensorReport`).
 
     Returned by :func:`~tritnum.io.write_gguf` and :func:`~tritnum.io.quantize_gguf`;
-    ``str()`` gives one line per tensor.
+    ``str()`` gives one line per tensor. The parameters are kept as attributes of
+    the same names.
+
+    Parameters
+    ----------
+    path : str
+        The file written.
+    nbytes : int
+        Size of the file in bytes.
+    tensors : dict of str to TensorReport
+        Each tensor's report, by name, in the file's order.
     """
 
     def __init__(self, path: str, nbytes: int, tensors: dict[str, TensorReport]) -> None:
