@@ -363,6 +363,9 @@ def _float32_rows(rows: Any) -> Any:
 class BitLinear:
     """A ternary linear layer: quantize a float weight once, apply :func:`linear` on call.
 
+    This one, NumPy's, takes a weight matrix for inference; :class:`tritnum.torch.BitLinear`,
+    PyTorch's ``nn.Module`` of the same name, takes sizes as ``nn.Linear`` and trains.
+
     Parameters
     ----------
     weight : array_like of float, shape (out_features, in_features), or TernaryTensor
@@ -395,6 +398,11 @@ class BitLinear:
                  activations: Activations = "int8", format: Format = "2bit",
                  device: Device = "auto") -> None:
         choice(activations, "activations", ACTIVATIONS)
+        if not isinstance(weight, TernaryTensor) and np.ndim(weight) == 0:
+            raise TypeError(
+                f"tritnum.BitLinear takes a weight matrix of shape (out_features, "
+                f"in_features), not sizes (got weight={weight!r}); the layer made from sizes, "
+                f"as torch.nn.Linear, is tritnum.torch.BitLinear(in_features, out_features)")
         if isinstance(weight, TernaryTensor):
             if group_size is not None and group_size != weight.group_size:
                 raise ValueError("group_size is fixed by a TernaryTensor weight")

@@ -11,6 +11,7 @@ outputs up to the rounding of the final rescale.
 
 from __future__ import annotations
 
+import inspect
 import math
 import operator
 from typing import Any
@@ -52,6 +53,9 @@ def _stamp(w: torch.Tensor) -> tuple[Any, ...]:
 
 class BitLinear(nn.Module):
     """A linear layer with ternary weights: BitNet b1.58 training in torch, packed kernels in eval.
+
+    This one, PyTorch's, takes sizes as ``nn.Linear``; :class:`tritnum.BitLinear`, NumPy's
+    layer of the same name, takes a weight matrix for inference.
 
     ``y = x @ W.T + b`` where ``W`` is the absmean ternarization of the latent float
     ``weight`` (:func:`tritnum.quantize`: ``trits * scale``, one scale per tensor or per
@@ -120,6 +124,25 @@ class BitLinear(nn.Module):
     activations: Activations
     weight: nn.Parameter | None
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> BitLinear:
+        """Refuse a weight matrix where the sizes go, naming :class:`tritnum.BitLinear`.
+
+        Checked here, before ``__init__``, so that ``BitLinear(W)``, which lacks
+        ``out_features``, is explained too.
+        """
+        first = args[0] if args else kwargs.get("in_features")
+        if isinstance(first, (list, tuple)) or getattr(first, "ndim", 0) > 0:
+            shape = getattr(first, "shape", None)
+            got = type(first).__name__ + ("" if shape is None else f" of shape {tuple(shape)}")
+            raise TypeError(
+                f"tritnum.torch.BitLinear takes sizes, as torch.nn.Linear: "
+                f"BitLinear(in_features, out_features), not a weight matrix (got a "
+                f"{got}). From a weight W of shape (out, in): "
+                f"BitLinear(W.shape[1], W.shape[0]), then copy W into its .weight (or "
+                f"tritnum.torch.convert an nn.Linear); NumPy's layer on a weight matrix is "
+                f"tritnum.BitLinear(W)")
+        return super().__new__(cls)
+
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
                  group_size: int | None = None, activations: Activations = "int8",
                  device: Any = None, dtype: Any = None) -> None:
@@ -138,6 +161,9 @@ class BitLinear(nn.Module):
             self.register_buffer(name, None, persistent=False)
         self._packed_from: tuple[Any, ...] | None = None  # the latent weights packed
         self.reset_parameters()
+
+    # the signature help(), inspect and Sphinx show: __init__'s, not __new__'s (*args, **kwargs)
+    __new__.__signature__ = inspect.signature(__init__)  # type: ignore[attr-defined]
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, *, group_size: int | None = None,
