@@ -1,8 +1,9 @@
 """What to install for an optional feature: one wording for every "missing package" message.
 
 tritnum is installed from its source tree and is not on the package index, so a
-hint naming tritnum's extras from the index would fail. The hints name the packages each extra brings (those
-install anywhere) and, second, the extra itself from a checkout.
+hint naming tritnum's extras from the index would fail. The hints name the packages
+each extra brings (those install anywhere) and, second, the extra itself from a
+checkout.
 """
 
 from __future__ import annotations
