@@ -9,6 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 import tritnum as tn
 from tritnum import _isa as isa
+from tritnum._dispatch import call
 from tritnum._kernels.cpu._jit import jit
 from tritnum._kernels.cpu._llvm import gguf as simd_gguf
 from tritnum._kernels.shared import floatbits
@@ -250,11 +251,42 @@ def test_scales_beyond_float16_normals(qtype, device):
     """Block maxima that are subnormal, round to zero or overflow as float16, and those whose
     inverse overflows float32 (2**-128 and below)."""
     tiny = [1e-40, 2.0**-128, np.nextafter(np.float32(2.0**-128), np.float32(1)), 1e-45]
-    maxima = np.array([1e-7, 3e-8, 2.9e-8, 6.1e-5, 65504, 65519, 65520, 7e4, *tiny], np.float32)
+    below_inf = np.nextafter(np.float32(65520), np.float32(0))  # the largest finite float16
+    maxima = np.array([1e-7, 3e-8, 2.9e-8, 6.1e-5, 65504, 65519, below_inf, *tiny], np.float32)
     x = np.linspace(-1, 1, 256, dtype=np.float32) * maxima[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         ref = quants.quantize(x, GGUF_TYPES[qtype])
     np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device=device), ref)
+
+
+@pytest.mark.parametrize("qtype", list(GGUF_TYPES))
+def test_block_maxima_past_float16_are_refused(qtype, device):
+    """A block maximum |x| of 65520 or more makes an infinite float16 scale, which the gguf
+    package and llama.cpp write: refused, naming the block and its value, in the words the
+    TernaryTensor path uses; the kernels themselves still encode as the gguf package does."""
+    x = np.ones((2, 3, 512), np.float32)
+    x[1, 2, 300] = -65520
+    x[0, 0, 0] = 7e4
+    with pytest.raises(tn.FormatError, match=(
+            r"2 of its 12 block maxima \(the largest 70000; the first is block 0, "
+            r"x\[0, 0, 0:256\], with max\|x\| 70000\) reach 65520 or more, where "
+            + qtype + "'s float16 block scale becomes infinite")):
+        tn.io.to_gguf_blocks(x, qtype, device=device)
+    x[0, 0, 0] = 1
+    with pytest.raises(tn.FormatError, match=r"1 of its 12 .*block 11, x\[1, 2, 256:512\], "
+                                             r"with max\|x\| 65520\)"):
+        tn.io.to_gguf_blocks(x, qtype, device=device)
+    t = tn.TernaryTensor(tn.pack(np.ones((2, 256), np.int8)),
+                         np.array([[1.0], [7e4]], np.float32), 256)
+    with pytest.raises(tn.FormatError, match=r"1 of its 2 scales \(the largest 70000\) reach "
+                                             "65520 or more, where " + qtype):
+        tn.io.to_gguf_blocks(t, qtype, device=device)
+    rows = np.linspace(-1, 1, 256, dtype=np.float32) * np.float32([[65520], [7e4]])
+    with np.errstate(over="ignore"):
+        ref = quants.quantize(rows, GGUF_TYPES[qtype])
+    qs = np.empty_like(ref)
+    call("gguf_encode", device, rows.reshape(-1), qtype, qs=qs)
+    np.testing.assert_array_equal(qs, ref)
 
 
 @pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])

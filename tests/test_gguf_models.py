@@ -314,7 +314,8 @@ def test_float16_scale_overflow_is_refused(tmp_path):
             tn.io.write_gguf(tmp_path / "x.gguf", {"w": t}, requantize=requantize)
     zero_trits = tn.TernaryTensor(tn.pack(np.zeros((2, 256), np.int8)), t.scales, 256)
     tn.io.write_gguf(tmp_path / "x.gguf", {"w": zero_trits})  # a scale of no value: fine
-    with pytest.raises(tn.FormatError, match=r"'f'.*65520 or more.*infinite"):
+    with pytest.raises(tn.FormatError, match=r"'f': 2 of its 2 .*block 0, x\[0, 0:256\].*"
+                                             "65520 or more.*infinite"):
         tn.io.write_gguf(tmp_path / "x.gguf", {"f": x * 65520}, qtype={"f": "TQ2_0"})
     tn.io.write_gguf(tmp_path / "x.gguf", {"f": x * 65519}, qtype={"f": "TQ2_0"})
     with pytest.raises(tn.FormatError, match="beyond float16's range"):

@@ -46,7 +46,8 @@ def test_tq1_every_digit_pattern_and_byte_value(tq1_every_pattern, tq1_every_byt
 
 @pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0"])
 def test_scales_beyond_float16_normals(qtype):
-    maxima = np.array([1e-7, 3e-8, 2.9e-8, 65519, 65520, 1e-40, 2.0**-128,
+    below_inf = np.nextafter(np.float32(65520), np.float32(0))  # 65520 and up: refused
+    maxima = np.array([1e-7, 3e-8, 2.9e-8, 65519, below_inf, 1e-40, 2.0**-128,
                        np.nextafter(np.float32(2.0**-128), np.float32(1))], np.float32)
     x = np.linspace(-1, 1, 256, dtype=np.float32) * maxima[:, None]
     np.testing.assert_array_equal(tn.io.to_gguf_blocks(x, qtype, device="cuda"),

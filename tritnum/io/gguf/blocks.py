@@ -34,7 +34,7 @@ from ...packing import pack, unpack_native
 from ...quantize import TernaryTensor, _raise_not_finite, in_memory
 from ...typing import Device, Format, GGUFQType, I2SLayout
 from . import i2s
-from .scales import ScaleLoss, scale_loss
+from .scales import FLOAT16_OVERFLOW, ScaleLoss, overflow_reason, scale_loss
 
 __all__ = ["QTYPES", "check_shape", "encode_ternary", "from_gguf_blocks", "ternary_loss",
            "to_gguf_blocks"]
@@ -202,6 +202,24 @@ def _kernel_input(x: Any) -> Any:
         return flat(x, np.float32)
 
 
+def _refuse_half_overflow(scales: np.ndarray, shape: tuple[int, ...], qtype: str) -> None:
+    """FormatError where a block's scale (its max|x|) would be an infinite float16.
+
+    llama.cpp and the ``gguf`` package write such a scale; nothing can read the
+    block's values back from it.
+    """
+    big = np.abs(scales) >= FLOAT16_OVERFLOW
+    if not big.any():
+        return
+    b = int(np.flatnonzero(big)[0])
+    row, k = divmod(b, shape[-1] // 256)
+    index = np.unravel_index(row, shape[:-1]) if len(shape) > 1 else ()
+    at = ", ".join([*(str(int(i)) for i in index), f"{256 * k}:{256 * k + 256}"])
+    first = f"is block {b}, x[{at}], with max|x| {float(scales[b]):.6g}"
+    raise FormatError(f"{overflow_reason(qtype, 'block maxima', scales.size, scales[big], first)} "
+                      "(llama.cpp writes it so); scale the weights down")
+
+
 def _encode_floats(x: Any, shape: tuple[int, ...], qtype: str, layout: str,
                    dev: str) -> np.ndarray:
     """Encode checked float input of ``shape`` on ``dev``; the bytes on the host.
@@ -218,6 +236,7 @@ def _encode_floats(x: Any, shape: tuple[int, ...], qtype: str, layout: str,
         _raise_not_finite(x, "x", in_float32=True)
     if qtype == "I2_S":  # the TQ1_0/TQ2_0 encoders write their scales themselves
         return _finish_blocks(out, scales, shape, qtype, codes)
+    _refuse_half_overflow(scales, shape, qtype)
     return out.reshape(_byte_shape(shape, qtype))
 
 
@@ -257,8 +276,9 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, layout: I2SLayout = "x86",
     FormatError
         An unknown qtype; a TernaryTensor whose scales the format cannot hold
         without ``requantize`` (the message says how much re-quantizing would
-        change), or one with a scale of 65520 or more (an infinite float16 block
-        scale in TQ1_0/TQ2_0).
+        change), or one with a scale of 65520 or more; floats with a block maximum
+        |x| of 65520 or more (TQ1_0/TQ2_0's float16 block scale would be infinite,
+        as llama.cpp writes it; the message names the first block and its value).
     ShapeMismatchError
         A shape the format cannot hold.
     ValueError

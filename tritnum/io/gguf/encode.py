@@ -16,7 +16,8 @@ GGUFBlocks          its own type (the bytes unchanged); a float or ternary type 
 float64 is written as F32, never F64 (llama.cpp loads F64 tensors and then aborts
 on them). A conversion that would turn a finite value infinite is refused with
 FormatError: float64 beyond float32's range, a value past float16's range into F16,
-a block maximum of 65520 or more into a TQ type's float16 scale.
+a block maximum of 65520 or more into a TQ type's float16 scale (refused by
+:func:`~.blocks.to_gguf_blocks` itself).
 """
 
 from __future__ import annotations
@@ -34,10 +35,9 @@ from ..arrays import bfloat16_to_float32
 from .blocks import QTYPES, check_shape, encode_ternary, ternary_loss, to_gguf_blocks
 from .container import Entry, ggml_type_id, ggml_type_name, tensor_nbytes
 from .model import GGUFBlocks
-from .scales import FLOAT16_OVERFLOW
 
 __all__ = ["FLOATS", "WRITABLE", "Plan", "bfloat16_bits", "check_value", "default_qtype",
-           "float_blocks", "float_bytes", "plan"]
+           "float_bytes", "plan"]
 
 TERNARY = tuple(QTYPES)
 FLOATS = ("F32", "F16", "BF16")
@@ -46,7 +46,6 @@ WRITABLE = (*TERNARY, *FLOATS, *_INTS)
 _FLOAT_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2")}
 _DEFAULTS = {"float16": "F16", "float32": "F32", "float64": "F32", "int8": "I8",
              "int16": "I16", "int32": "I32", "int64": "I64"}
-_HALF_INF_BITS = 0x7C00
 
 
 def check_value(name: Any, value: Any) -> None:
@@ -111,25 +110,6 @@ def float_bytes(x: np.ndarray, qtype: str) -> np.ndarray:
     return out
 
 
-def float_blocks(x: Any, qtype: str, layout: str) -> np.ndarray:
-    """Float values quantized to ``qtype`` blocks as llama.cpp does.
-
-    A block whose float16 scale would be infinite (llama.cpp writes it so) raises
-    FormatError.
-    """
-    blocks = to_gguf_blocks(x, qtype, layout=layout)
-    if qtype != "I2_S":
-        size, codes = QTYPES[qtype][1:]
-        d = blocks.reshape(-1, size)[:, codes:].copy().view(np.uint16).reshape(-1)
-        inf = (d & 0x7FFF) == _HALF_INF_BITS
-        if inf.any():
-            raise FormatError(
-                f"{int(inf.sum())} of its {d.size} blocks have a maximum |x| of "
-                f"{FLOAT16_OVERFLOW:g} or more: {qtype}'s float16 block scale would be "
-                "infinite (llama.cpp writes it so); scale the weights down")
-    return blocks
-
-
 @dataclass
 class Plan(Entry):
     """How one tensor is written (its bytes computed on demand), and what to report."""
@@ -189,8 +169,8 @@ def plan(name: str, value: Any, qtype: str, layout: str, requantize: bool) -> Pl
         raise ShapeMismatchError(f"tensor {name!r}: {exc}", expected=exc.expected,
                                  actual=exc.actual) from None
     if not isinstance(value, TernaryTensor):
-        return Plan(name, shape, type_id, nbytes,
-                    lambda: [_named(name, lambda: float_blocks(_floats(value), qtype, layout))])
+        return Plan(name, shape, type_id, nbytes, lambda: [_named(
+            name, lambda: to_gguf_blocks(_floats(value), qtype, layout=layout))])
     value = in_memory(value)  # a lazy one is read once: checked here, written later
     loss = ternary_loss(value, qtype)
     if loss is not None and (not loss.fixable or not requantize):

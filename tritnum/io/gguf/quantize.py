@@ -43,7 +43,7 @@ from ...typing import GGUFQType, I2SLayout
 from ..arrays import bfloat16_to_float32
 from ..suffixes import check_writer_suffix
 from . import i2s
-from .blocks import QTYPES
+from .blocks import QTYPES, to_gguf_blocks
 from .container import (
     Entry,
     FileSlice,
@@ -55,7 +55,7 @@ from .container import (
     tensor_nbytes,
     write_file,
 )
-from .encode import float_blocks, float_bytes
+from .encode import float_bytes
 from .file import progress_bar
 from .model import GGUFReport, TensorReport, alignment_of
 from .values import GGUFValue
@@ -163,7 +163,7 @@ def _quantized(raw: np.ndarray, info: TensorInfo, qtype: str, layout: str) -> It
         start = info.start + r0 * in_row
         values = _floats(raw[start: info.start + r1 * in_row], info.type_name)
         try:
-            blocks = float_blocks(values.reshape(r1 - r0, row), qtype, layout)
+            blocks = to_gguf_blocks(values.reshape(r1 - r0, row), qtype, layout=layout)
         except (FormatError, ValueError) as exc:
             raise type(exc)(f"tensor {info.name!r}, rows {r0}..{r1 - 1}: {exc}") from exc
         if qtype == "I2_S":

@@ -21,7 +21,7 @@ from ..._interop import to_host
 from ...packing import unpack_native
 from ...quantize import TernaryTensor
 
-__all__ = ["FLOAT16_OVERFLOW", "ScaleLoss", "scale_loss"]
+__all__ = ["FLOAT16_OVERFLOW", "ScaleLoss", "overflow_reason", "scale_loss"]
 
 FLOAT16_OVERFLOW = 65520.0  # the smallest float32 that rounds to an infinite float16
 _BLOCK = 256
@@ -66,6 +66,18 @@ def _element_scales(t: TernaryTensor) -> np.ndarray:
     return np.repeat(t.scales.reshape(-1), t.group_size)
 
 
+def overflow_reason(qtype: str, what: str, total: int, big: np.ndarray, first: str = "") -> str:
+    """Why ``qtype`` cannot hold scales ``big`` (those at or past 65520 of ``total`` ``what``).
+
+    The words the TernaryTensor and the float paths both refuse with; ``first``
+    says where the first of them is.
+    """
+    where = f"; the first {first}" if first else ""
+    return (f"{big.size} of its {total} {what} (the largest {float(np.abs(big).max()):.6g}{where}) "
+            f"reach {FLOAT16_OVERFLOW:g} or more, where {qtype}'s float16 block scale "
+            "becomes infinite")
+
+
 def _overflow(t: TernaryTensor, qtype: str) -> ScaleLoss | None:
     """An unfixable loss where a scale of nonzero trits overflows float16 (TQ types)."""
     scales = t.scales.reshape(-1)
@@ -75,9 +87,8 @@ def _overflow(t: TernaryTensor, qtype: str) -> ScaleLoss | None:
     big = used & (np.abs(scales) >= FLOAT16_OVERFLOW)
     if not big.any():
         return None
-    return ScaleLoss(qtype, f"{int(big.sum())} of its scales (the largest "
-                     f"{float(np.abs(scales[big]).max()):.6g}) reach 65520, where {qtype}'s "
-                     "float16 block scale becomes infinite", math.inf, math.inf, False)
+    reason = overflow_reason(qtype, "scales", scales.size, scales[big])
+    return ScaleLoss(qtype, reason, math.inf, math.inf, False)
 
 
 def _granularity(t: TernaryTensor, qtype: str) -> str | None:
