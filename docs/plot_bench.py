@@ -279,6 +279,11 @@ def headline_table(json_path: str | Path) -> str:
     lines.append("")
     lines.append(f"Medians on {_machine_line(rep)}, from `docs/bench/bench.json` "
                  f"({rep.created[:10]}); speedup = baseline time / tritnum time.")
+    c = rep.load.get("contention") or {}
+    if c.get("noisy"):
+        lines[-1] += (f" A noisy run (other processes used {c['others']:.0%} of the CPU "
+                      "time): the baselines on their own thread pools slow down most, so "
+                      "these ratios overstate tritnum's lead.")
     return "\n".join(lines)
 
 
