@@ -260,3 +260,26 @@ def ddp_comm_hook(state: CompressionState,
         return buffer.copy_(mean)
 
     return future.then(unpack)
+
+
+def _resolve_annotations(hook: Any) -> None:
+    """Give ``hook`` its annotations as objects, not strings, so that DDP accepts it.
+
+    ``from __future__ import annotations`` leaves strings, and
+    ``DistributedDataParallel.register_comm_hook`` compares the ``bucket`` and return
+    annotations with ``dist.GradBucket`` and ``torch.futures.Future[torch.Tensor]``
+    themselves and raises ``ValueError`` for anything else (a string included).
+
+    Without ``torch.distributed`` (builds without it) the bucket's annotation is dropped:
+    there is no DDP to register with there.
+    """
+    import torch.distributed as dist
+
+    annotations: dict[str, Any] = {"state": CompressionState}
+    if dist.is_available():
+        annotations["bucket"] = dist.GradBucket
+    annotations["return"] = torch.futures.Future[torch.Tensor]
+    hook.__annotations__ = annotations
+
+
+_resolve_annotations(ddp_comm_hook)
