@@ -139,7 +139,8 @@ def _speedup_bars(rep: Report, rows: list[Row], label: Callable[[Row], str], tit
     fig, ax = plt.subplots(figsize=(10, 0.36 * len(rows) + 1.6))
     ys = list(range(len(rows)))[::-1]
     ax.barh(ys, [r.speedup for r in rows],
-            color=["tab:green" if r.speedup >= 1 else "tab:red" for r in rows])
+            color=[{True: "tab:green", False: "tab:red", None: "tab:blue"}[r.meets_bar]
+                   for r in rows])
     for y, r in zip(ys, rows, strict=True):
         ax.annotate(f" {r.speedup:.3g}x", (r.speedup, y), va="center", fontsize=8)
         if r.bar is not None:
@@ -147,7 +148,8 @@ def _speedup_bars(rep: Report, rows: list[Row], label: Callable[[Row], str], tit
     ax.set_yticks(ys, [label(r) for r in rows], fontsize=8)
     ax.axvline(1, color="0.3", lw=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("speedup = baseline time / tritnum time (log scale; black tick: the target)")
+    ax.set_xlabel("speedup = baseline time / tritnum time (log scale); black tick: the "
+                  "target, green: met, red: missed, blue: no target")
     ax.set_title(title)
     ax.grid(True, axis="x", which="both", alpha=0.3)
     return _save(fig, path, rep)
