@@ -284,8 +284,8 @@ def headline_table(json_path: str | Path) -> str:
     c = rep.load.get("contention") or {}
     if c.get("noisy"):
         lines[-1] += (f" A noisy run (other processes used {c['others']:.0%} of the CPU "
-                      "time): the baselines on their own thread pools slow down most, so "
-                      "these ratios overstate tritnum's lead.")
+                      "time): its ratios can be off either way, the BLAS ones most (OpenBLAS's "
+                      "threaded GEMV waits for its threads on a busy machine).")
     return "\n".join(lines)
 
 
