@@ -183,3 +183,18 @@ def test_quantize_gguf_command(tmp_path):
     assert types["output.weight"] == tq1 and types["blk.1.ffn_down.weight"] == tq1
     bad = tritnum_cli("quantize-gguf", str(tmp_path / "no"), str(dst))
     assert bad.returncode == 1 and "cannot read GGUF file" in bad.stderr
+
+
+def test_quantize_gguf_command_reads_big_endian_files(tmp_path):
+    """A big-endian source (the gguf package writes them): the command's output is the one
+    from the little-endian file, not all-zero weights and byte-swapped kept tensors."""
+    gguf = pytest.importorskip("gguf", reason="the test extra installs gguf")
+    from test_gguf_quantize import write_llama
+
+    write_llama(tmp_path / "le.gguf")
+    write_llama(tmp_path / "be.gguf", endian=gguf.GGUFEndian.BIG)
+    for name in ("le", "be"):
+        done = tritnum_cli("quantize-gguf", str(tmp_path / f"{name}.gguf"),
+                           str(tmp_path / f"{name}.tq2.gguf"), "--no-progress")
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "be.tq2.gguf").read_bytes() == (tmp_path / "le.tq2.gguf").read_bytes()

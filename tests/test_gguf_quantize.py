@@ -40,11 +40,12 @@ def llama_tensors(rng, dtype):
     return tensors
 
 
-def write_llama(path, dtype=np.float16, bf16=False, extra=()):
+def write_llama(path, dtype=np.float16, bf16=False, extra=(), endian=gguf.GGUFEndian.LITTLE):
     """A tiny llama model as llama.cpp's convert_hf_to_gguf.py writes one (the metadata
-    llama.cpp requires to load it), random weights, through the gguf package."""
+    llama.cpp requires to load it), random weights, through the gguf package (in the byte
+    order ``endian``: big-endian BF16 as gguf_convert_endian.py swaps it, per element)."""
     rng = np.random.default_rng(0)
-    w = gguf.GGUFWriter(path, "llama")
+    w = gguf.GGUFWriter(path, "llama", endianess=endian)
     w.add_name("tiny-llama")
     w.add_context_length(128)
     w.add_embedding_length(N_EMBD)
@@ -71,7 +72,10 @@ def write_llama(path, dtype=np.float16, bf16=False, extra=()):
     tensors = {**llama_tensors(rng, np.float32 if bf16 else dtype), **dict(extra)}
     for name, value in tensors.items():
         if bf16 and value.ndim == 2:
-            w.add_tensor(name, quants.quantize(value, T.BF16), raw_dtype=T.BF16)
+            bits = quants.quantize(value, T.BF16)  # uint8: the writer would not swap them
+            if endian == gguf.GGUFEndian.BIG:
+                bits = bits.view(np.uint16).byteswap().view(np.uint8)
+            w.add_tensor(name, bits, raw_dtype=T.BF16)
         else:
             w.add_tensor(name, value)
     w.write_header_to_file()
@@ -242,3 +246,65 @@ def test_float64_tensors_become_float32(tmp_path):
     t = gguf.GGUFReader(dst).tensors[0]
     assert t.tensor_type == T.F32
     np.testing.assert_array_equal(t.data, np.linspace(0, 1, 8).astype(np.float32))
+
+
+BIG = gguf.GGUFEndian.BIG
+PLAIN_EXTRA = {"rope_freqs.weight": np.linspace(-2, 2, 64),  # F64: written as F32
+               "pos.weight": np.arange(-300, 300, 7, dtype=np.int16),
+               "blk.0.attn_q.bias": np.linspace(-1, 1, 256, dtype=np.float16)}
+
+
+@pytest.mark.parametrize("source", ["F16", "F32", "BF16"])
+def test_big_endian_file_quantizes_as_the_little_endian_one(tmp_path, source):
+    """A big-endian file (the gguf package writes them) is read in its byte order: the output
+    (little-endian) is byte for byte the one from the same little-endian file, and both
+    read_gguf and gguf's reader find the source's values in it."""
+    dtype, bf16 = (np.float32 if source == "F32" else np.float16), source == "BF16"
+    le, be = tmp_path / "le.gguf", tmp_path / "be.gguf"
+    write_llama(le, dtype, bf16, extra=PLAIN_EXTRA)
+    write_llama(be, dtype, bf16, extra=PLAIN_EXTRA, endian=BIG)
+    assert gguf.GGUFReader(be).endianess == BIG
+    for path in (le, be):
+        tn.io.quantize_gguf(path, tmp_path / f"{path.stem}.tq2.gguf", "TQ2_0", progress=False)
+    out = tmp_path / "be.tq2.gguf"
+    assert out.read_bytes() == (tmp_path / "le.tq2.gguf").read_bytes()
+
+    values = tn.io.read_gguf(be)  # the big-endian source, read in its byte order
+    assert values.metadata == tn.io.read_gguf(le).metadata
+    back, (reader, tensors) = tn.io.read_gguf(out), read(out)
+    assert reader.endianess == gguf.GGUFEndian.LITTLE
+    assert reader.fields["llama.context_length"].contents() == 128
+    quantized = 0
+    for name, want in values.items():
+        t, want = tensors[name], np.asarray(want)
+        if t.tensor_type == T.TQ2_0:
+            quantized += 1
+            expect = quants.dequantize(quants.quantize(want.astype(np.float32), T.TQ2_0), T.TQ2_0)
+            np.testing.assert_array_equal(back[name].dequantize(), expect)
+            np.testing.assert_array_equal(quants.dequantize(t.data, T.TQ2_0), expect)
+        else:
+            if want.dtype.itemsize == 8 and want.dtype.kind == "f":  # F64 (">f8" here)
+                want = want.astype(np.float32)
+            np.testing.assert_array_equal(np.asarray(back[name]), want)
+            got = quants.dequantize(t.data, t.tensor_type) if t.tensor_type == T.BF16 \
+                else t.data
+            np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), want)
+    assert quantized == 7 * N_LAYER
+    assert values["pos.weight"][1] == -293  # not the swapped bytes' value
+
+
+def test_big_endian_block_tensors_are_refused(tmp_path):
+    """A kept Q8_0 tensor of a big-endian file: its blocks' float16 scales would need
+    swapping per type, which tritnum does not do; refused before any file is written."""
+    q8 = quants.quantize(np.ones((2, 32), np.float32), T.Q8_0)
+    be = tmp_path / "be.gguf"
+    w = gguf.GGUFWriter(be, "llama", endianess=BIG)
+    w.add_tensor("blk.0.attn_q.weight", np.ones((2, 256), np.float32))
+    w.add_tensor("extra.q8", q8, raw_dtype=T.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(tn.FormatError, match=r"'extra.q8': Q8_0 blocks in a big-endian file"):
+        tn.io.quantize_gguf(be, tmp_path / "out.gguf")
+    assert sorted(os.listdir(tmp_path)) == ["be.gguf"]

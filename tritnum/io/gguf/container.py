@@ -28,14 +28,25 @@ from ...errors import FormatError
 from .header import I2_S_TYPE, check_buffer
 from .values import GGUFValue, pack_kvs, read_kvs
 
-__all__ = ["ALIGNMENT_KEY", "DEFAULT_ALIGNMENT", "Entry", "FileSlice", "Header", "TensorInfo",
-           "drop_pages",
-           "ggml_type_id", "ggml_type_name", "map_file", "parse_header", "tensor_nbytes",
-           "write_file"]
+__all__ = ["ALIGNMENT_KEY", "DEFAULT_ALIGNMENT", "PLAIN_CODES", "Entry", "FileSlice", "Header",
+           "TensorInfo", "drop_pages", "ggml_type_id", "ggml_type_name", "map_file",
+           "parse_header", "plain_view", "tensor_nbytes", "write_file"]
 
 DEFAULT_ALIGNMENT = 32
 ALIGNMENT_KEY = "general.alignment"
 _VERSION = 3
+
+
+# GGML types of plain numbers, one per element: their NumPy type codes (BF16: its bits). In a
+# big-endian file each element is big-endian (as gguf's gguf_convert_endian.py swaps them);
+# block types hold float16/float32 fields inside their blocks, swapped per type.
+PLAIN_CODES = {"F32": "f4", "F16": "f2", "F64": "f8", "BF16": "u2", "I8": "i1", "I16": "i2",
+               "I32": "i4", "I64": "i8"}
+
+
+def plain_view(data: np.ndarray, type_name: str, order: str) -> np.ndarray:
+    """A plain tensor's bytes (uint8) as its elements, in the file's byte ``order``."""
+    return data.view(np.dtype(order + PLAIN_CODES[type_name]))
 
 
 @functools.cache

@@ -29,8 +29,10 @@ from .blocks import QTYPES, from_gguf_blocks
 from .container import (
     ALIGNMENT_KEY,
     DEFAULT_ALIGNMENT,
+    PLAIN_CODES,
     TensorInfo,
     map_file,
+    plain_view,
     write_file,
 )
 from .encode import FLOATS, WRITABLE, check_value, default_qtype, plan, source_of
@@ -41,8 +43,6 @@ from .values import GGUFValue, as_value
 __all__ = ["I2_S_TYPE", "progress_bar", "read_gguf", "write_gguf"]
 
 _PROGRESS_FROM = 8  # tensors: show a progress bar from this many on
-_PLAIN = {"F32": "f4", "F16": "f2", "F64": "f8", "I8": "i1", "I16": "i2", "I32": "i4",
-          "I64": "i8"}
 
 
 def progress_bar(items: Iterable[Any], total: int, what: str,
@@ -61,13 +61,13 @@ def _tensor(raw: np.ndarray, info: TensorInfo, order: str, format: str, layout: 
             where: str) -> Any:
     data = raw[info.start: info.start + info.nbytes]
     kind = info.type_name
-    if kind in _PLAIN:
-        return data.view(np.dtype(order + _PLAIN[kind])).reshape(info.shape)
+    if kind == "BF16":  # exactly float32's upper half
+        return bfloat16_to_float32(plain_view(data, kind, order)).reshape(info.shape)
+    if kind in PLAIN_CODES:
+        return plain_view(data, kind, order).reshape(info.shape)
     if order == ">":
         raise FormatError(f"{where}: tensor {info.name!r}: {kind} in a big-endian file "
                           "(only plain tensors are read from those)")
-    if kind == "BF16":  # exactly float32's upper half
-        return bfloat16_to_float32(data.view("<u2")).reshape(info.shape)
     if kind in QTYPES:
         try:
             return from_gguf_blocks(data, kind, info.shape, layout=layout, ternary=True,

@@ -20,6 +20,14 @@ Which tensors are quantized follows llama.cpp's ``src/llama-quant.cpp``
   I2_S, 64 with its arm layout): llama-quantize falls back to Q4_0 or F16, tritnum
   keeps the tensor as it is.
 
+A big-endian file (``gguf.GGUFWriter(..., endianess=GGUFEndian.BIG)``, llama.cpp's
+``--bigendian`` conversions) is read in its byte order and written little-endian, as
+llama.cpp's and the ``gguf`` package's writers lay files out by default: the same
+values as from the little-endian file, with the metadata, F32/F16/BF16/F64 and integer
+tensors converted element by element (as ``gguf_convert_endian.py`` swaps them). A
+big-endian file that would keep a block-type tensor (Q8_0, Q4_K...) is refused with
+FormatError: its blocks' inner fields would need swapping per type.
+
 Quantized bytes equal llama-quantize's (``quantize_row_tq*_0_ref`` through
 ``ggml_quantize_chunk``; bitnet.cpp's ``quantize_i2_s``), with one exception: a block
 whose maximum |x| reaches 65520 raises FormatError, where llama.cpp writes an
@@ -45,6 +53,7 @@ from ..suffixes import check_writer_suffix
 from . import i2s
 from .blocks import QTYPES, to_gguf_blocks
 from .container import (
+    PLAIN_CODES,
     Entry,
     FileSlice,
     TensorInfo,
@@ -52,10 +61,11 @@ from .container import (
     ggml_type_id,
     ggml_type_name,
     map_file,
+    plain_view,
     tensor_nbytes,
     write_file,
 )
-from .encode import float_bytes
+from .encode import FLOATS, float_bytes
 from .file import progress_bar
 from .model import GGUFReport, TensorReport, alignment_of
 from .values import GGUFValue
@@ -85,7 +95,6 @@ _KEPT_NAMES = {"position_embd.weight": "position embeddings",
                "token_embd.weight": "token embeddings (llama-quantize: Q4_K)",
                "per_layer_token_embd.weight": "token embeddings (llama-quantize: Q4_K)",
                "output.weight": "output layer (llama-quantize: Q6_K)"}
-_FLOAT_SOURCES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
 
 
 def _matcher(patterns: Any, what: str) -> Callable[[str], bool]:
@@ -116,7 +125,7 @@ def _name_rule(name: str) -> str | None:
 
 def _shape_rule(info: TensorInfo, qtype: str, layout: str) -> str | None:
     """Why a tensor cannot become ``qtype``, or None."""
-    if info.type_name not in _FLOAT_SOURCES:
+    if info.type_name not in FLOATS:
         return f"{info.type_name} is not F32, F16 or BF16"
     if not any(d > 1 for d in info.shape[:-1]):
         return "1-D"  # ggml_n_dims < 2
@@ -143,13 +152,16 @@ def _kept(info: TensorInfo, qtype: str, layout: str, wanted: Callable[[str], boo
     return reason
 
 
-def _floats(data: np.ndarray, source: str) -> np.ndarray:
-    """Float values of a raw F32/F16/BF16 slice (BF16 widened to float32, exactly)."""
-    view = data.view(_FLOAT_SOURCES[source])
-    return bfloat16_to_float32(view) if source == "BF16" else view
+def _floats(data: np.ndarray, source: str, order: str) -> np.ndarray:
+    """Float values of a raw F32/F16/BF16 slice in byte ``order`` (BF16 widened, exactly)."""
+    view = plain_view(data, source, order)
+    if source == "BF16":
+        return bfloat16_to_float32(view)
+    return view if order == "<" else view.astype(view.dtype.newbyteorder("="))
 
 
-def _quantized(raw: np.ndarray, info: TensorInfo, qtype: str, layout: str) -> Iterator[Any]:
+def _quantized(raw: np.ndarray, order: str, info: TensorInfo, qtype: str,
+               layout: str) -> Iterator[Any]:
     """The tensor's ``qtype`` bytes, a chunk of rows at a time (I2_S: then its scale)."""
     row = info.shape[-1]
     rows = math.prod(info.shape[:-1])
@@ -161,7 +173,7 @@ def _quantized(raw: np.ndarray, info: TensorInfo, qtype: str, layout: str) -> It
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
         start = info.start + r0 * in_row
-        values = _floats(raw[start: info.start + r1 * in_row], info.type_name)
+        values = _floats(raw[start: info.start + r1 * in_row], info.type_name, order)
         try:
             blocks = to_gguf_blocks(values.reshape(r1 - r0, row), qtype, layout=layout)
         except (FormatError, ValueError) as exc:
@@ -175,20 +187,35 @@ def _quantized(raw: np.ndarray, info: TensorInfo, qtype: str, layout: str) -> It
         yield np.float32(scale).tobytes() + bytes(28)
 
 
-def _copied(raw: np.ndarray, source: int, info: TensorInfo) -> Iterator[Any]:
+def _copy_refused(info: TensorInfo, order: str) -> str | None:
+    """Why a kept tensor cannot be copied into the (little-endian) output, or None."""
+    if order == ">" and info.type_name not in PLAIN_CODES:
+        return (f"tensor {info.name!r}: {info.type_name} blocks in a big-endian file, which "
+                "tritnum does not byte-swap (the output is little-endian); convert the file "
+                "to little-endian first (the gguf package's gguf_convert_endian.py FILE "
+                "little)")
+    return None
+
+
+def _copied(raw: np.ndarray, order: str, source: int, info: TensorInfo) -> Iterator[Any]:
     """The tensor's bytes unchanged, copied from the ``source`` file by the kernel.
 
-    F64 is converted to F32, a few MiB at a time.
+    F64 is converted to F32, and a big-endian file's plain tensors to little-endian,
+    a few MiB at a time.
     """
-    if info.type_name != "F64":
+    if info.type_name != "F64" and order == "<":
         yield FileSlice(source, info.start, info.nbytes)
         return
     for start in range(info.start, info.start + info.nbytes, CHUNK_BYTES):
         end = min(start + CHUNK_BYTES, info.start + info.nbytes)
-        try:
-            yield float_bytes(raw[start:end].view("<f8"), "F32")
-        except FormatError as exc:
-            raise FormatError(f"tensor {info.name!r}: {exc}") from exc
+        values = plain_view(raw[start:end], info.type_name, order)
+        if info.type_name != "F64":
+            yield values.astype(values.dtype.newbyteorder("<"))
+        else:
+            try:
+                yield float_bytes(values, "F32")
+            except FormatError as exc:
+                raise FormatError(f"tensor {info.name!r}: {exc}") from exc
         drop_pages(raw, start, end - start)
 
 
@@ -214,9 +241,10 @@ def quantize_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str],
     ----------
     src : path-like
         An F32/F16/BF16 GGUF file (as llama.cpp's or bitnet.cpp's converters write
-        them). It is memory-mapped, not loaded.
+        them), little- or big-endian. It is memory-mapped, not loaded.
     dst : path-like
-        The file to write (written under a temporary name, renamed once complete).
+        The file to write (written under a temporary name, renamed once complete),
+        little-endian whatever the byte order of ``src``.
     qtype : {"TQ2_0", "TQ1_0", "I2_S"}
         The ternary type of the quantized tensors.
     include : glob pattern(s) or callable, optional
@@ -239,8 +267,9 @@ def quantize_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str],
     ------
     FormatError
         A ``dst`` ending in another format's extension; a source that is not a
-        readable GGUF file, a shard of a split model, or a
-        block whose float16 scale would be infinite.
+        readable GGUF file, a shard of a split model, a big-endian file that would
+        keep a block-type tensor (Q8_0, Q4_K...), or a block whose float16 scale
+        would be infinite.
     ValueError
         NaN or infinity in a tensor to be quantized (naming it and its rows).
 
@@ -267,18 +296,22 @@ def quantize_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str],
     check_writer_suffix(dst, "quantize_gguf", "GGUF")
     wanted, unwanted = _matcher(include, "include"), _matcher(exclude, "exclude")
     raw, header = map_file(src)
-    metadata = _metadata(header.metadata, qtype, f"cannot quantize {os.fspath(src)!r}")
+    where = f"cannot quantize {os.fspath(src)!r}"
+    metadata = _metadata(header.metadata, qtype, where)
     entries, reports = [], {}
     with open(src, "rb") as source:  # kept tensors are copied from it by the kernel
         for info in header.tensors:
             kept = _kept(info, qtype, layout, wanted, unwanted)
             if kept is None:
                 out = ggml_type_id(qtype)
-                chunks: Callable[[], Iterable[Any]] = partial(_quantized, raw, info, qtype,
-                                                              layout)
+                chunks: Callable[[], Iterable[Any]] = partial(_quantized, raw, header.order,
+                                                              info, qtype, layout)
             else:
+                refused = _copy_refused(info, header.order)
+                if refused:
+                    raise FormatError(f"{where}: {refused}")
                 out = ggml_type_id("F32") if info.type_name == "F64" else info.type_id
-                chunks = partial(_copied, raw, source.fileno(), info)
+                chunks = partial(_copied, raw, header.order, source.fileno(), info)
             nbytes = tensor_nbytes(info.shape, out)
             entries.append(Entry(info.name, info.shape, out, nbytes, chunks))
             reports[info.name] = TensorReport(info.name, info.shape, info.type_name,
