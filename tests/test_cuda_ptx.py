@@ -25,10 +25,9 @@ import pytest
 CC = (8, 0)  # the probe's target; every kernel compiles for each of CCS
 CCS = ((8, 0), (9, 0))  # A100, H100/H200
 REQUIRE = os.environ.get("TRITNUM_REQUIRE_PTX", "").strip().lower() not in ("", "0", "false", "no")
-KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in ("packing", "quantize", "gguf",
-                                                                   "matmul", "gemv", "q8k"))
-KERNEL_MODULES += ("tritnum._kernels.cuda.vsa", "tritnum._kernels.cuda.compress",
-                   "tritnum._kernels.cuda.gemm", "tritnum._kernels.cuda._launch")
+KERNEL_MODULES = tuple(f"tritnum._kernels.cuda.{m}" for m in (
+    "packing", "quantize", "gguf", "matmul", "gemv", "q8k", "vsa", "vsa_bundle", "vsa_similarity",
+    "vsa_search", "compress", "gemm", "_launch"))
 
 
 def _unavailable(reason: str) -> None:
@@ -194,7 +193,7 @@ def _matmul_signatures():
 
 
 def _vsa_signatures():
-    """The VSA kernels as the wrappers in ``cuda/vsa.py`` launch them.
+    """The VSA kernels as the wrappers in ``cuda/vsa*.py`` launch them.
 
     int8 rows (dense) or uint64 ``(rows, 2, nw)`` words (bitplane), int64 row indices and
     shifts, uint64 generator keys, float64 scores; trits checked in any integer dtype.
@@ -294,7 +293,7 @@ def test_bit_counters_stay_in_registers(cuda, kernels):
     """The bundle's bit-sliced counters and the search tile's popcount counters unroll into
     registers: local memory holds only the search's per-thread top-k lists (indexed at run
     time, so local by necessity)."""
-    from tritnum._kernels.cuda.vsa import KMAX, QTILE
+    from tritnum._kernels.cuda.vsa_search import KMAX, QTILE
 
     [(bundle_sig, _)] = SIGNATURES["bundle_planes"]
     assert _local_bytes(cuda, kernels["bundle_planes"], bundle_sig) == 0

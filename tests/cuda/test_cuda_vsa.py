@@ -1,4 +1,4 @@
-"""The CUDA VSA kernels (``tritnum/_kernels/cuda/vsa.py``) against the NumPy reference.
+"""The CUDA VSA kernels (``tritnum/_kernels/cuda/vsa*.py``) against the NumPy reference.
 
 Tiny shapes: under the simulator every thread costs ~150 µs. Results must equal
 ``device="numpy"`` exactly, for dense and bitplane hypervectors.
@@ -14,17 +14,14 @@ from numba import cuda
 
 import tritnum as tn
 from tritnum import vsa
-from tritnum._kernels.cuda import vsa as vsa_kernels
+from tritnum._kernels.cuda import vsa_search
 from tritnum._kernels.cuda._launch import THREADS
-from tritnum._kernels.cuda.vsa import (  # k above KMAX: scores on the GPU, top-k on host
-    CHUNK,
+from tritnum._kernels.cuda.vsa_bundle import CHUNK, MAX_SLICES, bundle_planes, bundle_slices
+from tritnum._kernels.cuda.vsa_search import (  # k above KMAX: scores on the GPU, top-k on host
     KMAX,
     MAX_LANES,
-    MAX_SLICES,
     QTILE,
     SEARCH_BLOCKS,
-    bundle_planes,
-    bundle_slices,
     search_lanes,
     search_tiles,
 )
@@ -155,7 +152,7 @@ def test_search_tiles_and_ties(monkeypatch, fmt, m, k, metric, lanes):
     tiles, rows shared by 1-4 lanes (every lane with words: d = 64 lanes + 6); runs of
     equal rows across tile edges and all-zero rows make ties that must go to the lower
     index, as the reference."""
-    monkeypatch.setattr(vsa_kernels, "search_lanes", lambda q, m, width: lanes)
+    monkeypatch.setattr(vsa_search, "search_lanes", lambda q, m, width: lanes)
     d = 64 * lanes + 6
     mem = vsa.random(m, d, seed=m, density=0.3)
     mem[m // 2 - 20:m // 2 + 20] = mem[5]  # equal to row 5, across tile edges

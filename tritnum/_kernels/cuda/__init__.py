@@ -2,7 +2,18 @@
 
 from ..._dispatch import register
 from ..shared.threads import warm_threads
-from . import compress, gguf, matmul, packing, q8k, quantize, vsa  # noqa: F401  (registers the kernels)
+from . import (  # noqa: F401  (registers the kernels)
+    compress,
+    gguf,
+    matmul,
+    packing,
+    q8k,
+    quantize,
+    vsa,
+    vsa_bundle,
+    vsa_search,
+    vsa_similarity,
+)
 from ._launch import contiguous, take_rows
 
 register("warm_threads", "cuda")(warm_threads)  # no thread pool to warm

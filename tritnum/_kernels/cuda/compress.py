@@ -15,13 +15,13 @@ from numba import cuda
 from ..._dispatch import register
 from ..shared import compress as cs
 from ._launch import THREADS, blocks
-from .vsa import _device, _draw
+from .vsa_device import device, draw
 
 MAX_CELLS = 1 << 16  # the most blocks an expand launch has (both axes; stripes loop beyond)
 
-_signed = _device(cs.signed)
-_sizes = _device(cs.sizes)
-_members = _device(cs.members)
+_signed = device(cs.signed)
+_sizes = device(cs.sizes)
+_members = device(cs.members)
 
 
 @cuda.jit
@@ -35,7 +35,7 @@ def sketch_buckets(x, residual, key, out):
             v = x[j]
             if feedback:
                 v = v + residual[j]
-            acc += _signed(np.float64(v), _draw(key, j >> 6), j)
+            acc += _signed(np.float64(v), draw(key, j >> 6), j)
         out[i] = acc
 
 
@@ -53,7 +53,7 @@ def expand_stripes(s, n, key, project, x, residual, out):
                 d = s[i]
                 if project:
                     d = d / np.float32(_members(i, r, full))
-                d = _signed(d, _draw(key, j >> 6), j)
+                d = _signed(d, draw(key, j >> 6), j)
                 out[j] = d
                 if feedback:
                     residual[j] = (x[j] + residual[j]) - d

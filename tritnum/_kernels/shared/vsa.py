@@ -2,7 +2,7 @@
 
 - Hypervector arithmetic: plain Python functions on NumPy scalars (or arrays),
   compiled by ``numba.njit`` in :mod:`..cpu.vsa` and by
-  ``numba.cuda.jit(device=True)`` in :mod:`..cuda.vsa`, so every backend draws
+  ``numba.cuda.jit(device=True)`` in :mod:`..cuda.vsa_device`, so every backend draws
   the same random trits and combines the same bit planes. Functions that count
   bits call ``popc``, a global each backend binds to its own popcount with
   :func:`specialize`.
