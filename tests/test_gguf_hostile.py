@@ -239,3 +239,56 @@ def test_big_endian_file_passes_the_header_check(tmp_path):
     assert model == {}
     assert model.metadata == {"a": tn.io.GGUFValue("array", [1, 2, 3], item_type="uint8")}
     assert gguf.GGUFReader(path).fields["a"].contents() == [1, 2, 3]
+
+
+def nested(depth):
+    """A GGUFValue of arrays nested ``depth`` deep (the innermost holds two int32)."""
+    value = tn.io.GGUFValue("array", [1, 2], item_type="int32")
+    for _ in range(depth - 1):
+        value = tn.io.GGUFValue("array", [value], item_type="array")
+    return value
+
+
+Q8 = np.zeros(68, np.uint8)  # two Q8_0 blocks: (2, 32)
+HOSTILE_WRITES = {  # what the reader refuses: write_gguf must refuse it too
+    "nested 9 deep": ({"norm": NORM}, {"deep": nested(9)}, r"'deep'.*nested more than 8 deep"),
+    "blocks short": ({"q": tn.io.GGUFBlocks(Q8[:34], "Q8_0", (2, 32))}, {},
+                     r"'q': 34 bytes of data, where .* hold 68"),
+    "blocks long": ({"q": tn.io.GGUFBlocks(np.zeros(102, np.uint8), "Q8_0", (2, 32))}, {},
+                    r"'q': 102 bytes of data, where .* hold 68"),
+    "row not whole blocks": ({"q": tn.io.GGUFBlocks(Q8[:34], "Q8_0", (2, 16))}, {},
+                             r"'q': Q8_0 needs a first dimension that is a multiple of 32"),
+    "tensor names, same bytes": ({"\u00e9": NORM, "\udcc3\udca9": NORM}, {},
+                                 r"'\u00e9': a duplicate tensor name"),
+    "keys, same bytes": ({"norm": NORM}, {"\u00e9": 1, "\udcc3\udca9": 2},
+                         r"'\u00e9': a duplicate key name"),
+}
+
+
+@pytest.mark.parametrize("label", list(HOSTILE_WRITES))
+def test_writer_refuses_what_the_reader_refuses(tmp_path, label):
+    """write_gguf applies the reader's checks: FormatError before any file is created, and an
+    earlier file at the path is left as it was."""
+    tensors, metadata, message = HOSTILE_WRITES[label]
+    with pytest.raises(tn.FormatError, match=message):
+        tn.io.write_gguf(tmp_path / "x.gguf", tensors, metadata=metadata)
+    assert list(tmp_path.iterdir()) == []
+    tn.io.write_gguf(tmp_path / "x.gguf", {"norm": NORM})
+    before = (tmp_path / "x.gguf").read_bytes()
+    with pytest.raises(tn.FormatError, match=message):
+        tn.io.write_gguf(tmp_path / "x.gguf", tensors, metadata=metadata)
+    assert [p.name for p in tmp_path.iterdir()] == ["x.gguf"]
+    assert (tmp_path / "x.gguf").read_bytes() == before
+
+
+def test_writer_takes_what_the_reader_takes_at_the_bounds(tmp_path):
+    """The near misses of the refused writes round trip: arrays nested 8 deep, blocks whose
+    byte count matches their type and shape."""
+    path = tmp_path / "x.gguf"
+    q = tn.io.GGUFBlocks(Q8, "Q8_0", (2, 32))
+    tn.io.write_gguf(path, {"q": q, "\u00e9": NORM}, metadata={"deep": nested(8)})
+    back = tn.io.read_gguf(path)
+    assert back.metadata["deep"] == nested(8)
+    np.testing.assert_array_equal(back["q"].data, Q8)
+    reader = gguf.GGUFReader(path)
+    assert [t.name for t in reader.tensors] == ["q", "\u00e9"]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError
-from .header import I2_S_TYPE, check_buffer
+from .header import I2_S_TYPE, check_buffer, check_written
 from .values import GGUFValue, pack_kvs, read_kvs
 
 __all__ = ["ALIGNMENT_KEY", "DEFAULT_ALIGNMENT", "PLAIN_CODES", "Entry", "FileSlice", "Header",
@@ -248,11 +248,18 @@ def write_file(path: str | os.PathLike[str], metadata: Mapping[str, GGUFValue],
                progress: Callable[[Iterable[Entry]], Iterable[Entry]] = iter) -> int:
     """Write a GGUF file: ``metadata``, then each entry's chunks; return the file's size.
 
-    Chunks are bytes-like, or :class:`FileSlice`. The file is written next to
+    Chunks are bytes-like, or :class:`FileSlice`. What the reader would refuse
+    (:func:`~.header.check_written`: arrays nested too deep, a tensor whose byte
+    count does not match its type and shape...) raises FormatError before any
+    file is created. The file is written next to
     ``path`` under a temporary name and renamed to ``path`` once complete: an
     error on the way (a tensor that cannot be encoded) leaves no partial file and
     any earlier file at ``path`` as it was.
     """
+    head = _header(metadata, entries, alignment)
+    # the reader's checks, before any file exists: nothing written that read_gguf refuses
+    check_written(head, [e.nbytes for e in entries],
+                  len(head) + sum(e.nbytes + (-e.nbytes % alignment) for e in entries))
     path = os.path.abspath(os.fspath(path))
     temp = os.path.join(os.path.dirname(path),
                         f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.part")
@@ -261,7 +268,7 @@ def write_file(path: str | os.PathLike[str], metadata: Mapping[str, GGUFValue],
                  0o666)
     try:
         try:
-            size = _write_all(fd, _header(metadata, entries, alignment))
+            size = _write_all(fd, head)
             for e in progress(entries):
                 written = 0
                 for chunk in e.chunks():

@@ -267,7 +267,10 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
         qtype a tensor cannot take; scales that cannot be held exactly (the
         message says how much re-quantizing would change); a conversion that would
         make finite values infinite (float16 overflow, a TQ block maximum of 65520
-        or more, float64 beyond float32).
+        or more, float64 beyond float32); anything :func:`read_gguf` would refuse
+        (arrays nested more than 8 deep, a GGUFBlocks whose byte count does not
+        match its type and shape, two names with the same UTF-8 bytes), before
+        any file is created.
     ShapeMismatchError
         A shape the tensor's type cannot hold.
 

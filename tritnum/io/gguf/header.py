@@ -14,11 +14,12 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from ...errors import FormatError
 
-__all__ = ["I2_S_TYPE", "MAX_NESTING", "check_buffer", "check_header"]
+__all__ = ["I2_S_TYPE", "MAX_NESTING", "check_buffer", "check_header", "check_written"]
 
 I2_S_TYPE = 36  # bitnet.cpp's GGML type id of I2_S (n / 4 + 32 bytes)
 MAX_NESTING = 8  # arrays of arrays: deeper is refused (llama.cpp reads none nested)
@@ -223,15 +224,43 @@ def check_buffer(buf: Any) -> int:
         than :data:`MAX_NESTING` deep, an unknown type, a duplicate key or tensor name;
         the message names the key or tensor.
     """
+    infos, data_start = _walk(buf)
+    _check_data(infos, data_start, len(buf))
+    return data_start
+
+
+def _walk(buf: Any) -> tuple[list[tuple[str, tuple[int, ...], int, int]], int]:
+    """Check the header's structure in ``buf``; its tensor infos and where the data starts."""
     cur = _Cursor(buf, _byte_order(buf))
     cur.pos = 8
     n_tensors = cur.u64("tensor_count")
     n_kv = cur.u64("kv_count")
     alignment = _kvs(cur, n_kv)
     infos = _tensor_infos(cur, n_tensors)
-    data_start = cur.pos + (-cur.pos % alignment)
-    _check_data(infos, data_start, cur.size)
-    return data_start
+    return infos, cur.pos + (-cur.pos % alignment)
+
+
+def check_written(head: bytes, sizes: Sequence[int], file_size: int) -> None:
+    """What a writer checks before it creates a file: that the reader will take it.
+
+    The reader's checks (:func:`check_buffer`) on the header ``head`` of a file of
+    ``file_size`` bytes, and that the ``sizes`` of the data each tensor will have
+    (in header order) are the bytes its type and dimensions hold, as the reader
+    computes them.
+
+    Raises
+    ------
+    FormatError
+        Whatever :func:`check_buffer` refuses, or a tensor whose data size does
+        not match its type and dimensions (naming it).
+    """
+    infos, data_start = _walk(head)
+    for (what, dims, kind, _), size in zip(infos, sizes, strict=True):
+        nbytes = _tensor_nbytes(what, dims, kind, file_size)
+        if nbytes != size:
+            raise FormatError(f"{what}: {size} bytes of data, where its type and dimensions "
+                              f"{list(dims[:8])} (GGUF order) hold {nbytes}")
+    _check_data(infos, data_start, file_size)
 
 
 def check_header(path: str | os.PathLike[str]) -> int:
