@@ -22,6 +22,39 @@ settings.register_profile("ci", parent=settings.get_profile("default"), max_exam
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+
+_SLOW = pytest.StashKey[int]()  # how many slow tests the run deselected
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full", action="store_true",
+                     help="also run the tests marked slow (CI runs them; the default "
+                          "selection takes a few minutes on 2 cores)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: minutes of compilation or data; deselected "
+                                       "unless --full")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the slow tests unless ``--full``, and say so at the end of the run."""
+    if config.getoption("--full"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.stash[_SLOW] = len(slow)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    slow = config.stash.get(_SLOW, 0)
+    if slow:
+        terminalreporter.write_line(
+            f"{slow} slow tests deselected: python -m pytest --full runs everything "
+            "(bash .ci/run adds the CUDA simulator and bounds-checked lanes)")
+
 # every backend a kernel registers on, the NumPy reference first; tests take the fixtures
 # below rather than retyping this list
 BACKENDS = tuple(_dispatch._BACKENDS)
