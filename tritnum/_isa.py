@@ -10,6 +10,12 @@ target has. The levels, lowest first:
 - ``avxvnni``: 256-bit ``vpdpbusd`` (u8 codes x s8 activations into int32);
 - ``avx512vnni``: 512-bit ``vpdpbusd`` and 16-lane float trits, on 64-byte blocks.
 
+:data:`TABLE` holds what each level offers, the one place the kernels read it from
+(:class:`Level`: the CPU features it needs, its vector width, its int8 dot
+instruction, whether ``vpermilps``/``vpmaddubsw`` and ``vpopcntq`` are there);
+:data:`LEVEL` is the entry of the chosen level. Tile shapes that belong to one
+kernel stay in that kernel's module, derived from these facts.
+
 ``TRITNUM_ISA`` forces a lower level (for tests and comparisons); a level the
 target lacks is an error. numba's on-disk cache keys kernels by the target CPU
 and its features, never by this choice, so a forced level turns the cache off
@@ -18,19 +24,41 @@ and its features, never by this choice, so a forced level turns the cache off
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import llvmlite.binding as llvm
 from numba.core import config
 
 from . import _config
 
-LEVELS = _config.ISA_LEVELS
 
-REQUIRES = {
-    "portable": frozenset(),
-    "avx2": frozenset({"avx2"}),
-    "avxvnni": frozenset({"avx2", "avxvnni"}),
-    "avx512vnni": frozenset({"avx2", "avx512f", "avx512bw", "avx512vl", "avx512vnni"}),
-}
+@dataclass(frozen=True)
+class Level:
+    """What one SIMD level offers the hand-written CPU kernels."""
+
+    name: str
+    requires: frozenset[str]  # the CPU features (LLVM's names) the level needs
+    vector_bytes: int  # the vectors the kernels work in: 32 (AVX2 ymm; portable IR) or 64 (zmm)
+    x86: bool  # AVX2's instructions: vpermilps, vpmaddubsw + vpmaddwd, vpshufb
+    int8_dot: str  # u8 x s8 sums into int32: "portable", "maddubs" (AVX2) or "vnni" (vpdpbusd)
+    vpopcntq: bool  # 8 words counted by one vpopcntq (used where the CPU has AVX512_VPOPCNTDQ)
+
+    @property
+    def float_lanes(self) -> int:
+        """float32 (or int32) lanes of one vector."""
+        return self.vector_bytes // 4
+
+
+TABLE = {level.name: level for level in (
+    Level("portable", frozenset(), 32, False, "portable", False),
+    Level("avx2", frozenset({"avx2"}), 32, True, "maddubs", False),
+    Level("avxvnni", frozenset({"avx2", "avxvnni"}), 32, True, "vnni", False),
+    Level("avx512vnni", frozenset({"avx2", "avx512f", "avx512bw", "avx512vl", "avx512vnni"}), 64,
+          True, "vnni", True),
+)}
+LEVELS = _config.ISA_LEVELS
+assert tuple(TABLE) == LEVELS, "the table lists the levels of _config.ISA_LEVELS, lowest first"
+REQUIRES = {name: level.requires for name, level in TABLE.items()}
 
 
 def target_features() -> frozenset[str]:
@@ -61,4 +89,5 @@ def select(requested: str | None, features: frozenset[str] | None = None) -> str
 
 
 ISA: str = select(_config.ISA)
+LEVEL: Level = TABLE[ISA]
 CACHEABLE: bool = ISA == available()[-1]

@@ -12,16 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..._dispatch import register
-from ..._isa import ISA
+from ..._isa import LEVEL
 from ..shared import vsa as hv
 from ._jit import jit
-from ._llvm.bundle import LANES, make_count_bits
+from ._llvm.bundle import make_count_bits
 from ._llvm.popcount import popcount
 from ._parallel import run
 
 CHUNK = 4096  # int8 columns per bundle task
 # words per bit-sliced bundle task: 4 AVX-512 registers, or 2 AVX2 ones (of the 16 there are)
-WORDS = 4 * LANES if ISA == "avx512vnni" else LANES
+WORDS = (4 if LEVEL.vector_bytes == 64 else 2) * LEVEL.vector_bytes // 8
 SUM_COLUMNS = 1024  # int8 columns per class-sum task (classes x 4 KB of int32 sums)
 
 

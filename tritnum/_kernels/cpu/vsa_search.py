@@ -42,7 +42,7 @@ import numba
 import numpy as np
 
 from ..._dispatch import register
-from ..._isa import ISA, target_features
+from ..._isa import LEVEL, target_features
 from ..shared import vsa as hv
 from ..shared.select import topk, topk_blocks
 from ._jit import jit
@@ -68,7 +68,7 @@ _score = jit(inline="always")(hv.score)
 # the wide tile where ``vpopcntq`` counts 8 words in one instruction: on the AVX-512 level
 # (a lower TRITNUM_ISA turns it off) of a CPU with VPOPCNTDQ
 HAS_VPOPCNTDQ = {"avx512f", "avx512vpopcntdq"} <= target_features()
-WIDE = ISA == "avx512vnni" and HAS_VPOPCNTDQ
+WIDE = LEVEL.vpopcntq and HAS_VPOPCNTDQ
 
 
 @jit(inline="always")

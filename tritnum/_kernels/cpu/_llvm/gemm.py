@@ -45,7 +45,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ...._isa import ISA
+from ...._isa import ISA, TABLE, Level
 from . import (
     F64,
     I8,
@@ -70,12 +70,24 @@ class Tile:
     cols: int  # weight rows (C), a multiple of lanes
     int8: str = "vnni"  # "vnni" (vpdpbusd) or "maddubs" (AVX2: vpmaddubsw + vpmaddwd)
 
+    @classmethod
+    def of(cls, level: Level, rows: dict[int, int]) -> Tile | None:
+        """``rows[vector bytes]`` activation rows by two vectors of weight rows.
+
+        None on the portable level (no x86 int8 dot).
+        """
+        if level.int8_dot == "portable":
+            return None
+        lanes = level.float_lanes
+        return cls(lanes, rows[level.vector_bytes], 2 * lanes, level.int8_dot)
+
 
 # Accumulators: 16 of 32 zmm (8 x 32 measured as fast as 8 x 48 and faster than 12 x 32,
 # 6 x 64 and 4 x 64 on Zen 5, with the least padding for few rows); 8 of the 16 ymm of
 # AVX2 and AVX-VNNI CPUs, leaving room for the codes.
-TILES = {"avx2": Tile(8, 4, 16, "maddubs"), "avxvnni": Tile(8, 4, 16),
-         "avx512vnni": Tile(16, 8, 32)}
+TILE_ROWS = {32: 4, 64: 8}  # activation rows of a tile by vector bytes
+TILES = {name: tile for name, level in TABLE.items()
+         if (tile := Tile.of(level, TILE_ROWS)) is not None}
 TILE = TILES.get(ISA)  # None on the portable level: the int8 GEMM stays on BLAS there
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 from numba.core import cgutils
 
-from ...._isa import ISA
+from ...._isa import ISA, TABLE, Level
 from . import I8, load, splat, vector
 
 
@@ -29,12 +29,13 @@ class Target:
     int8: str  # "portable", "maddubs" (AVX2) or "vnni"
 
 
-TARGETS = {
-    "portable": Target(32, 8, False, "portable"),
-    "avx2": Target(32, 8, True, "maddubs"),
-    "avxvnni": Target(32, 8, True, "vnni"),
-    "avx512vnni": Target(64, 16, True, "vnni"),
-}
+    @classmethod
+    def of(cls, level: Level) -> Target:
+        """A block is one vector; every x86 level has ``vpermilps``."""
+        return cls(level.vector_bytes, level.float_lanes, level.x86, level.int8_dot)
+
+
+TARGETS = {name: Target.of(level) for name, level in TABLE.items()}
 TARGET = TARGETS[ISA]
 BLOCK_BYTES = TARGET.block
 

@@ -29,13 +29,13 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ...._isa import ISA
+from ...._isa import ISA, TABLE
 from . import F32, I8, I32, broadcast, load, pointer, splat, store, vector
 
 
 def lanes_of(level: str) -> int:
     """float32 lanes of the vectors at ``level``: an AVX-512 register, else an AVX2 one."""
-    return 16 if level == "avx512vnni" else 8
+    return TABLE[level].float_lanes
 
 
 def _digit_sum(builder, xp, inv, runs, count):

@@ -38,7 +38,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ...._isa import ISA
+from ...._isa import ISA, TABLE, Level
 from . import I8, I16, I32, I64, load, pointer, splat, store, vector
 
 
@@ -50,12 +50,13 @@ class Target:
     x86: bool  # vpmaddubsw + vpmaddwd (AVX2; their 512-bit forms with 64 lanes)
 
 
-TARGETS = {
-    "portable": Target(32, False),
-    "avx2": Target(32, True),
-    "avxvnni": Target(32, True),
-    "avx512vnni": Target(64, True),
-}
+    @classmethod
+    def of(cls, level: Level) -> Target:
+        """A 2bit block is one vector of int8 trits."""
+        return cls(level.vector_bytes, level.x86)
+
+
+TARGETS = {name: Target.of(level) for name, level in TABLE.items()}
 TARGET = TARGETS[ISA]
 BASE3_OVERREAD = 6  # a 16-byte lane load at the last unit pair reads 6 bytes past it
 

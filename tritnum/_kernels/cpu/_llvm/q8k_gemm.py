@@ -35,7 +35,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ...._isa import ISA
+from ...._isa import ISA, TABLE
 from . import F32, I8, I32, broadcast, load, pointer, vector
 from .gemm import Tile, _const, _multiply_add, _step
 
@@ -209,7 +209,8 @@ def lay_out_q8k(typingctx, q, qoff, a, aoff, stride, lane_stride):
 # 8 x 32 would need 32), 4 + 4 of 16 ymm. AVX-512 rows per tile, measured on Zen 5 at
 # 256 x 4096 x 4096 (TQ2_0 blocks; speed against the int8 GEMM, median of 18 in alternating
 # processes): 4 rows 0.89-0.90x, 5 rows 0.91-0.93x, 6 rows 0.88-0.89x (1 and 2 threads)
-TILES = {"avx2": Tile(8, 2, 16, "maddubs"), "avxvnni": Tile(8, 2, 16),
-         "avx512vnni": Tile(16, 5, 32)}
+TILE_ROWS = {32: 2, 64: 5}  # activation rows of a tile by vector bytes
+TILES = {name: tile for name, level in TABLE.items()
+         if (tile := Tile.of(level, TILE_ROWS)) is not None}
 TILE = TILES.get(ISA)
 q8k_tile = make_q8k_tile(TILE) if TILE is not None else None
