@@ -11,6 +11,10 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# _dispatch.py (resolving a kernel).
+_INTERNAL_API = ("_BACKENDS", "_REGISTRY")
+
 __all__ = ["kernel", "register"]
 
 _BACKENDS = {

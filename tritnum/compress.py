@@ -60,6 +60,10 @@ from .errors import ShapeMismatchError
 from .typing import Device, Estimate
 from .vsa.generation import Seed, draw_seed, seed_key
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# tritnum.torch.compress (seeds, ratio) and the bench (_bench/compress.py: the key).
+_INTERNAL_API = ("_child_seed", "_key", "_ratio")
+
 GRAD_HINT = "; cast integer gradients to a float dtype first"
 
 __all__ = ["ErrorFeedback", "Sketch", "compress", "decompress"]

@@ -38,6 +38,10 @@ from .quantize import (
 )
 from .typing import Activations, Device, Format
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# the Dask layer's linear (_dask/matmul.py).
+_INTERNAL_API = ("_vector",)
+
 __all__ = ["BitLinear", "linear"]
 
 ACTIVATIONS = ("float", "int8", "q8_k")

@@ -47,6 +47,12 @@ from .errors import FormatError, InvalidTritsError
 from .typing import Device
 from .typing import Format as FormatName
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# quantize, matmul, vsa/, io/gguf/blocks.py and the Dask layer (_dask/) read a PackedTrits' encoded
+# buffer, its Format, the framework its results go back to and whether its bytes were checked.
+_INTERNAL_API = ("PackedTrits._encoded", "PackedTrits._format", "PackedTrits._like",
+                 "PackedTrits._valid")
+
 __all__ = ["FORMATS", "PackedTrits", "nbytes", "pack", "unpack"]
 
 _CORRUPT = {

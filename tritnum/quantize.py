@@ -24,6 +24,10 @@ from .errors import ShapeMismatchError
 from .packing import PackedTrits, unpack_rows
 from .typing import Device, Format
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# matmul (the kernels' per-weight cache; NaN/Inf errors) and io/gguf/blocks.py (NaN/Inf errors).
+_INTERNAL_API = ("TernaryTensor._cache", "TernaryTensor._cached", "_raise_not_finite")
+
 __all__ = ["TernaryTensor", "dequantize", "quantize", "quantize_activations"]
 
 

@@ -24,6 +24,15 @@ Conventions:
   memory) goes to the workers once: scattered to all of them when a
   ``distributed`` client is the scheduler, else one graph key that every task
   depends on (:func:`~tritnum._dask.chunks.shared`).
+
+Internal API used by (through ``_interop.dask_layer()``, all in ``__all__``; checked by
+tests/test_architecture_seams.py):
+
+- ``packing``: ``pack``, ``unpack``, ``convert``, ``packed_token``;
+- ``quantize``: ``quantize``, ``quantize_activations``, ``dequantize``, ``in_memory``;
+- ``matmul``: ``linear``;
+- ``vsa.algebra``: ``elementwise``, ``bundle``, ``permute``; ``vsa.generation``: ``random``;
+  ``vsa.memory``: ``memory_vectors``; ``vsa.similarity_search``: ``similarity``, ``search``.
 """
 
 from .arrays import convert, dequantize, pack, packed_token, unpack

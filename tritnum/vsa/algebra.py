@@ -28,6 +28,10 @@ from ._hv import (
 from ._hv import same_kind as _same_kind
 from ._hv import wrap as _wrap
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# vsa/generation.py (_rule) and the Dask layer's VSA ops (_dask/vsa.py).
+_INTERNAL_API = ("_elementwise", "_rule", "_weights")
+
 __all__ = ["bind", "bundle", "negate", "permute", "unbind"]
 
 _RULES = ("mul", "mod3")

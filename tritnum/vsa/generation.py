@@ -18,6 +18,10 @@ from ._hv import BITPLANE, Hypervectors, count, new, resolve
 from ._hv import wrap as _wrap
 from .algebra import _rule
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# vsa/memory.py.
+_INTERNAL_API = ("_format", "_threshold")
+
 __all__ = ["circular", "identity", "level", "random"]
 
 _FORMATS = ("dense", "bitplane")

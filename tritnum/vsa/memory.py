@@ -23,6 +23,10 @@ from ._hv import Hypervectors, count, hypervectors, resolve
 from .generation import Seed, _format, _threshold, draw_seed, random_rows, seed_key
 from .similarity_search import search
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# the Dask layer's memory vectors (_dask/vsa.py).
+_INTERNAL_API = ("ItemMemory._count", "ItemMemory._given", "ItemMemory._key")
+
 __all__ = ["ItemMemory"]
 
 _FILE_VERSION = 1

@@ -36,6 +36,10 @@ from ._llvm.packing import (
 from ._llvm.unaligned import load_u32, load_u64, store_u32, store_u64
 from ._parallel import run
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# cpu/quantize.py (quantize-and-pack per row).
+_INTERNAL_API = ("_pack2", "_pack3", "_packbp")
+
 CHUNK = 1 << 14  # storage units per parallel task (a multiple of 8)
 CONVERT_BLOCK_BYTES = 1 << 22  # int8 trits held at once while converting formats
 _BLOCK_UNITS = BLOCK_TRITS // 4  # 2bit bytes per SIMD block

@@ -19,6 +19,10 @@ from ._llvm.bundle import make_count_bits
 from ._llvm.popcount import popcount
 from ._parallel import run
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# cpu/compress.py draws its random signs with the hypervectors' generator.
+_INTERNAL_API = ("_draw",)
+
 CHUNK = 4096  # int8 columns per bundle task
 # words per bit-sliced bundle task: 4 AVX-512 registers, or 2 AVX2 ones (of the 16 there are)
 WORDS = (4 if LEVEL.vector_bytes == 64 else 2) * LEVEL.vector_bytes // 8

@@ -27,6 +27,10 @@ import numpy as np
 from ..._formats import FORMATS
 from .packing import decode, encode
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# vsa/generation.py and the bench (_bench/compress.py) read the hash's multipliers.
+_INTERNAL_API = ("_M1", "_M2")
+
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # row stride of the row keys
 COLUMN = np.uint64(0xD1B54A32D192ED03)  # column stride within a row
 _M1 = np.uint64(0xFF51AFD7ED558CCD)

@@ -60,6 +60,10 @@ from . import (
     vector,
 )
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# the Q8_K GEMM's tile (q8k_gemm.py) shares the constants, the int8 multiply-add and the steps.
+_INTERNAL_API = ("_const", "_multiply_add", "_step")
+
 
 @dataclass(frozen=True)
 class Tile:
