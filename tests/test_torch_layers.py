@@ -288,6 +288,81 @@ def test_corrupt_packed_bytes_are_refused_on_first_use():
         layer(torch.randn(2, 40))
 
 
+# writes through .data bump no version counter: eval mode compares a sample of the values
+def fresh_like(layer):
+    """A new eval-mode BitLinear built from ``layer``'s state: the output to expect."""
+    fresh = BitLinear(layer.in_features, layer.out_features, layer.bias is not None,
+                      group_size=layer.group_size, activations=layer.activations)
+    fresh.load_state_dict({k: v.clone() for k, v in layer.state_dict().items()})
+    return fresh.eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("size", [(40, 12), (300, 64)], ids=str)
+@pytest.mark.parametrize("spec", [None, 4])
+def test_data_writes_to_the_latent_weights_are_packed_again(size, spec, dtype):
+    layer = layer_with(*size, spec=spec).to(dtype).eval()
+    x = torch.randn(3, size[0], dtype=dtype)
+    before = layer(x).detach()
+    layer.weight.data.mul_(-1)  # a sign flip, as weight-averaging code writes it
+    with torch.no_grad():
+        y = layer(x)
+    assert torch.equal(y, fresh_like(layer)(x).detach()) and not torch.equal(y, before)
+    target = torch.randn(size[1], size[0], dtype=dtype)
+    for _ in range(3):  # EMA steps
+        layer.weight.data.lerp_(target, 0.1)
+        assert torch.equal(layer(x).detach(), fresh_like(layer)(x).detach())
+    layer.weight.data.mul_(3)  # rescaling: the same trits, three times the scale
+    assert torch.equal(layer(x).detach(), fresh_like(layer)(x).detach())
+
+
+@pytest.mark.parametrize("spec", [None, 4])
+def test_scale_and_code_writes_to_a_frozen_layer_are_used(spec):
+    layer = layer_with(spec=spec).freeze(keep_latent=False)
+    x = torch.randn(3, 40)
+    before = layer(x)
+    layer.weight_scale.data.mul_(2)
+    y = layer(x)
+    assert torch.equal(y, fresh_like(layer)(x)) and not torch.equal(y, before)
+    torch.testing.assert_close(y - layer.bias.detach(), 2 * (before - layer.bias.detach()))
+    other = layer_with(spec=spec, seed=5).freeze(keep_latent=False)
+    layer.weight_packed.data.copy_(other.weight_packed)  # valid codes: used
+    assert torch.equal(layer(x), fresh_like(layer)(x))
+
+
+@pytest.mark.parametrize("keep_latent", [True, False])
+def test_corrupt_codes_written_through_data_after_first_use_are_refused(keep_latent):
+    layer = layer_with().freeze(keep_latent=keep_latent)
+    x = torch.randn(2, 40)
+    layer(x)
+    layer.weight_packed.data[0, 0] = 255  # code 3 is no trit
+    with pytest.raises(tn.InvalidTritsError):
+        layer(x)
+    layer.weight_packed.data.fill_(0xFF)
+    with pytest.raises(tn.InvalidTritsError):
+        layer(x)
+
+
+def test_refresh_after_a_single_element_data_edit():
+    layer = layer_with(300, 64, bias=False).eval()
+    x = torch.randn(2, 300)
+    with torch.no_grad():
+        layer(x)
+        layer.weight.data[37, 151] = 1e3  # one element: the scale and many trits change
+        y = layer.refresh()(x)
+        assert torch.equal(y, fresh_like(layer)(x))
+        assert layer.train().refresh() is layer and layer.weight_packed is None
+    frozen = layer_with(300, 64).freeze(keep_latent=False)
+    frozen(x)
+    frozen.weight_packed.data[37, 51] = 0xFF  # between the sampled bytes, perhaps
+    with pytest.raises(tn.InvalidTritsError):
+        frozen.refresh()
+    frozen.weight_packed.data[37, 51] = 0x55  # four zeros
+    frozen.weight_scale.data[()] = 0.5
+    y = frozen.refresh()(x)
+    assert torch.equal(y, fresh_like(frozen)(x))
+
+
 def test_dtype_conversions_keep_the_scales_float32():
     layer = layer_with().freeze(keep_latent=False)
     scale = layer.weight_scale.clone()

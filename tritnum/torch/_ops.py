@@ -7,8 +7,10 @@ Their tensors are a :class:`~tritnum.torch.BitLinear`'s buffers: the packed "2bi
 trits (uint8, ``(out, ceil(in / 4))``) and the float32 scales.
 
 The :class:`~tritnum.TernaryTensor` over a buffer is built once and kept while the
-buffer lives and is not written to (its version counter): its codes are checked on
-first use only, as for any PackedTrits wrapped from elsewhere.
+buffer lives and is not written to: neither its version counter nor a :class:`Sample` of
+the buffer and of the scales changed (writes through ``.data`` bump no counter). Its codes
+are checked on first use, as for any PackedTrits wrapped from elsewhere, so a buffer
+found changed is checked again; :func:`forget` drops it for edits the sample misses.
 """
 
 from __future__ import annotations
@@ -23,9 +25,59 @@ from ..matmul import linear
 from ..packing import PackedTrits
 from ..quantize import TernaryTensor
 
-__all__ = ["frozen_linear", "ternary_dequantize", "ternary_linear", "ternary_weight", "version"]
+__all__ = ["Sample", "forget", "frozen_linear", "ternary_dequantize", "ternary_linear",
+           "ternary_weight", "version"]
 
-_WEIGHTS: Any = WeakIdKeyDictionary()  # packed buffer -> (stamp, scale ref, TernaryTensor)
+# packed buffer -> (stamp, scale ref, TernaryTensor, Sample of the buffer, Sample of the scales)
+_WEIGHTS: Any = WeakIdKeyDictionary()
+
+SAMPLE_ROWS = SAMPLE_COLUMNS = 16  # a Sample is a grid of at most 16 x 16 values
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+class Sample:
+    """The values of a tensor at fixed positions, compared per call: a cheap fingerprint.
+
+    A grid of at most 16 x 16 values evenly strided over the rows and the columns (all of
+    them for a small tensor): a view of the tensor's memory, so that :meth:`same` sees
+    writes that bump no version counter (``t.data.mul_(-1)``, ``t.data.lerp_(...)``).
+    Whole-tensor updates (EMA and weight-averaging steps, sign flips, rescaling) change
+    the sample; an edit of elements between its positions does not.
+
+    The values are compared as raw bits (NaN equals itself, -0.0 differs from 0.0); on
+    the CPU through a NumPy view (about 0.5 us), elsewhere with ``torch.equal`` (which
+    waits for the device). The view keeps the tensor's memory alive.
+    """
+
+    __slots__ = ("_saved", "_view")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        t = t.detach()
+        if t.device.type == "meta" or t.numel() == 0:
+            self._view = self._saved = None
+            return
+        grid = t.reshape(1, 1) if t.dim() == 0 else t.unsqueeze(0) if t.dim() == 1 else (
+            t.flatten(0, -2) if t.dim() > 2 else t)  # >2-D: a view when it can be
+        rows, cols = grid.shape
+        nr = min(rows, SAMPLE_ROWS if rows * cols > SAMPLE_ROWS * SAMPLE_COLUMNS else rows)
+        nc = min(cols, max(1, (SAMPLE_ROWS * SAMPLE_COLUMNS) // nr))
+        view = grid[::max(1, rows // nr), ::max(1, cols // nc)][:nr, :nc]
+        bits = view.view(_SAME_SIZE_INT[view.element_size()])  # raw bits, any float dtype
+        self._view: Any = bits.numpy() if bits.device.type == "cpu" else bits
+        self._saved: Any = self._read()
+
+    def _read(self) -> Any:
+        view = self._view
+        return view.tobytes() if not isinstance(view, torch.Tensor) else view.clone()
+
+    def same(self) -> bool:
+        """Whether the sampled values are those read when the sample was taken."""
+        view = self._view
+        if view is None:
+            return True
+        if isinstance(view, torch.Tensor):
+            return torch.equal(view, self._saved)
+        return view.tobytes() == self._saved
 
 
 def version(t: torch.Tensor) -> int:
@@ -42,12 +94,20 @@ def ternary_weight(packed: torch.Tensor, scale: torch.Tensor, in_features: int,
     """The TernaryTensor over ``packed`` (shared memory) and ``scale`` (copied to the host)."""
     stamp = (version(packed), version(scale), in_features, group_size)
     hit = _WEIGHTS.get(packed)
-    if hit is not None and hit[0] == stamp and hit[1]() is scale:
+    if (hit is not None and hit[0] == stamp and hit[1]() is scale and hit[3].same()
+            and hit[4].same()):
         return hit[2]
+    # new, or written to (through .data too): wrapped again, so its codes are checked again
     trits = PackedTrits(packed.detach(), (packed.shape[0], in_features), "2bit", copy=False)
     w = TernaryTensor(trits, scale.detach().cpu().numpy(), group_size)
-    _WEIGHTS[packed] = (stamp, weakref.ref(scale), w)
+    _WEIGHTS[packed] = (stamp, weakref.ref(scale), w, Sample(packed), Sample(scale))
     return w
+
+
+def forget(packed: torch.Tensor | None) -> None:
+    """Drop the TernaryTensor kept for ``packed``: the next use wraps and checks it again."""
+    if packed is not None:
+        _WEIGHTS.pop(packed, None)
 
 
 def frozen_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,

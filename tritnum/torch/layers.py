@@ -23,7 +23,7 @@ from torch import nn
 from .._formats import get_format
 from .._validate import choice
 from ..errors import ShapeMismatchError
-from ..packing import PackedTrits
+from ..packing import PackedTrits, ensure_valid
 from ..quantize import TernaryTensor, quantize
 from ..typing import Activations
 from . import _ops
@@ -76,6 +76,15 @@ class BitLinear(nn.Module):
       the input's dtype. Weights changed in place while in eval mode are packed again
       on the next call (not inside a compiled graph: call ``eval()`` again there). The
       backward pass of eval mode reaches the input and the bias, not the weights.
+    - **Changes the layer sees**: torch's version counter catches in-place operations
+      on the parameters; writes through ``.data`` (EMA and weight-averaging code,
+      ``weight.data.mul_(-1)``) bump no counter, so each eval call also compares a
+      fixed sample of at most 256 latent weights, packed bytes and scales (a grid
+      strided over rows and columns) with the values it packed or checked: whole-tensor
+      updates (EMA steps, sign flips, rescaling) are packed again, and packed bytes
+      found changed (``weight_packed.data``) are checked again (a corrupt code raises
+      :class:`~tritnum.errors.InvalidTritsError`). An edit through ``.data`` of single
+      elements the sample may miss needs :meth:`refresh`.
     - :meth:`train` goes back to the latent weights and drops the packed ones.
 
     The ``state_dict`` holds the latent ``weight`` and ``bias``, as ``nn.Linear``'s
@@ -160,6 +169,7 @@ class BitLinear(nn.Module):
         for name in _PACKED:
             self.register_buffer(name, None, persistent=False)
         self._packed_from: tuple[Any, ...] | None = None  # the latent weights packed
+        self._packed_sample: _ops.Sample | None = None  # and a sample of their values
         self.reset_parameters()
 
     # the signature help(), inspect and Sphinx show: __init__'s, not __new__'s (*args, **kwargs)
@@ -276,7 +286,7 @@ class BitLinear(nn.Module):
         if self.weight is not None:
             if mode:
                 self.weight_packed = self.weight_scale = None
-                self._packed_from = None
+                self._packed_from = self._packed_sample = None
             else:
                 self._refresh()
         return self
@@ -304,6 +314,54 @@ class BitLinear(nn.Module):
         self.eval()
         if not keep_latent:
             self._persist_packed(True)
+        return self
+
+    def refresh(self) -> BitLinear:
+        """Pack the latent weights again, or check the packed ones again; returns the layer.
+
+        Eval mode notices writes through ``.data`` by a sample of the values (see the
+        class notes), which an edit of single elements can miss: call ``refresh()``
+        after such an edit. With latent weights it packs them again (in eval mode; in
+        training mode there is nothing packed); without them (``freeze(keep_latent=
+        False)``) it checks the codes of ``weight_packed`` and reads ``weight_scale``
+        again.
+
+        Returns
+        -------
+        BitLinear
+            The layer itself.
+
+        Raises
+        ------
+        InvalidTritsError
+            ``weight_packed`` holds a code no encoder writes (layers without latent
+            weights).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from tritnum.torch import BitLinear
+        >>> _ = torch.manual_seed(0)
+        >>> layer = BitLinear(64, 8, bias=False).eval()
+        >>> x = torch.randn(1, 64)
+        >>> with torch.no_grad():
+        ...     _ = layer(x)
+        ...     layer.weight.data[3, 5] = 100.0  # one element, through .data
+        ...     y = layer.refresh()(x)
+        >>> fresh = BitLinear(64, 8, bias=False).eval()
+        >>> with torch.no_grad():
+        ...     _ = fresh.weight.copy_(layer.weight)
+        ...     torch.equal(y, fresh(x))
+        True
+        """
+        _ops.forget(self.weight_packed)
+        if self.weight is not None:
+            if self.weight_packed is not None:
+                self._pack()
+        elif self.weight_packed is not None:
+            w = _ops.ternary_weight(self.weight_packed, self.weight_scale, self.in_features,
+                                    self.group_size)
+            ensure_valid(w.packed, "cuda" if self.weight_packed.is_cuda else "cpu")
         return self
 
     def ternary_weight(self) -> TernaryTensor:
@@ -342,9 +400,14 @@ class BitLinear(nn.Module):
         return self.weight
 
     def _refresh(self) -> None:
-        """Pack the latent weights unless the buffers already hold them."""
+        """Pack the latent weights unless the buffers already hold them.
+
+        Held means: the same storage, version, dtype and device, and the same values at
+        the sampled positions (writes through ``.data`` bump no version).
+        """
         if self.weight is not None and (self.weight_packed is None
-                                        or self._packed_from != _stamp(self.weight)):
+                                        or self._packed_from != _stamp(self.weight)
+                                        or not self._packed_sample.same()):
             self._pack()
 
     @torch.no_grad()
@@ -356,6 +419,7 @@ class BitLinear(nn.Module):
                               else torch.tensor(data))
         self.weight_scale = torch.tensor(t.scales, device=w.device)
         self._packed_from = _stamp(w)
+        self._packed_sample = _ops.Sample(w)
 
     def _sync(self) -> None:
         """After the latent weights changed: pack them again if eval mode holds packed ones."""
