@@ -19,7 +19,7 @@ sys.path.insert(0, str(DOCS))  # the plotting script beside this file
 
 project = "tritnum"
 author = "the tritnum developers"
-copyright = "2026, the tritnum developers"  # noqa: A001 (Sphinx's name)
+copyright = "2026, the tritnum developers"
 version = release = tritnum.__version__
 
 extensions = [
@@ -48,7 +48,8 @@ myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "_templates", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints", "jupyter_execute"]
+exclude_patterns = ["_build", "_templates", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints",
+                    "jupyter_execute"]
 
 # -- API reference ------------------------------------------------------------------------
 templates_path = ["_templates"]
@@ -99,4 +100,5 @@ def _skip_foreign_members(app, what, name, obj, skip, options):
 
 
 def setup(app):
+    """Sphinx's hook: connect the member filter."""
     app.connect("autodoc-skip-member", _skip_foreign_members)
