@@ -277,7 +277,7 @@ def to_gguf_blocks(x: Any, qtype: GGUFQType, *, layout: I2SLayout = "x86",
         An unknown qtype; a TernaryTensor whose scales the format cannot hold
         without ``requantize`` (the message says how much re-quantizing would
         change), or one with a scale of 65520 or more; floats with a block maximum
-        |x| of 65520 or more (TQ1_0/TQ2_0's float16 block scale would be infinite,
+        ``|x|`` of 65520 or more (TQ1_0/TQ2_0's float16 block scale would be infinite,
         as llama.cpp writes it; the message names the first block and its value).
     ShapeMismatchError
         A shape the format cannot hold.
