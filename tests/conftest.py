@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tritnum import _dispatch
+from tritnum import _dispatch, _isa
 
 settings.register_profile(
     "default",
@@ -54,6 +54,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_line(
             f"{slow} slow tests deselected: python -m pytest --full runs everything "
             "(bash .ci/run adds the CUDA simulator and bounds-checked lanes)")
+
+# every SIMD level of the CPU kernels: the running one by default, the others (compiled
+# afresh, seconds each; a level the CPU lacks skips) with --full
+EVERY_LEVEL = [level if level == _isa.ISA else pytest.param(level, marks=pytest.mark.slow)
+               for level in _isa.LEVELS]
+
 
 # every backend a kernel registers on, the NumPy reference first; tests take the fixtures
 # below rather than retyping this list

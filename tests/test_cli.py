@@ -73,6 +73,7 @@ def test_info_command():
     assert info["default device"] == "auto"
 
 
+@pytest.mark.slow
 def test_bench_command_reports_every_row(tmp_path):
     path = tmp_path / "bench.json"
     out = tritnum_cli("bench", "--quick", "--rows", "4", "--cols", "640", "--json", str(path))

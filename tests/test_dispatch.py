@@ -152,6 +152,7 @@ def test_cache_switch_is_read_once():
     assert out.stdout.strip() == "NullCache"
 
 
+@pytest.mark.slow
 def test_warmup_compiles_every_cpu_kernel():
     # every numba dispatcher in the CPU backend's modules, found rather than listed; helpers
     # with inline="always" are compiled into their callers, never on their own

@@ -7,6 +7,7 @@ at every other level the CPU has in a subprocess (``TRITNUM_ISA``).
 
 import numpy as np
 import pytest
+from conftest import EVERY_LEVEL
 from hypothesis import given
 from hypothesis import strategies as st
 from numba import njit
@@ -184,7 +185,7 @@ def test_threads_and_strided_activations_through_linear():
     np.testing.assert_array_equal(y, exact_gemm(x, trits).astype(np.float32))
 
 
-@pytest.mark.parametrize("level", isa.LEVELS)
+@pytest.mark.parametrize("level", EVERY_LEVEL)
 def test_every_level_end_to_end(level):
     """The whole int8 path in a process forced to each level (BLAS on the portable one)."""
     needs(level)

@@ -20,6 +20,8 @@ import tritnum as tn
 from tritnum import vsa
 
 resource = pytest.importorskip("resource")  # RLIMIT_AS: POSIX only
+# one memory-limited child process reads every case (about 30 s): CI and --full run it
+pytestmark = pytest.mark.slow
 
 TIB = 2**40
 META = "__tritnum__"

@@ -9,6 +9,7 @@ subprocess (``TRITNUM_ISA``).
 
 import numpy as np
 import pytest
+from conftest import EVERY_LEVEL
 from hypothesis import given
 from hypothesis import strategies as st
 from numba import njit
@@ -129,7 +130,7 @@ def test_gemm_is_llama_cpp_bit_for_bit(qtype):
     np.testing.assert_array_equal(y, llama_cpp(x, w, qtype, bias=bias))
 
 
-@pytest.mark.parametrize("level", isa.LEVELS)
+@pytest.mark.parametrize("level", EVERY_LEVEL)
 def test_every_level_end_to_end(level):
     """The GEMM in a process forced to each level, threaded too, against the reference."""
     needs(level)

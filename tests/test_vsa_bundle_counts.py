@@ -7,6 +7,7 @@ that LLVM lowers for the running CPU, so both are tested here on any machine.
 
 import numpy as np
 import pytest
+from conftest import EVERY_LEVEL
 from hypothesis import given
 from hypothesis import strategies as st
 from numba import njit
@@ -65,7 +66,8 @@ def test_counts_match_numpy(words, n, valid, extra, lead, density, seed):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("n", [1, 15, 16, 17, 1000, 70000])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 1000,
+                               pytest.param(70000, marks=pytest.mark.slow)])
 def test_every_count_bit_through_bundle(n):
     """Many rows (17 count bits at 70,000): the carries ripple through every memory bit."""
     rng = np.random.default_rng(n)
@@ -77,7 +79,7 @@ def test_every_count_bit_through_bundle(n):
     np.testing.assert_array_equal(tn.unpack(got), np.sign(vs.sum(axis=0, dtype=np.int64)))
 
 
-@pytest.mark.parametrize("level", isa.LEVELS)
+@pytest.mark.parametrize("level", EVERY_LEVEL)
 def test_every_level_bundles_exactly(level):
     """Each level's block width (8 columns below avx512vnni) through ``vsa.bundle``."""
     if level not in isa.available():
