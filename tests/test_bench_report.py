@@ -88,7 +88,7 @@ def _row(family: str, name: str, seconds: float, base: float, params: dict) -> d
 
 def synthetic() -> dict:
     """A small file in the real schema with a row for each plot."""
-    data = report.build([], environment(), LOAD, OPTIONS, command=["python", "-m", "tritnum"])
+    data = report.build([], environment(), LOAD, OPTIONS, command=["bench", "--json", "x.json"])
     rows = []
     for out, n in ((1024, 1024), (4096, 4096)):
         for i, mode in enumerate(("float", "int8", "q8_k")):

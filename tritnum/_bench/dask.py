@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any
 
+from .._extras import install_hint
 from .harness import Case
 
 # The workers' sampling profiler slowed the search kernels 2-3x here: off. The event
@@ -35,7 +36,7 @@ def dask_cases(quick: bool, stack: contextlib.ExitStack) -> list[Case]:
         import dask
         from distributed import Client, LocalCluster, wait
     except ImportError:
-        print("dask: skipped (pip install tritnum[dask])", file=sys.stderr)
+        print(f"dask: skipped ({install_hint('dask')})", file=sys.stderr)
         return []
     from ..vsa import random, search
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .._extras import install_hint
 from .gpu import Work, gpu_torch, put
 from .harness import Case
 
@@ -59,7 +60,7 @@ def vsa_cases(d: int, device: str) -> list[Case]:
                 -1, 2, (n_bind, d), dtype=np.int8)),
         }
         return [Case("vsa", f"{name} bitplane", fn, base_name, base, None, 3,
-                     lambda s: "torchhd not installed (pip install tritnum[bench]): bar skipped",
+                     lambda s: f"torchhd not installed ({install_hint('bench')}): bar skipped",
                      params=_params(name, "bitplane", d, "numpy"))
                 for name, (fn, _), (base_name, base) in
                 ((k, ours[k], skipped[k]) for k in ours)]

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._extras import install_hint
 from .harness import Case
 
 BATCH_BAR = 10.0  # bitplane search >= 10x torch's fastest matmul (issue 18)
@@ -97,8 +98,8 @@ def batch_search_cases(quick: bool, device: str) -> list[Case]:
             if torch is None:  # a visible row that says so
                 cases.append(Case("vsa", f"search {nq} x {m // 1000}k, {threads} thread(s)",
                                   lambda: None, "torch", lambda: None, None, 1,
-                                  lambda s: "torch not installed (pip install tritnum[bench]): "
-                                  "skipped"))
+                                  lambda s: f"torch not installed ({install_hint('torch')}): "
+                                            "skipped"))
                 continue
             base_name, base, trials = _fastest(torch, q, mem, threads)
             for kind, (qs, ms) in (("bitplane", (pq, pmem)), ("dense", (q, mem))):
