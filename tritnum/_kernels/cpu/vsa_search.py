@@ -38,7 +38,6 @@ rate, about 16 GB/s, adds 6 ms at 100 x 10,000), a few operations per 64 trits.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ..._dispatch import register
@@ -49,7 +48,7 @@ from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.planes import trit_planes
 from ._llvm.popcount import NARROW_WORDS, WIDE_WORDS, popcount, tile_counts
-from ._parallel import CHUNKS_PER_THREAD, run
+from ._parallel import CHUNKS_PER_THREAD, run, threads
 
 CHUNK_ROWS = 128  # memory rows per scratch chunk: 320 KB of planes at d = 10,000 (L2: 1 MB)
 KSTREAM = 64  # the largest k kept while streaming (insertion into a sorted list of k)
@@ -240,7 +239,7 @@ def search_tiles(queries, memory, k: int, metric: int, d: int, wide: bool = WIDE
     planes, qnnz = _layout(queries, wide)
     tq = (WIDE_TILES if wide else NARROW_TILES)[0][0]
     flat = memory.reshape(-1) if memory.ndim == 3 else np.zeros(0, np.uint64)
-    spread = numba.get_num_threads() * CHUNKS_PER_THREAD
+    spread = threads() * CHUNKS_PER_THREAD  # tritnum's count and limit; numba's pool left unstarted
     parts = max(1, min(-(-m // CHUNK_ROWS), spread))
 
     def tasks(n: int) -> tuple[int, int]:
