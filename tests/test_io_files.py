@@ -1,6 +1,7 @@
 """GGUF files through the gguf package, and tritnum's own .npz files."""
 
 import json
+import os
 
 import gguf
 import numpy as np
@@ -72,9 +73,8 @@ def test_corrupt_gguf(tmp_path):
     tn.io.write_gguf(good, {"w": ternary()})
     truncated = tmp_path / "truncated.gguf"
     truncated.write_bytes(good.read_bytes()[:100])
-    for path in (truncated, tmp_path / "missing.gguf"):
-        with pytest.raises(tn.FormatError, match="cannot read GGUF file"):
-            tn.io.read_gguf(path)
+    with pytest.raises(tn.FormatError, match="cannot read GGUF file"):
+        tn.io.read_gguf(truncated)
     with pytest.raises(tn.FormatError, match="qtype must be one of"):
         tn.io.write_gguf(tmp_path / "x.gguf", {}, qtype="Q8_0")
 
@@ -163,7 +163,7 @@ def test_npz_bad_files(tmp_path):
     truncated.write_bytes(path.read_bytes()[:50])
     not_ours = tmp_path / "plain.npz"
     np.savez(not_ours, a=np.zeros(3))
-    for bad in (truncated, not_ours, tmp_path / "missing.npz"):
+    for bad in (truncated, not_ours):
         with pytest.raises(tn.FormatError, match="not a readable tritnum file"):
             tn.load(bad)
     future = tmp_path / "future.npz"
@@ -188,3 +188,56 @@ def test_npz_round_trips_any_ternary_tensor(t, tmp_path_factory):
     back = tn.load(path)
     assert back.packed == t.packed and back.group_size == t.group_size
     np.testing.assert_array_equal(back.scales, t.scales)
+
+
+READERS = {
+    "tn.load npz": lambda p: tn.load(p.with_suffix(".npz")),
+    "tn.load safetensors": lambda p: tn.load(p.with_suffix(".safetensors")),
+    "read_safetensors": lambda p: tn.io.read_safetensors(p),
+    "read_gguf": lambda p: tn.io.read_gguf(p),
+    "quantize_gguf": lambda p: tn.io.quantize_gguf(p, p.parent.parent / "out.gguf"),
+    "ItemMemory.load": lambda p: tn.vsa.ItemMemory.load(p.with_suffix(".npz")),
+}
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_reader_raises_the_os_error_of_a_file_it_cannot_open(reader, tmp_path):
+    # a missing file, a directory, a path through a file: the OSError itself, never a
+    # FormatError (a ValueError), so `except OSError` and `except FileNotFoundError` work
+    read = READERS[reader]
+    with pytest.raises(FileNotFoundError):
+        read(tmp_path / "missing" / "x")
+    folder = tmp_path / "folder"
+    for suffix in (".npz", ".safetensors", ""):
+        (folder / ("x" + suffix)).mkdir(parents=True)
+    with pytest.raises(IsADirectoryError):
+        read(folder / "x")
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(NotADirectoryError):
+        read(tmp_path / "file" / "x")
+    if hasattr(os, "geteuid") and os.geteuid() != 0:  # root may read anything
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        for suffix in (".npz", ".safetensors", ""):
+            (locked / ("x" + suffix)).write_bytes(b"\0" * 64)
+            os.chmod(locked / ("x" + suffix), 0)
+        with pytest.raises(PermissionError):
+            read(locked / "x")
+    assert not (tmp_path / "out.gguf").exists()
+
+
+def test_tn_load_of_a_gguf_file_names_the_gguf_reader(tmp_path):
+    path = tmp_path / "model.gguf"
+    tn.io.write_gguf(path, {"w": np.ones(4, np.float32)})
+    with pytest.raises(tn.FormatError, match=r"'\.gguf' \(for GGUF files use tn\.io\.read_gguf"):
+        tn.load(path)
+    with pytest.raises(tn.FormatError, match=r"use tn\.io\.write_gguf"):
+        tn.save(tmp_path / "out.GGUF", {"w": np.ones(4, np.float32)})
+    assert not (tmp_path / "out.GGUF").exists()
+
+
+def test_a_tq_row_length_error_says_what_i2s_takes():
+    w = np.ones((2, 128), np.float32)
+    with pytest.raises(tn.ShapeMismatchError, match="I2_S takes any row length"):
+        tn.io.to_gguf_blocks(w, "TQ2_0")
+    assert tn.io.from_gguf_blocks(tn.io.to_gguf_blocks(w, "I2_S"), "I2_S", w.shape).shape == w.shape

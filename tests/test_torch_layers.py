@@ -613,3 +613,18 @@ def test_export_round_trips_through_tn_save_and_gguf(tmp_path):
             np.testing.assert_array_equal(back[k].scales.ravel(), v.scales.ravel())
         else:
             np.testing.assert_array_equal(back[k], v)
+
+
+@pytest.mark.parametrize("what", [convert, export])
+def test_convert_and_export_of_a_non_model_say_what_they_take(what):
+    for bad in (np.zeros((2, 2)), "model.pt", None, {"w": torch.zeros(2)}):
+        with pytest.raises(TypeError, match=r"takes a torch\.nn\.Module"):
+            what(bad)
+
+
+def test_export_of_a_model_on_the_meta_device_is_a_clear_error():
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(256, 8), torch.nn.Linear(8, 2))
+    for m in (model, convert(model)):
+        with pytest.raises(ValueError, match="meta device"):
+            export(m)

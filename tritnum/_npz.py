@@ -35,6 +35,9 @@ _MAX_NPY_HEADER = 10_000  # np.load's own default
 _METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)  # what np.savez(_compressed) writes
 _REFUSED_FLAGS = 0x1 | 0x20 | 0x40  # encrypted, patched data, strong encryption
 
+#: What opening a file raises when it is missing, a directory or not permitted: raised
+#: unchanged by every reader (``except OSError`` catches it), never made a FormatError.
+ACCESS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 # what np.load, json and a malformed header raise on a truncated, corrupt or foreign file
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
                zipfile.BadZipFile, EOFError)
@@ -48,7 +51,7 @@ def reading(path: str | os.PathLike[str], what: str) -> Iterator[None]:
     """Run the body; what an unreadable file raises becomes FormatError (not a ``what``)."""
     try:
         yield
-    except FormatError:
+    except (FormatError, *ACCESS_ERRORS):
         raise
     except _UNREADABLE as exc:
         raise FormatError(f"{os.fspath(path)!r} is not a readable {what}: {exc}") from exc
@@ -116,7 +119,7 @@ class Archive:
     def _zip_errors(self, where: str) -> Iterator[None]:
         try:
             yield
-        except FormatError:
+        except (FormatError, *ACCESS_ERRORS):
             raise
         except _ZIP_ERRORS as exc:
             self.fail(f"{where}: {type(exc).__name__}: {exc}")

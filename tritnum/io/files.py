@@ -89,10 +89,13 @@ def load(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> Any:
     Raises
     ------
     FormatError
-        Another extension; a file that is missing, not of its format, of a newer
+        Another extension; a file that is not of its format, of a newer
         format version, truncated, corrupt or hostile (a missing or ill-typed header
         key, an array larger than ``max_bytes`` or than its member, a zip bomb), naming
         the array or header key at fault.
+    OSError
+        The file cannot be opened: ``FileNotFoundError``, ``PermissionError``,
+        ``IsADirectoryError``, raised unchanged (not a FormatError).
 
     Examples
     --------

@@ -335,7 +335,7 @@ def _tensors(buf: Any, header: Header) -> SafetensorsFile:
 
 
 def _map(path: str | os.PathLike[str]) -> Any:
-    """The file's bytes, memory-mapped read-only (FormatError if it cannot be opened)."""
+    """The file's bytes, memory-mapped read-only (OSError if it cannot be opened)."""
     with reading(path, _WHAT), open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             return b""
@@ -371,12 +371,15 @@ def read_safetensors(path: str | os.PathLike[str], *,
     Raises
     ------
     FormatError
-        A file that is missing, truncated, corrupt or hostile: a header length the
+        A file that is truncated, corrupt or hostile: a header length the
         file cannot hold, a header that is not a JSON object of the expected keys and
         types, a dtype without a NumPy equivalent (F8, F4, C64), tensors whose bytes
         do not tile the data, a BOOL byte that is not 0 or 1, a tritnum entry that is
         missing a tensor or key, a newer format version, trits that are not valid,
         more than ``max_bytes``. The message names the tensor or key.
+    OSError
+        The file cannot be opened: ``FileNotFoundError``, ``PermissionError``,
+        ``IsADirectoryError``, raised unchanged (not a FormatError).
 
     Examples
     --------

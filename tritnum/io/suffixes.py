@@ -35,9 +35,19 @@ def save_suffix(path: str | os.PathLike[str], caller: str) -> str:
         ...
     tritnum.errors.FormatError: tn.save picks the format from the extension of 'weights': it \
 must be one of '.npz', '.safetensors', got ''
+    >>> save_suffix("model.gguf", "tn.load")
+    Traceback (most recent call last):
+        ...
+    tritnum.errors.FormatError: tn.load picks the format from the extension of 'model.gguf': \
+it must be one of '.npz', '.safetensors', got '.gguf' (for GGUF files use tn.io.read_gguf)
     """
+    suffix = _suffix(path)
     name = f"{caller} picks the format from the extension of {os.fspath(path)!r}: it"
-    return choice(_suffix(path), name, SAVE_SUFFIXES, FormatError)
+    if suffix == ".gguf":  # a format with functions of its own: say which
+        verb = "read_gguf" if caller == "tn.load" else "write_gguf"
+        raise FormatError(f"{name} must be one of {', '.join(map(repr, SAVE_SUFFIXES))}, "
+                          f"got '.gguf' (for GGUF files use tn.io.{verb})")
+    return choice(suffix, name, SAVE_SUFFIXES, FormatError)
 
 
 def check_writer_suffix(path: str | os.PathLike[str], writer: str, kind: str) -> None:

@@ -31,6 +31,14 @@ def _matcher(selector: Selector, what: str) -> Callable[[str, nn.Module], bool]:
     return lambda name, module: any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
+def _module(model: object, caller: str) -> nn.Module:
+    """``model`` if it is a ``torch.nn.Module``, else TypeError saying what ``caller`` takes."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"{caller} takes a torch.nn.Module (a model or a layer), got "
+                        f"{type(model).__name__}")
+    return model
+
+
 def _heads(linears: list[tuple[str, nn.Module]]) -> set[str]:
     """The output layer (the last Linear registered) and layers named like ``lm_head``."""
     heads = {name for name, _ in linears if name.rpartition(".")[2] in HEAD_NAMES}
@@ -72,6 +80,11 @@ def convert(model: nn.Module, *, include: Selector = None, exclude: Selector = N
     nn.Module
         ``model``; a new BitLinear when ``model`` itself is a converted ``nn.Linear``.
 
+    Raises
+    ------
+    TypeError
+        ``model`` is not a ``torch.nn.Module``; an ``include``/``exclude`` of another type.
+
     Examples
     --------
     >>> import torch
@@ -81,6 +94,7 @@ def convert(model: nn.Module, *, include: Selector = None, exclude: Selector = N
     >>> [type(m).__name__ for m in convert(mlp, exclude="0")]
     ['Linear', 'BitLinear', 'Linear']
     """
+    model = _module(model, "convert")
     included = _matcher(include if include is not None else "*", "include")
     excluded = _matcher(exclude, "exclude")
     linears = [(name, m) for name, m in model.named_modules(remove_duplicate=False)
@@ -125,6 +139,13 @@ def export(model: nn.Module) -> dict[str, TernaryTensor | np.ndarray]:
     dict of str to TernaryTensor or numpy.ndarray
         Every ``state_dict`` entry, by name, in its order.
 
+    Raises
+    ------
+    TypeError
+        ``model`` is not a ``torch.nn.Module``.
+    ValueError
+        A model with tensors on the meta device (shapes without values).
+
     Examples
     --------
     >>> import torch
@@ -135,10 +156,17 @@ def export(model: nn.Module) -> dict[str, TernaryTensor | np.ndarray]:
     {'0.weight': 'TernaryTensor', '0.bias': 'ndarray', '1.weight': 'ndarray',
      '1.bias': 'ndarray', '2.weight': 'ndarray', '2.bias': 'ndarray'}
     """
+    model = _module(model, "export")
+    state = model.state_dict()
+    meta = [key for key, value in state.items() if value.is_meta]
+    if meta:  # no values to take out: torch's copy would raise NotImplementedError
+        raise ValueError(f"export needs a model with values, but {meta[0]!r} is on the meta "
+                         "device (no data): load or initialize it first (model.to_empty(), "
+                         "load_state_dict)")
     layers = {name: m for name, m in model.named_modules(remove_duplicate=False)
               if isinstance(m, BitLinear)}
     out: dict[str, TernaryTensor | np.ndarray] = {}
-    for key, value in model.state_dict().items():
+    for key, value in state.items():
         owner, _, leaf = key.rpartition(".")
         layer = layers.get(owner)
         if layer is not None and leaf in ("weight", "weight_packed", "weight_scale"):

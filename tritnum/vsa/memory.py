@@ -317,6 +317,9 @@ class ItemMemory:
             vectors that do not fit the header or are not trits, a truncated, corrupt or
             hostile file (an array larger than ``max_bytes`` or than its member, a zip
             bomb), naming the array or header key at fault.
+        OSError
+            The file cannot be opened: ``FileNotFoundError``, ``PermissionError``,
+            ``IsADirectoryError``, raised unchanged (not a FormatError).
         """
         max_bytes = check_max_bytes(max_bytes)
         with reading(path, "ItemMemory file"), Archive(path, "ItemMemory file", max_bytes) as f:

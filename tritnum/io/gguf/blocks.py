@@ -65,7 +65,8 @@ def check_shape(shape: tuple[int, ...], qtype: GGUFQType, layout: I2SLayout = "x
         i2s.check_shape(shape, layout)
     elif not shape or shape[-1] % block:
         raise ShapeMismatchError(
-            f"{qtype} needs a last axis that is a multiple of 256, got shape {shape}",
+            f"{qtype} needs a last axis that is a multiple of 256, got shape {shape} "
+            "(I2_S takes any row length: a size that is a multiple of 128)",
             expected="shape[-1] % 256 == 0", actual=shape)
 
 

@@ -147,12 +147,15 @@ def map_file(path: str | os.PathLike[str]) -> tuple[np.ndarray, Header]:
     Raises
     ------
     FormatError
-        A file that is not GGUF, truncated or corrupt, or cannot be read (the
-        message says why).
+        A file that is not GGUF, truncated or corrupt (the message says why).
+    OSError
+        The file cannot be opened (``FileNotFoundError``, ``PermissionError``,
+        ``IsADirectoryError``), raised unchanged.
     """
     where = f"cannot read GGUF file {os.fspath(path)!r}"
+    f = open(path, "rb")  # outside the guard: its OSError is raised unchanged
     try:
-        with open(path, "rb") as f:
+        with f:
             size = os.fstat(f.fileno()).st_size
             if size < 24:
                 raw: Any = np.frombuffer(f.read(), np.uint8)

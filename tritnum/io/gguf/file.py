@@ -113,6 +113,9 @@ def read_gguf(path: str | os.PathLike[str], *, format: Format = "2bit",
         file cannot hold, arrays nested too deep, a ternary tensor whose codes are not
         trits or whose dimensions do not fit its type. The message names the key or
         tensor.
+    OSError
+        The file cannot be opened: ``FileNotFoundError``, ``PermissionError``,
+        ``IsADirectoryError``, raised unchanged (not a FormatError).
 
     Examples
     --------

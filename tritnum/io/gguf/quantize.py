@@ -272,6 +272,9 @@ def quantize_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str],
         would be infinite.
     ValueError
         NaN or infinity in a tensor to be quantized (naming it and its rows).
+    OSError
+        ``src`` cannot be opened: ``FileNotFoundError``, ``PermissionError``,
+        ``IsADirectoryError``, raised unchanged (not a FormatError).
 
     Examples
     --------
