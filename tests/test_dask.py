@@ -206,6 +206,75 @@ def test_random_any_chunking_equals_in_memory(fmt):
     np.testing.assert_array_equal(r[20:30].compute(), tn.vsa.random(30, 130, seed=11)[20:])
 
 
+# every form dask.array takes for the rows of a (1000, 777) array, the trit axis whole, and
+# the rows' chunks it gives (None: Dask's choice)
+THREES = (300, 300, 300, 100)
+DASK_ROW_CHUNKS = [(300, THREES), (-1, (1000,)), ("auto", None), ("64KiB", None),
+                   ((300,), THREES), ((300, 777), THREES), ((300, -1), THREES),
+                   ((300, None), THREES), ((300, "auto"), THREES),
+                   (((300, 300, 400),), (300, 300, 400)),
+                   (((300, 300, 400), (777,)), (300, 300, 400)),
+                   (((0, 300, 0, 700, 0),), (0, 300, 0, 700, 0)), ({0: 300}, THREES),
+                   ({0: (500, 500), 1: -1}, (500, 500)), ({-1: 777}, (1000,)),
+                   ([300, 777], THREES), ((1000, 777), (1000,)),
+                   ((50, 950), (50,) * 20)]
+
+
+@pytest.mark.parametrize("fmt", ["dense", "bitplane"])
+@pytest.mark.parametrize(("chunks", "rows"), DASK_ROW_CHUNKS, ids=repr)
+def test_random_takes_dasks_chunk_forms(fmt, chunks, rows):
+    ref = tn.vsa.random(1000, 777, seed=12, format=fmt)
+    r = tn.vsa.random(1000, 777, seed=12, format=fmt, chunks=chunks)
+    data = r.data if fmt == "bitplane" else r
+    assert all(len(c) == 1 for c in data.chunks[1:])  # the trit axis (its words) whole
+    assert rows is None or data.chunks[0] == rows
+    if fmt == "bitplane":
+        assert concrete(r) == ref
+    else:
+        np.testing.assert_array_equal(r.compute(), ref)
+
+
+@pytest.mark.parametrize("chunks", [(300, 300), (300, (400, 377)), {1: 100}, 0, -2,
+                                    ((300, 300),), ((300, -300, 1000),), (300, 300, 300)])
+def test_random_refuses_chunks_that_split_the_trits_or_miss_rows(chunks):
+    with pytest.raises(ValueError, match=r"trit axis|at least|add up"):
+        tn.vsa.random(1000, 777, seed=12, chunks=chunks)
+
+
+@pytest.mark.parametrize("fmt", ["dense", "bitplane"])
+@pytest.mark.parametrize("chunks", [(6,), (6, -1), {0: 6}, "auto", (6, 400)])
+def test_sharded_item_memory_takes_dasks_chunk_forms(fmt, chunks):
+    mem = tn.vsa.ItemMemory(400, seed=7, format=fmt)
+    sharded = tn.vsa.ItemMemory(400, seed=7, format=fmt, chunks=chunks)
+    for name in range(20):
+        for m in (mem, sharded):
+            m.add(f"s{name}")
+    vectors = sharded.vectors
+    if fmt == "bitplane":
+        assert concrete(vectors) == mem.vectors
+    else:
+        np.testing.assert_array_equal(vectors.compute(), mem.vectors)
+    assert sharded.cleanup(mem.vectors[:3]) == mem.cleanup(mem.vectors[:3])
+
+
+@pytest.mark.parametrize("metric", ["dot", "cosine", "hamming"])
+@pytest.mark.parametrize("rows", [(0, 40, 60), (40, 0, 60), (40, 60, 0), (0, 0, 100, 0),
+                                  (1, 0, 0, 99)])
+def test_search_over_a_memory_with_empty_chunks(rows, metric):
+    memory = tn.vsa.random(100, 200, seed=14)
+    queries = tn.vsa.random(5, 200, seed=15)
+    want = tn.vsa.search(queries, memory, k=4, metric=metric)
+    lazy_memory = lazy(memory, (rows, (200,)))
+    for q, m in ((queries, lazy_memory),
+                 (tn.pack(queries, "bitplane"), tn.pack(lazy_memory, "bitplane"))):
+        idx, scores = tn.vsa.search(q, m, k=4, metric=metric)
+        np.testing.assert_array_equal(idx.compute(), want[0])
+        np.testing.assert_allclose(scores.compute(), want[1])
+    generated = tn.vsa.random(100, 200, seed=14, format="bitplane", chunks=(rows,))
+    idx, scores = tn.vsa.search(tn.pack(queries, "bitplane"), generated, k=4, metric=metric)
+    np.testing.assert_array_equal(idx.compute(), want[0])
+
+
 def dense_and_packed(a, chunks):
     return lazy(a, chunks), tn.pack(lazy(a, chunks), "bitplane")
 

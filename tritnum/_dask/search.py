@@ -69,6 +69,8 @@ def _search_block(q: np.ndarray, mem: np.ndarray, rows: tuple[slice], q_valid: b
 
     ``rows``: the chunk's slice of the memory's rows (its first row numbers them).
     """
+    if len(mem) == 0:  # an empty chunk: no candidates (the other chunks hold the rows)
+        return np.empty((len(q), 0), CANDIDATE)
     queries = block_of(q, hm.d, "bitplane", q_valid)
     vectors = hm.block(mem) if hm.packed else pack_trits(mem, "bitplane", device=dev)
     idx, scores = search_rows(queries, vectors, min(k, len(mem)), metric, device=dev)
@@ -89,5 +91,7 @@ def _merge(found: np.ndarray, axis: Any, keepdims: bool, k: int) -> np.ndarray:
     equal scores in index order: equal scores stand in index order, and ``topk``
     gives a tie to the earlier column.
     """
+    if found.shape[1] == 0:  # chunks that were all empty
+        return found
     best, _ = topk(np.ascontiguousarray(found["score"]), min(k, found.shape[1]))
     return np.take_along_axis(found, best, axis=1)
