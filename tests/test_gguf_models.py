@@ -220,7 +220,7 @@ def test_write_gguf_qtypes(tmp_path):
         tn.io.write_gguf(path, tensors, qtype={"i": "F16"})
     with pytest.raises(tn.FormatError, match="'t': qtype must be one of"):
         tn.io.write_gguf(path, tensors, qtype={"t": "Q4_K"})
-    with pytest.raises(KeyError, match="not written"):
+    with pytest.raises(ValueError, match=r"not written: \['missing'\]"):
         tn.io.write_gguf(path, tensors, qtype={"missing": "F16"})
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import struct
 
 import gguf
 import numpy as np
@@ -241,3 +242,118 @@ def test_a_tq_row_length_error_says_what_i2s_takes():
     with pytest.raises(tn.ShapeMismatchError, match="I2_S takes any row length"):
         tn.io.to_gguf_blocks(w, "TQ2_0")
     assert tn.io.from_gguf_blocks(tn.io.to_gguf_blocks(w, "I2_S"), "I2_S", w.shape).shape == w.shape
+
+
+def test_write_gguf_writes_the_values_of_any_layout(tmp_path):
+    w = np.arange(24, dtype=np.float32).reshape(4, 6)
+    path = tmp_path / "views.gguf"
+    views = {"t": w.T, "strided": w[:, ::2], "reversed": w[::-1], "i32": w.astype(np.int32).T,
+             "f16": w.T.astype(np.float16).T[::-1], "big": w.astype(">f4").T}
+    tn.io.write_gguf(path, views)
+    back = tn.io.read_gguf(path)
+    for name, v in views.items():
+        np.testing.assert_array_equal(back[name], v, err_msg=name)
+        assert back[name].shape == v.shape
+    tn.io.write_gguf(path, {"bf16": w[:, ::-1]}, qtype="BF16")
+    np.testing.assert_array_equal(tn.io.read_gguf(path)["bf16"], w[:, ::-1])
+
+
+def test_write_gguf_of_empty_tensors(tmp_path):
+    # llama.cpp's reader divides by every dimension but ne[0] (the NumPy last axis):
+    # an empty tensor is written when only its rows are empty, refused otherwise
+    path = tmp_path / "empty.gguf"
+    empty = {"f": np.zeros((4, 0), np.float32), "i": np.zeros((3, 0), np.int8),
+             "v": np.zeros(0, np.float16), "t": tn.quantize(np.zeros((4, 0), np.float32))}
+    for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
+        tn.io.write_gguf(path, empty, qtype={"t": qtype})
+        back = tn.io.read_gguf(path)
+        for name in ("f", "i", "v"):
+            assert back[name].shape == empty[name].shape and back[name].dtype == empty[name].dtype
+        assert back["t"].dequantize().shape == (4, 0), qtype
+    for shape in [(0, 4), (2, 0, 3), (0, 256)]:
+        with pytest.raises(tn.FormatError, match=r"empty along an axis other than the last"):
+            tn.io.write_gguf(tmp_path / "refused.gguf", {"w": np.zeros(shape, np.float32)})
+    assert not (tmp_path / "refused.gguf").exists()
+
+
+def _gguf_with_dims(dims):
+    info = (struct.pack("<Q", 1) + b"x" + struct.pack(f"<I{len(dims)}Q", len(dims), *dims)
+            + struct.pack("<IQ", 0, 0))
+    head = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + info
+    return head + bytes(-len(head) % 32)
+
+
+def _safetensors_with_shape(shape):
+    header = json.dumps({"x": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}})
+    return struct.pack("<Q", len(header)) + header.encode()
+
+
+@pytest.mark.parametrize("dims", [[0, 2**62, 2**62], [2**63, 0], [2**64 - 1, 0, 3],
+                                  [1] * 65 + [0], [0] * 70])
+def test_a_shape_numpy_cannot_hold_is_a_format_error(dims, tmp_path):
+    gg, st = tmp_path / "x.gguf", tmp_path / "x.safetensors"
+    gg.write_bytes(_gguf_with_dims(dims))
+    st.write_bytes(_safetensors_with_shape(dims))
+    with pytest.raises(tn.FormatError, match="NumPy"):
+        tn.io.read_gguf(gg)
+    with pytest.raises(tn.FormatError, match="NumPy"):
+        tn.io.read_safetensors(st)
+
+
+def test_an_empty_tensor_with_per_group_scales_is_refused_when_made_or_read(tmp_path):
+    from safetensors.numpy import save_file
+    packed = tn.pack(np.zeros((4, 0), np.int8))
+    with pytest.raises(tn.ShapeMismatchError, match="non-empty last axis"):
+        tn.TernaryTensor(packed, np.zeros((4, 0), np.float32), 256)
+    path = tmp_path / "e.safetensors"
+    save_file({"w.tritnum.packed": np.zeros((4, 0), np.uint8),
+               "w.tritnum.scales": np.zeros((4, 0), np.float32)}, str(path),
+              metadata={"w.tritnum": json.dumps({"shape": [4, 0], "format": "2bit",
+                                                 "group_size": 256}),
+                        "tritnum.format_version": "1"})
+    with pytest.raises(tn.FormatError, match="non-empty last axis"):
+        tn.io.read_safetensors(path)
+    tn.save(path, {"w": tn.quantize(np.zeros((4, 0), np.float32))})  # one scale: fine
+    assert tn.load(path)["w"].dequantize().shape == (4, 0)
+
+
+def test_quantize_gguf_keeps_empty_tensors_and_checks_split_count(tmp_path):
+    src, dst = tmp_path / "src.gguf", tmp_path / "dst.gguf"
+    tn.io.write_gguf(src, {"blk.0.attn_q.weight": np.zeros((4, 0), np.float16),
+                           "blk.0.attn_k.weight": np.ones((4, 256), np.float32)})
+    for qtype in ("TQ2_0", "I2_S"):
+        report = tn.io.quantize_gguf(src, dst, qtype=qtype)
+        assert report.tensors["blk.0.attn_q.weight"].qtype == "F16"
+        assert "empty" in report.tensors["blk.0.attn_q.weight"].note
+        back = tn.io.read_gguf(dst)
+        assert back["blk.0.attn_q.weight"].shape == (4, 0)
+        assert back.qtypes["blk.0.attn_k.weight"] == qtype
+    for bad in ("2", 2.0, [2], True):
+        tn.io.write_gguf(src, {"w": np.ones(3, np.float32)}, metadata={"split.count": bad})
+        with pytest.raises(tn.FormatError, match=r"split\.count is of type"):
+            tn.io.quantize_gguf(src, dst)
+    dst.unlink()
+    tn.io.write_gguf(src, {"w": np.ones(3, np.float32)},
+                     metadata={"split.count": tn.io.GGUFValue("uint16", 1)})
+    tn.io.quantize_gguf(src, dst)  # one shard: the whole model
+    assert dst.exists()
+
+
+def test_gguf_blocks_refuse_a_negative_or_non_integer_shape():
+    data = np.zeros(34, np.uint8)
+    with pytest.raises(tn.ShapeMismatchError, match="negative"):
+        tn.io.GGUFBlocks(data, "Q8_0", (-1, 32))
+    with pytest.raises(TypeError, match="tuple of ints"):
+        tn.io.GGUFBlocks(data, "Q8_0", (1.5, 32))
+    assert tn.io.GGUFBlocks(data, "Q8_0", (np.int64(1), 32)).shape == (1, 32)
+
+
+def test_save_refuses_a_name_an_npz_member_cannot_hold(tmp_path):
+    path = tmp_path / "long.npz"
+    for name in ("x" * 100_000, "é" * 32_763, "a\udc80"):
+        with pytest.raises(ValueError, match=r"name .*(bytes in UTF-8|not valid Unicode)"):
+            tn.save(path, {name: np.ones(2)})
+        assert not path.exists()
+    longest = "x" * (65535 - len("/scales.npy"))
+    tn.save(path, {longest: tn.quantize(np.ones((2, 4)), axis=-1)})
+    assert list(tn.load(path)) == [longest]

@@ -94,6 +94,11 @@ class TernaryTensor:
                 raise ShapeMismatchError(
                     f"group_size must divide the last axis ({n}), got {group_size}",
                     expected=f"a divisor of {n}", actual=group_size)
+            if n == 0:  # no groups: as tn.quantize, one scale (group_size=None) or none
+                raise ShapeMismatchError(
+                    "per-row or per-group scales need a non-empty last axis (an empty "
+                    "tensor takes group_size=None)", expected="shape[-1] > 0",
+                    actual=packed.shape)
             expected = (*packed.shape[:-1], n // group_size)
         if scales.shape != expected:
             raise ShapeMismatchError(

@@ -9,14 +9,41 @@ values, and :func:`bfloat16_to_float32` widens such bits exactly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .._interop import is_cuda_array, is_torch, to_host_exact
 
-__all__ = ["PLAIN_DTYPES", "bfloat16_to_float32", "float32_to_bfloat16", "is_array",
-           "plain_array"]
+__all__ = ["MAX_DIMS", "PLAIN_DTYPES", "bfloat16_to_float32", "float32_to_bfloat16", "is_array",
+           "numpy_shape_problem", "plain_array"]
+
+#: The most dimensions a NumPy array may have (64 in NumPy 2, 32 in NumPy 1).
+MAX_DIMS = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
+_MAX_BYTES = 2**63 - 1  # NumPy's limit on an array's bytes (zero dimensions left out)
+
+
+def numpy_shape_problem(shape: Sequence[int]) -> str | None:
+    """Why NumPy cannot make an array of ``shape`` (items of up to 8 bytes), or None.
+
+    A file's header may declare such a shape (an empty one, or not, that no
+    file's bytes are checked against): readers refuse it as FormatError, not with
+    NumPy's ValueError later.
+
+    >>> numpy_shape_problem((0, 2**62, 2**62))
+    'its dimensions multiply to more values than NumPy can hold (2**63 bytes)'
+    >>> numpy_shape_problem((1,) * 65)[:35]
+    '65 dimensions: NumPy holds at most '
+    """
+    if len(shape) > MAX_DIMS:
+        return f"{len(shape)} dimensions: NumPy holds at most {MAX_DIMS} (of this version)"
+    n = 8
+    for d in shape:
+        n *= d or 1  # NumPy checks the product of the other dimensions
+        if n > _MAX_BYTES:
+            return "its dimensions multiply to more values than NumPy can hold (2**63 bytes)"
+    return None
 
 #: The dtypes of plain arrays, in native byte order (either order is accepted).
 PLAIN_DTYPES = tuple(np.dtype(c) for c in "?bhilqBHILQefd")

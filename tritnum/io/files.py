@@ -41,7 +41,8 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
         A value of another type (a list, an object or string array), or not a dict
         for ``.safetensors``.
     ValueError
-        A name that is not a string, or that the format reserves (``/`` in ``.npz``).
+        A name that is not a string, that the format reserves (``/`` in ``.npz``), or
+        longer than it holds (65,524 UTF-8 bytes in ``.npz``).
 
     Examples
     --------

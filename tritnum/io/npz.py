@@ -19,6 +19,8 @@ __all__ = ["FILE_VERSION", "load_npz", "save_npz"]
 #: Version 2 added plain arrays; files of version 1 are read as before.
 FILE_VERSION = 2
 _META = "__tritnum__"
+# the most bytes of a zip member's name, and the longest member suffix tn.save adds
+_MAX_MEMBER_NAME, _SUFFIX = 0xFFFF, "/scales.npy"
 # the .npy dtypes of plain arrays, in either byte order (bool and bytes have none)
 _ARRAY_DTYPES = {d.newbyteorder(order).str for d in PLAIN_DTYPES for order in "<>"}
 
@@ -44,6 +46,18 @@ def _arrays(name: str, obj: Any, meta: dict[str, Any], arrays: dict[str, np.ndar
     meta[name] = entry
 
 
+def _check_length(name: str) -> None:
+    """ValueError for a name a zip member cannot hold (before any file is created)."""
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError as exc:  # a lone surrogate
+        raise ValueError(f"name {name!r:.80} is not valid Unicode: {exc.reason}") from None
+    if size + len(_SUFFIX) > _MAX_MEMBER_NAME:
+        raise ValueError(f"name {name!r:.40}... is {size} bytes in UTF-8: an .npz (zip) member "
+                         f"name holds at most {_MAX_MEMBER_NAME - len(_SUFFIX)} with the "
+                         f"{_SUFFIX!r} tn.save adds")
+
+
 def save_npz(path: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` (see :func:`tritnum.save`) to an ``.npz`` file at ``path`` exactly."""
     single = not isinstance(obj, dict)
@@ -52,7 +66,8 @@ def save_npz(path: str | os.PathLike[str], obj: Any) -> None:
     arrays: dict[str, np.ndarray] = {}
     for name, value in items.items():
         if not isinstance(name, str) or "/" in name or name == _META:
-            raise ValueError(f"names must be strings without '/', got {name!r}")
+            raise ValueError(f"names must be strings without '/', got {name!r:.80}")
+        _check_length(name)
         _arrays(name, value, meta, arrays)
     header = {"version": FILE_VERSION, "single": single, "items": meta}
     with open(path, "wb") as f:

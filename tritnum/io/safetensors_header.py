@@ -23,6 +23,7 @@ import numpy as np
 
 from .._npz import field, sizes
 from ..errors import FormatError
+from .arrays import numpy_shape_problem
 
 __all__ = ["DTYPES", "FILE", "MAX_HEADER", "Header", "TensorInfo", "check_buffer", "json_object"]
 
@@ -113,6 +114,9 @@ def _tensor(name: str, entry: Any, data_size: int) -> TensorInfo:
     shape = field(FILE, entry, "shape", list, where)
     if not sizes(shape):
         FILE.fail(f"{where}: key 'shape' is {shape!r:.60}, not a list of ints >= 0")
+    problem = numpy_shape_problem(shape)
+    if problem:
+        FILE.fail(f"{where}: shape {shape!s:.60}: {problem}")
     offsets = field(FILE, entry, "data_offsets", list, where)
     if len(offsets) != 2 or not sizes(offsets) or offsets[0] > offsets[1]:
         FILE.fail(f"{where}: key 'data_offsets' is {offsets!r:.60}, not [begin, end] with "

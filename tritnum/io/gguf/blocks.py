@@ -454,5 +454,7 @@ def from_gguf_blocks(buf: Any, qtype: GGUFQType, shape: tuple[int, ...], *,
     scales = to_host(scales)  # a TernaryTensor keeps its scales on the host
     if qtype == "I2_S":
         return TernaryTensor(packed, scales.reshape(()), None, copy=False)
+    if not shape[-1]:  # no blocks, so no scales: one (as tn.quantize gives an empty tensor)
+        return TernaryTensor(packed, np.zeros((), np.float32), None, copy=False)
     return TernaryTensor(packed, scales.reshape(*shape[:-1], shape[-1] // 256), 256,
                          copy=False)

@@ -224,6 +224,12 @@ _COPY_PIECE = 16 << 20
 
 
 def _write_all(fd: int, data: Any) -> int:
+    if isinstance(data, np.ndarray):
+        if not data.flags.c_contiguous:  # w.T, w[:, ::2], w[::-1]: its values in C order,
+            rows = max(1, _COPY_PIECE // max(data[:1].nbytes, 1))  # a bounded copy at a time
+            return sum(_write_all(fd, np.ascontiguousarray(data[i:i + rows]))
+                       for i in range(0, len(data), rows))
+        data = data.reshape(-1).view(np.uint8)  # a view; memoryview refuses zeros in a shape
     view = memoryview(data).cast("B")
     done = 0
     while done < view.nbytes:

@@ -151,6 +151,11 @@ def plan(name: str, value: Any, qtype: str, layout: str, requantize: bool) -> Pl
     shape it cannot hold.
     """
     shape = tuple(value.shape)
+    if 0 in shape[:-1]:  # ne[1..3] in GGUF's reversed order
+        raise FormatError(f"tensor {name!r}: shape {shape} is empty along an axis other than "
+                          "the last, which GGUF readers cannot take (llama.cpp divides by "
+                          "each dimension but the row length); an empty tensor may have a "
+                          "last axis of 0 only")
     if isinstance(value, GGUFBlocks) and qtype == value.qtype:
         return Plan(name, shape, ggml_type_id(qtype), value.nbytes, lambda: [value.data])
     qtype = choice(qtype, f"tensor {name!r}: qtype", WRITABLE, FormatError)

@@ -202,8 +202,8 @@ def _qtype_rule(qtype: Any, tensors: Mapping[str, Any]) -> Callable[[str, Any], 
     if isinstance(qtype, Mapping):
         unknown = [n for n in qtype if n not in tensors]
         if unknown:
-            raise KeyError(f"write_gguf: qtype names tensors that are not written: "
-                           f"{unknown[:5]}")
+            raise ValueError(f"write_gguf: qtype names tensors that are not written: "
+                             f"{unknown[:5]}")
         return lambda name, value: qtype.get(name) or default(name, value)
     if callable(qtype):
         return lambda name, value: qtype(name, value) or default(name, value)
@@ -273,9 +273,13 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
         or more, float64 beyond float32); anything :func:`read_gguf` would refuse
         (arrays nested more than 8 deep, a GGUFBlocks whose byte count does not
         match its type and shape, two names with the same UTF-8 bytes), before
-        any file is created.
+        any file is created; a tensor empty along an axis but the last (llama.cpp's
+        reader divides by those dimensions).
     ShapeMismatchError
         A shape the tensor's type cannot hold.
+    ValueError
+        A ``qtype`` mapping naming a tensor that is not written; an ``arch`` that
+        contradicts the metadata's ``general.architecture``.
 
     Examples
     --------

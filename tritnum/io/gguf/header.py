@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import FormatError
+from ..arrays import numpy_shape_problem
 
 __all__ = ["I2_S_TYPE", "MAX_NESTING", "check_buffer", "check_header", "check_written"]
 
@@ -181,6 +182,9 @@ def _tensor_nbytes(what: str, dims: tuple[int, ...], kind: int, file_size: int) 
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
     n = _n_values(what, dims, 8 * file_size + 1024)
+    problem = numpy_shape_problem(dims)  # an empty one, or one of too many dimensions
+    if problem:
+        raise FormatError(f"{what}: dimensions {list(dims[:8])}: {problem}")
     if kind == I2_S_TYPE:
         return n // 4 + 32
     try:

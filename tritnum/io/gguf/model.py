@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError
+from ...errors import FormatError, ShapeMismatchError
 from .container import ALIGNMENT_KEY, DEFAULT_ALIGNMENT
 from .values import GGUFValue
 
@@ -43,7 +44,9 @@ class GGUFBlocks:
     Raises
     ------
     TypeError
-        ``data`` that is not uint8.
+        ``data`` that is not uint8; a shape that is not a sequence of ints.
+    ShapeMismatchError
+        A negative size in ``shape``.
 
     Examples
     --------
@@ -67,7 +70,13 @@ class GGUFBlocks:
             raise TypeError(f"GGUFBlocks data must be uint8, got {data.dtype}")
         self.data = data.reshape(-1)
         self.qtype = str(qtype)
-        self.shape = tuple(int(d) for d in shape)
+        try:
+            self.shape = tuple(operator.index(d) for d in shape)
+        except TypeError:
+            raise TypeError(f"GGUFBlocks shape must be a tuple of ints, got {shape!r}") from None
+        if any(d < 0 for d in self.shape):
+            raise ShapeMismatchError(f"GGUFBlocks shape must have no negative sizes, got "
+                                     f"{self.shape}", expected="sizes >= 0", actual=self.shape)
 
     @property
     def nbytes(self) -> int:

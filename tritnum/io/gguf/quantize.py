@@ -18,7 +18,7 @@ Which tensors are quantized follows llama.cpp's ``src/llama-quant.cpp``
   Q4_K and Q6_K, which tritnum does not write (``include=`` quantizes them);
 - a row length that is not a multiple of the block (256 for TQ types; 128 for
   I2_S, 64 with its arm layout): llama-quantize falls back to Q4_0 or F16, tritnum
-  keeps the tensor as it is.
+  keeps the tensor as it is; so is a tensor with no values (a dimension of 0).
 
 A big-endian file (``gguf.GGUFWriter(..., endianess=GGUFEndian.BIG)``, llama.cpp's
 ``--bigendian`` conversions) is read in its byte order and written little-endian, as
@@ -129,6 +129,8 @@ def _shape_rule(info: TensorInfo, qtype: str, layout: str) -> str | None:
         return f"{info.type_name} is not F32, F16 or BF16"
     if not any(d > 1 for d in info.shape[:-1]):
         return "1-D"  # ggml_n_dims < 2
+    if not math.prod(info.shape):
+        return "empty: no values to quantize"
     row = info.shape[-1]
     block = 256 if qtype != "I2_S" else 64 if layout == "arm" else 128
     if row % block:
@@ -221,7 +223,10 @@ def _copied(raw: np.ndarray, order: str, source: int, info: TensorInfo) -> Itera
 
 def _metadata(metadata: dict[str, GGUFValue], qtype: str, where: str) -> dict[str, GGUFValue]:
     count = metadata.get("split.count")
-    if count is not None and count.type != "array" and count.value > 1:
+    if count is not None and "int" not in count.type:  # llama.cpp writes a uint16
+        raise FormatError(f"{where}: its split.count is of type {count.type}, not an integer "
+                          "(the file's count of shards)")
+    if count is not None and count.value > 1:
         raise FormatError(f"{where}: a shard of a model split in {count.value} files; merge "
                           "them first (llama.cpp's gguf-split --merge)")
     out = {k: v for k, v in metadata.items() if k not in _SPLIT_KEYS}
