@@ -376,6 +376,9 @@ def warm() -> None:
 
 def _get_pool() -> _Pool:
     global _pool
+    pool = _pool  # without the lock once made: a call nested on this thread (a signal
+    if pool is not None:  # handler's) would wait forever for the lock its outer call holds
+        return pool
     with _pool_lock:
         if _pool is None:
             # compiled (or loaded) here, never on a helper: a helper holding numba's compiler

@@ -312,22 +312,43 @@ def _quantized_laid_out(x, bits, amax, amax_bits, q, segment, xl, xneg, xscale):
 
 
 _int8_fused = linear.int8_fused("cpu")
-_SCRATCH = threading.local()
+class _Scratch(threading.local):
+    held: tuple[tuple, tuple[np.ndarray, ...]] | None = None  # (specs, arrays) kept
+    busy = False  # a call on this thread uses them (a nested call, a signal handler's, may not)
 
 
-def _scratch(*specs: tuple[tuple[int, ...], type]) -> tuple[np.ndarray, ...]:
-    """Arrays of the ``(shape, dtype)`` ``specs``: this thread's own, kept while they repeat.
+_SCRATCH = _Scratch()
+
+
+def _scratch(*specs: tuple[tuple[int, ...], type]) -> tuple[tuple[np.ndarray, ...], bool]:
+    """Arrays of the ``(shape, dtype)`` ``specs``, and whether they are this thread's kept ones.
 
     For the GEMV's activation buffers, which the kernel overwrites whole. Fresh ones each
     call came from memory another thread had just written (the freed result of the last
     2-thread call), and the caller's writes then pulled those lines from the other core:
     int8 ``tn.linear`` at 4096 x 4096 on 2 threads took 84-85 µs with fresh buffers and
     63-65 µs with these (1 thread 89-90 µs either way; Zen 5, medians of 1,000 calls).
+
+    The kept arrays are marked busy until the caller gives them back (:func:`_release`,
+    in a ``finally``): a call nested in it on the same thread (from a signal handler, or
+    from a callback) gets fresh arrays instead of overwriting the ones the outer call,
+    and the helper threads working for it, are still reading. They never leave the
+    kernel: what it returns is copied out of them.
     """
-    held = getattr(_SCRATCH, "held", None)
+    local = _SCRATCH
+    if local.busy:
+        return tuple(np.empty(shape, dtype) for shape, dtype in specs), False
+    local.busy = True  # a handler running before this line ends before the outer call goes on
+    held = local.held
     if held is None or held[0] != specs:
-        held = _SCRATCH.held = (specs, tuple(np.empty(shape, dtype) for shape, dtype in specs))
-    return held[1]
+        held = local.held = (specs, tuple(np.empty(shape, dtype) for shape, dtype in specs))
+    return held[1], True
+
+
+def _release(kept: bool) -> None:
+    """Give back this thread's kept scratch (``kept``: :func:`_scratch` handed it out)."""
+    if kept:
+        _SCRATCH.busy = False
 
 
 @register("linear_int8_fused", "cpu")
@@ -342,14 +363,20 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
     if (x.dtype != np.float32 or m > GEMV_MAX_ROWS or not segment
             or segment % BLOCK_BYTES or n % (4 * segment)):
         return _int8_fused(x, w, fmt, n, scales, bias, out)
-    (amax, xscale), (xl, q), xneg = _scratch(((2, m), np.float32), ((2, m, n), np.int8),
-                                             ((m, scales.shape[1]), np.int32))
-    _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, segment, xl, xneg,
-                        xscale)
-    y = np.empty((m, w.shape[0]), np.float32)
-    # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
-    run_claimed(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment, True, y)
-    return into(_finish(y, bias), out), xscale.copy()
+    scratch, kept = _scratch(((2, m), np.float32), ((2, m, n), np.int8),
+                             ((m, scales.shape[1]), np.int32))
+    try:
+        (amax, xscale), (xl, q), xneg = scratch
+        _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, segment, xl,
+                            xneg, xscale)
+        y = np.empty((m, w.shape[0]), np.float32)
+        # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
+        run_claimed(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment, True,
+                    y)
+        xscale = xscale.copy()  # out of the scratch before it is given back
+    finally:
+        _release(kept)
+    return into(_finish(y, bias), out), xscale
 
 
 register("linear_weights", "cpu")(linear.weights)
