@@ -81,7 +81,6 @@ nitpick_ignore_regex = [
 # -- HTML -----------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"tritnum {release}"
-html_static_path = ["_static"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,

@@ -3,7 +3,7 @@
 ``TRITNUM_DEVICE``  default device: ``auto`` (the default), ``cpu``, ``cuda`` or ``numpy``.
 ``TRITNUM_CACHE``   ``0`` turns off numba's on-disk kernel cache (on by default).
 ``TRITNUM_ISA``     force a lower SIMD level for the CPU kernels: ``portable``, ``avx2``,
-                    ``avxvnni`` (default: the best the CPU has; see ``_kernels/cpu/_isa.py``).
+                    ``avxvnni`` (default: the best the CPU has; see ``tritnum/_isa.py``).
 ``TRITNUM_CUDA_GEMM`` ``torch``: ``linear`` with many rows on CUDA decodes the weights once and
                     runs PyTorch's cuBLAS GEMMs (more GPU memory; see
                     ``_kernels/cuda/gemm.py``); ``numba`` (default): tritnum's own kernel.
