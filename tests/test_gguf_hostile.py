@@ -292,3 +292,42 @@ def test_writer_takes_what_the_reader_takes_at_the_bounds(tmp_path):
     np.testing.assert_array_equal(back["q"].data, Q8)
     reader = gguf.GGUFReader(path)
     assert [t.name for t in reader.tensors] == ["q", "\u00e9"]
+
+
+ALIGN_CHILD = r"""
+import resource, sys
+import numpy as np
+import tritnum as tn
+
+path = sys.argv[1]
+w = np.arange(6, dtype=np.float32).reshape(2, 3)
+tn.io.write_gguf(path + ".warm", {"w": w})  # imports and kernels before the limit
+with open("/proc/self/status") as f:
+    vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.getrlimit(resource.RLIMIT_AS)[1]))
+tn.io.write_gguf(path, {"w": w, "v": np.ones(5, np.float32)},
+                 metadata={"general.alignment": tn.io.GGUFValue("uint32", 2**31)})
+print("written")
+"""
+
+
+def test_write_gguf_huge_alignment_does_not_allocate_its_padding(tmp_path):
+    """general.alignment = 2**31 (a power of two: the reader's and llama.cpp's rule):
+    the 2 GiB paddings are not allocated (1 GiB of address space is enough), they
+    read as zeros, and the file reads back; nothing but the file is left."""
+    path = tmp_path / "big.gguf"
+    done = subprocess.run([sys.executable, "-c", ALIGN_CHILD, str(path)], capture_output=True,
+                          text=True, timeout=300, cwd=Path(tn.__file__).parents[1])
+    assert done.returncode == 0 and "written" in done.stdout, done.stderr[-2000:]
+    (tmp_path / "big.gguf.warm").unlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.gguf"]  # no temporary left
+    assert path.stat().st_size == 3 * 2**31  # header, w and v, each padded to 2**31
+    model = tn.io.read_gguf(path)
+    assert model.alignment == 2**31
+    np.testing.assert_array_equal(model["w"], np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(model["v"], np.ones(5, np.float32))
+    with open(path, "rb") as f:  # padding between the header and w, and after v: zeros
+        f.seek(2**31 - 4096)
+        assert f.read(4096) == bytes(4096)
+        f.seek(3 * 2**31 - 4096)
+        assert f.read(4096) == bytes(4096)

@@ -190,11 +190,22 @@ class Entry:
     chunks: Callable[[], Iterable[Any]]
 
 
-def _padding(n: int, alignment: int) -> bytes:
-    return bytes(-n % alignment)
+def _skip_padding(fd: int, n: int, alignment: int) -> int:
+    """Pass over the padding after ``n`` bytes; return its length.
+
+    The file position moves past it without writing (up to 2**31 - 1 bytes
+    with ``general.alignment = 2**31``): what follows leaves a hole, which
+    reads as zeros, and :func:`write_file` sets the length of the file at the
+    end, so trailing padding is zeros too. No buffer of the padding's size.
+    """
+    pad = -n % alignment
+    if pad:
+        os.lseek(fd, pad, os.SEEK_CUR)
+    return pad
 
 
 def _header(metadata: Mapping[str, GGUFValue], entries: list[Entry], alignment: int) -> bytes:
+    """The header up to its last tensor info (its padding to ``alignment`` not included)."""
     infos, offset = [], 0
     for e in entries:
         raw = e.name.encode("utf-8", "surrogateescape")
@@ -204,7 +215,7 @@ def _header(metadata: Mapping[str, GGUFValue], entries: list[Entry], alignment: 
         offset += e.nbytes + (-e.nbytes % alignment)
     head = (b"GGUF" + struct.pack("<IQQ", _VERSION, len(entries), len(metadata))
             + pack_kvs(metadata) + b"".join(infos))
-    return head + _padding(len(head), alignment)
+    return head
 
 
 @dataclass(frozen=True)
@@ -267,8 +278,11 @@ def write_file(path: str | os.PathLike[str], metadata: Mapping[str, GGUFValue],
     """
     head = _header(metadata, entries, alignment)
     # the reader's checks, before any file exists: nothing written that read_gguf refuses
+    def padded(n: int) -> int:
+        return n + (-n % alignment)
+
     check_written(head, [e.nbytes for e in entries],
-                  len(head) + sum(e.nbytes + (-e.nbytes % alignment) for e in entries))
+                  padded(len(head)) + sum(padded(e.nbytes) for e in entries))
     path = os.path.abspath(os.fspath(path))
     temp = os.path.join(os.path.dirname(path),
                         f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.part")
@@ -278,6 +292,7 @@ def write_file(path: str | os.PathLike[str], metadata: Mapping[str, GGUFValue],
     try:
         try:
             size = _write_all(fd, head)
+            size += _skip_padding(fd, size, alignment)
             for e in progress(entries):
                 written = 0
                 for chunk in e.chunks():
@@ -286,7 +301,8 @@ def write_file(path: str | os.PathLike[str], metadata: Mapping[str, GGUFValue],
                 if written != e.nbytes:  # pragma: no cover - an encoder's bug
                     raise FormatError(f"tensor {e.name!r}: {written} bytes written, "
                                       f"{e.nbytes} announced")
-                size += written + _write_all(fd, _padding(written, alignment))
+                size += written + _skip_padding(fd, written, alignment)
+            os.ftruncate(fd, size)  # the last padding's zeros (a hole: nothing allocated)
         finally:
             os.close(fd)
         os.replace(temp, path)
