@@ -1,6 +1,7 @@
 """Packing on every CPU-side backend against the NumPy reference (byte-exact)."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -270,3 +271,65 @@ def test_simd_unpack_flags_code_3(level):
         out = np.empty(2 * target.lanes, np.int8)
         assert run(data, out, 2) & 1
         assert run(data, out, 0) == 0
+
+
+def _one_long_corrupt_row(fmt):
+    """A one-row buffer (16 MiB; bitplane 4 MiB) of trit 0 with one corrupt unit."""
+    if fmt == "2bit":
+        data = np.full((1, 16 << 20), 0x55, np.uint8)
+        data[0, 3_000_001] = 0xD5
+        return data, 4 * data.shape[1], "byte (0, 3000001) = 0xd5"
+    if fmt == "base3":
+        data = np.full((1, 16 << 20), 128, np.uint8)
+        data[0, 3_000_001] = 20  # not a canonical base-3 byte
+        return data, 5 * data.shape[1], "byte (0, 3000001) = 0x14"
+    data = np.zeros((1, 2, 1 << 18), np.uint64)
+    data[0, :, 100_001] = 1 << 5
+    return data, 64 * data.shape[2], ("word (0, 100001) has plus=0x0000000000000020, "
+                                      "minus=0x0000000000000020")
+
+
+@pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])
+def test_error_path_memory_is_bounded_by_the_work(fmt):
+    """Naming the first corrupt unit of one long row decodes windows of it, not the
+    whole row in NumPy (base3 took 71x the input, 1.1 GB for 16 MiB): unpacking
+    (whose int8 output is the work) and checking (as a .safetensors load does) stay
+    within a small multiple of the input, with the same message."""
+    import tracemalloc
+
+    from tritnum.packing import ensure_valid
+
+    data, n, where = _one_long_corrupt_row(fmt)
+    for run in (lambda p: p.unpack(device="cpu"), lambda p: ensure_valid(p, "cpu")):
+        run(tn.pack(np.zeros((1, 64), np.int8), fmt))  # compiled before measuring
+        tracemalloc.start()
+        try:
+            with pytest.raises(tn.errors.InvalidTritsError, match=re.escape(where)):
+                run(tn.PackedTrits(data, (1, n), fmt))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        output = n  # the unpacked int8 trits
+        assert peak < output + 3 * data.nbytes, (fmt, peak / data.nbytes)
+
+
+@pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])
+@pytest.mark.parametrize("seed", range(6))
+def test_bad_unit_by_windows_names_the_unit_a_whole_decode_names(fmt, seed, monkeypatch):
+    """Windows of a few units (padding included) find the first bad unit of each row
+    as one decode of the whole rows does."""
+    from tritnum._formats import FORMATS
+    from tritnum._kernels.shared import packing as shared
+
+    rng = np.random.default_rng(seed)
+    f = FORMATS[fmt]
+    rows, n = int(rng.integers(1, 4)), int(rng.integers(1, 700))
+    data = tn.pack(rng.integers(-1, 2, (rows, n)).astype(np.int8), fmt).data.copy()
+    raw = data.view(np.uint8).reshape(rows, -1)
+    for _ in range(int(rng.integers(0, 3))):
+        raw[rng.integers(rows), rng.integers(raw.shape[1])] = rng.integers(256)
+    _, ok = shared.decode(data, f, n)
+    bad = np.argwhere(~ok)
+    expected = (int(bad[0, 0]), int(bad[0, 1])) if bad.size else None
+    monkeypatch.setattr(shared, "BAD_UNIT_WINDOW_TRITS", f.per_unit * int(rng.integers(1, 4)))
+    assert shared.bad_unit(data, f, n) == expected

@@ -379,14 +379,15 @@ def _raise_corrupt(packed: PackedTrits, device: str, r0: int | None = None) -> N
 
     The fast kernel finds the first bad block of rows (``r0``, when the caller
     has not already) and halves it down to one row; only that row is decoded
-    in NumPy to name the unit.
+    in NumPy to name the unit, a window of it at a time (:func:`bad_unit`).
     """
     fmt = packed._format
     n = packed.shape[-1]
-    if r0 is None:
-        r0 = _first_bad_block(packed, device)
     rows = as_rows(packed.data, fmt.planes)
-    lo, hi = r0, min(rows.shape[0], r0 + max(1, CHECK_BLOCK_TRITS // max(n, 1)))
+    step = max(1, CHECK_BLOCK_TRITS // max(n, 1))
+    if r0 is None:  # one block (a single long row...): it is the bad one, no second decode
+        r0 = 0 if rows.shape[0] <= step else _first_bad_block(packed, device)
+    lo, hi = r0, min(rows.shape[0], r0 + step)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if call("unpack", device, rows[lo:mid], fmt, n)[1]:

@@ -177,8 +177,23 @@ def decode(data: np.ndarray, fmt: Format, n: int) -> tuple[np.ndarray, np.ndarra
     return codes, valid.reshape(rows, units, fmt.per_unit).all(axis=-1)
 
 
+BAD_UNIT_WINDOW_TRITS = 1 << 16  # trits decoded at a time by bad_unit
+
+
 def bad_unit(data: np.ndarray, fmt: Format, n: int) -> tuple[int, int] | None:
-    """``(row, unit)`` of the first corrupt unit of packed rows, or None."""
-    _, units = decode(np.asarray(data), fmt, n)
-    bad = np.argwhere(~units)
-    return (int(bad[0, 0]), int(bad[0, 1])) if bad.size else None
+    """``(row, unit)`` of the first corrupt unit of packed rows, or None.
+
+    Decodes a window of ``BAD_UNIT_WINDOW_TRITS`` trits of one row at a time
+    (units are checked on their own; padding by their place in the row): the
+    memory it takes is bounded by the window, not by the row.
+    """
+    data = np.asarray(data)
+    units = data.shape[-1]
+    step = max(1, BAD_UNIT_WINDOW_TRITS // fmt.per_unit)
+    for r in range(data.shape[0]):
+        for u0 in range(0, units, step):
+            _, ok = decode(data[r:r + 1, ..., u0:u0 + step], fmt, max(0, n - u0 * fmt.per_unit))
+            bad = np.flatnonzero(~ok[0])
+            if bad.size:
+                return r, u0 + int(bad[0])
+    return None
