@@ -182,7 +182,10 @@ def test_quantize_gguf_command(tmp_path):
     types = {t.name: t.tensor_type for t in gguf.GGUFReader(dst).tensors}
     tq1 = gguf.GGMLQuantizationType.TQ1_0
     assert types["output.weight"] == tq1 and types["blk.1.ffn_down.weight"] == tq1
-    bad = tritnum_cli("quantize-gguf", str(tmp_path / "no"), str(dst))
+    missing = tritnum_cli("quantize-gguf", str(tmp_path / "no"), str(dst))  # the OS error
+    assert missing.returncode == 1 and "No such file or directory" in missing.stderr
+    (tmp_path / "bad.gguf").write_bytes(b"not a gguf file")
+    bad = tritnum_cli("quantize-gguf", str(tmp_path / "bad.gguf"), str(dst))
     assert bad.returncode == 1 and "cannot read GGUF file" in bad.stderr
 
 
