@@ -28,7 +28,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after the backend
 
-from tritnum._bench.report import Report, Row, load
+from tritnum._bench.harness import Result as Row
+from tritnum._bench.report import Report, load
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -51,7 +51,7 @@ import json
 import os
 import platform
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -75,22 +75,6 @@ _VERSION_KEYS = ("tritnum", "python", "numpy", "numba", "blas", "torch", "torchh
 
 
 @dataclass(frozen=True)
-class Row:
-    """One result row, as read back."""
-
-    family: str
-    name: str
-    seconds: float
-    baseline_name: str
-    baseline_seconds: float
-    speedup: float
-    bar: float | None
-    meets_bar: bool | None
-    note: str
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Report:
     """A whole bench file, validated: its rows and where and how they were measured."""
 
@@ -102,7 +86,7 @@ class Report:
     versions: dict[str, str]
     load: dict[str, Any]
     environment: dict[str, Any]
-    rows: list[Row]
+    rows: list[Result]  # the rows as the harness made them
 
 
 def _version(dist: str) -> str:
@@ -221,6 +205,6 @@ def parse(data: Any, where: str = "bench report") -> Report:
                 raise fail(f"results[{i}].{key} is {value!r}, of the wrong type")
         if not (r["seconds"] > 0 and r["baseline_seconds"] > 0):
             raise fail(f"results[{i}] ({r['name']}): times must be positive")
-        rows.append(Row(**{key: r[key] for key in _RESULT_TYPES}))
+        rows.append(Result(**{key: r[key] for key in _RESULT_TYPES}))
     return Report(version, data["created"], data["command"], data["options"], data["machine"],
                   data["versions"], data["load"], data["environment"], rows)
