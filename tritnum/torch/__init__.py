@@ -8,7 +8,10 @@ Needs PyTorch (``pip install torch``, or from a tritnum checkout
   eval mode, runs tritnum's packed kernels.
 - :func:`convert`: replaces the ``nn.Linear`` layers of a model by BitLinear ones.
 - :func:`export`: a model's weights as TernaryTensors and NumPy arrays, for
-  :func:`tritnum.io.write_gguf`.
+  :func:`tritnum.io.write_gguf`; :func:`load_exported` puts them back into a model.
+- :func:`freeze` / :func:`unfreeze`: a whole model to packed inference and back.
+- gradual quantization (BitNet's training recipe): :func:`set_quant_lambda` and a
+  warm-up :class:`QuantSchedule`.
 - gradient compression with random ternary sketches (:func:`tritnum.compress`) in
   training: :func:`register_compression` (a :class:`GradientCompression`) on an
   optimizer or a module, :func:`ddp_comm_hook` with a :class:`CompressionState` for DDP.
@@ -36,8 +39,10 @@ from .compress import (
     ddp_comm_hook,
     register_compression,
 )
-from .convert import convert, export
+from .convert import convert, export, freeze, load_exported, set_quant_lambda, unfreeze
 from .layers import BitLinear
+from .schedule import QuantSchedule
 
-__all__ = ["BitLinear", "CompressionState", "GradientCompression", "convert", "ddp_comm_hook",
-           "export", "register_compression"]
+__all__ = ["BitLinear", "CompressionState", "GradientCompression", "QuantSchedule", "convert",
+           "ddp_comm_hook", "export", "freeze", "load_exported", "register_compression",
+           "set_quant_lambda", "unfreeze"]

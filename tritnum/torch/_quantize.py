@@ -27,10 +27,18 @@ import torch
 
 from .._kernels.shared.quantize import EPS
 
-__all__ = ["activation_scale", "quantize_activations", "ste_activations", "ste_weight",
-           "ternarize", "weight_scale"]
+__all__ = ["SCALE_DTYPES", "activation_scale", "dequantized_weight", "quantize_activations",
+           "round_scale", "ste_activations", "ste_weight", "ternarize", "weight_scale"]
 
 _HALF_WIDTH = (torch.float16, torch.bfloat16)
+SCALE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def round_scale(scale: torch.Tensor, scale_dtype: str) -> torch.Tensor:
+    """float32 ``scale`` rounded to ``scale_dtype`` (nearest, ties to even) and held as float32."""
+    if scale_dtype == "float32":
+        return scale
+    return scale.to(SCALE_DTYPES[scale_dtype]).to(torch.float32)
 
 
 def _grouped(w: torch.Tensor, group_size: int | None) -> torch.Tensor:
@@ -82,23 +90,36 @@ def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q.to(torch.int8), amax / 127
 
 
-def ste_weight(w: torch.Tensor,
-               group_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def ste_weight(w: torch.Tensor, group_size: int | None = None,
+               scale_dtype: str = "float32") -> tuple[torch.Tensor, torch.Tensor | None]:
     """Straight-through ternary weights for ``F.linear``: ``(w_q, out_scale)``.
 
     Per tensor or per row (``group_size`` None or the whole row) ``w_q`` holds the trits
     and ``out_scale`` the scale of each output (0-d or ``(out,)``) to multiply the
     product by, so that the product sums integers exactly; per group ``w_q`` is
     ``trits * scale`` and ``out_scale`` None. Either way
-    ``d w_q * out_scale / d w`` is the identity (up to rounding).
+    ``d w_q * out_scale / d w`` is the identity (up to rounding). The trits are those of
+    the float32 scale; the scale multiplied is rounded to ``scale_dtype``.
     """
-    scale = weight_scale(w, group_size)
-    t = ternarize(w, scale, group_size)
+    exact = weight_scale(w, group_size)
+    t = ternarize(w, exact, group_size)
+    scale = round_scale(exact, scale_dtype)
     if group_size is None or group_size == w.shape[-1]:
         w_q = t + (w - w.detach()) / scale.to(w.dtype)  # scale: 0-d, or (out, 1) per row
         return w_q, scale if group_size is None else scale[:, 0]
     per_element = scale.repeat_interleave(group_size, dim=-1).to(w.dtype)
     return t * per_element + (w - w.detach()), None
+
+
+def dequantized_weight(w: torch.Tensor, group_size: int | None = None,
+                       scale_dtype: str = "float32") -> torch.Tensor:
+    """``trits * scale`` of ``w`` per element, in ``w``'s dtype, detached (no gradient)."""
+    scale = weight_scale(w, group_size)
+    t = ternarize(w, scale, group_size)
+    scale = round_scale(scale, scale_dtype)
+    if group_size is not None:
+        scale = scale.repeat_interleave(group_size, dim=-1)
+    return (t * scale.to(t.dtype)).detach()
 
 
 def ste_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

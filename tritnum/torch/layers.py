@@ -14,25 +14,92 @@ from __future__ import annotations
 import inspect
 import math
 import operator
+import warnings
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .._formats import get_format
 from .._validate import choice
-from ..errors import ShapeMismatchError
-from ..packing import PackedTrits, ensure_valid
+from ..errors import FormatError, ShapeMismatchError
+from ..packing import PackedTrits, ensure_valid, unpack
 from ..quantize import TernaryTensor, quantize
 from ..typing import Activations
 from . import _ops
-from ._quantize import ste_activations, ste_weight
+from ._quantize import (
+    SCALE_DTYPES,
+    dequantized_weight,
+    quantize_activations,
+    round_scale,
+    ste_activations,
+    ste_weight,
+)
 
-__all__ = ["ACTIVATIONS", "BitLinear"]
+__all__ = ["ACTIVATIONS", "NORMS", "BitLinear"]
 
 ACTIVATIONS = ("int8", "float")
+NORMS = (None, "rms")
 _PACKED = ("weight_packed", "weight_scale")
+_EPS = np.float64(1e-5)  # the absmean floor of tritnum.quantize
+
+
+def _quant_lambda(value: float) -> float:
+    """``value`` as a float in [0, 1], else ValueError (TypeError for a non-number)."""
+    if isinstance(value, torch.Tensor):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"quant_lambda must be a number in [0, 1], got {type(value).__name__}")
+    value = float(value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"quant_lambda must be in [0, 1] (0: float, 1: fully quantized), "
+                         f"got {value}")
+    return value
+
+
+def _norm(norm: str | None) -> str | None:
+    """``norm`` if one of :data:`NORMS`, else ValueError naming them."""
+    return None if norm is None else choice(norm, "norm (or None)", NORMS[1:])
+
+
+def _rounded(t: TernaryTensor, scale_dtype: str) -> TernaryTensor:
+    """``t`` with its scales rounded to ``scale_dtype``; FormatError where one overflows it."""
+    if scale_dtype == "float32":
+        return t
+    scales = round_scale(torch.tensor(np.asarray(t.scales, np.float32)), scale_dtype)
+    if not torch.isfinite(scales).all():
+        worst = float(np.max(t.scales))
+        raise FormatError(f"a weight scale of {worst:g} overflows scale_dtype={scale_dtype!r} "
+                          f"(largest {torch.finfo(SCALE_DTYPES[scale_dtype]).max:g}): use "
+                          "scale_dtype='float32' or 'bfloat16'")
+    return TernaryTensor(t.packed, scales.numpy(), t.group_size)
+
+
+def latent_from_trits(trits: np.ndarray, scales: np.ndarray,
+                      group_size: int | None) -> np.ndarray:
+    """float32 latent weights whose absmean quantization gives ``trits`` and ``scales`` back.
+
+    In each scale's group the ``k`` nonzero trits of ``n`` become ``±v`` with two
+    neighbouring float32 magnitudes ``v`` (about ``scale * n / k``), as many of each as
+    bring the float64 sum of ``|w|`` nearest ``scale * n``: the trits come back exactly
+    (``v >= scale > scale / 2``), and the scale too unless a group has too few nonzero
+    trits to reach it (then within one float32 step). A group of zeros stays zeros (its
+    scale becomes the floor, 1e-5; its outputs are zero either way).
+    """
+    out = trits.shape[0]
+    groups = trits.reshape(1, -1) if group_size is None else trits.reshape(out, -1, group_size)
+    k = np.count_nonzero(groups, axis=-1).astype(np.float64)
+    target = np.asarray(scales, np.float32).reshape(k.shape).astype(np.float64) * groups.shape[-1]
+    low = (target / np.maximum(k, 1)).astype(np.float32)
+    low = np.where(low.astype(np.float64) * k > target, np.nextafter(low, np.float32(0)), low)
+    high = np.nextafter(low, np.float32(np.inf))
+    step = high.astype(np.float64) - low
+    many = np.clip(np.rint((target - k * low) / step), 0, k)  # how many take the higher one
+    rank = np.cumsum(groups != 0, axis=-1)
+    magnitude = np.where(rank <= many[..., None], high[..., None], low[..., None])
+    return (groups * magnitude).astype(np.float32).reshape(trits.shape)
 
 
 def _group_size(group_size: int | None, in_features: int) -> int | None:
@@ -85,7 +152,19 @@ class BitLinear(nn.Module):
       found changed (``weight_packed.data``) are checked again (a corrupt code raises
       :class:`~tritnum.errors.InvalidTritsError`). An edit through ``.data`` of single
       elements the sample may miss needs :meth:`refresh`.
-    - :meth:`train` goes back to the latent weights and drops the packed ones.
+    - :meth:`train` goes back to the latent weights and drops the packed ones;
+      :meth:`unfreeze` also after :meth:`freeze` released them (it rebuilds them).
+    - **The training recipe's knobs** (BitNet b1.58's): ``norm="rms"`` puts an RMSNorm
+      (the submodule ``rms_norm``, ``torch.nn.RMSNorm``; its weight is in the
+      ``state_dict`` and in :func:`export`) on the input before the activations are
+      quantized, in both modes, as transformers' ``use_rms_norm``. :attr:`quant_lambda`
+      (set it, or for a whole model :func:`set_quant_lambda` and :class:`QuantSchedule`)
+      blends float and quantized values in training mode: ``w + λ (q(w) - w).detach()``
+      and the same for the activations (``λ = 0`` is the float layer, ``λ = 1``, the
+      default, BitNet's quantization-aware training); eval mode and :func:`export`
+      always use the fully quantized weights. ``scale_dtype`` rounds the weight scales
+      (training, eval and export alike) to what a checkpoint of that dtype stores; the
+      trits are those of the float32 scale.
 
     The ``state_dict`` holds the latent ``weight`` and ``bias``, as ``nn.Linear``'s
     (checkpoints of either load into the other), unless :meth:`freeze` released the
@@ -104,8 +183,21 @@ class BitLinear(nn.Module):
     activations : {"int8", "float"}
         ``"int8"``: W1.58A8, activations quantized per token (bitnet.cpp's inference);
         ``"float"``: ternary weights only.
+    norm : {None, "rms"}
+        ``"rms"``: an RMSNorm of the input (learned weight, ``norm_eps``) before the
+        activations are quantized.
+    norm_eps : float
+        The RMSNorm's epsilon (transformers' ``rms_norm_eps``).
+    scale_dtype : {"float32", "bfloat16", "float16"}
+        The weight scales are rounded to this dtype (held as float32), so that training
+        sees the scales a checkpoint in that dtype stores.
     device, dtype : optional
         Of the latent parameters, as for ``nn.Linear``.
+
+    Attributes
+    ----------
+    quant_lambda : float
+        In [0, 1]: how much of the quantization training mode applies (default 1).
 
     Examples
     --------
@@ -131,7 +223,10 @@ class BitLinear(nn.Module):
     out_features: int
     group_size: int | None
     activations: Activations
+    norm: str | None
+    scale_dtype: str
     weight: nn.Parameter | None
+    rms_norm: nn.Module | None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> BitLinear:
         """Refuse a weight matrix where the sizes go, naming :class:`tritnum.BitLinear`.
@@ -154,13 +249,21 @@ class BitLinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
                  group_size: int | None = None, activations: Activations = "int8",
-                 device: Any = None, dtype: Any = None) -> None:
+                 norm: str | None = None, norm_eps: float = 1e-6,
+                 scale_dtype: str = "float32", device: Any = None, dtype: Any = None) -> None:
         factory = {"device": device, "dtype": dtype}
         super().__init__()
         self.in_features = operator.index(in_features)
         self.out_features = operator.index(out_features)
         self.group_size = _group_size(group_size, self.in_features)
         self.activations = choice(activations, "activations", ACTIVATIONS)
+        self.norm = _norm(norm)
+        self.scale_dtype = choice(scale_dtype, "scale_dtype", tuple(SCALE_DTYPES))
+        self.rms_norm = (nn.RMSNorm(self.in_features, eps=float(norm_eps), **factory)
+                         if self.norm == "rms" else None)
+        self._lambda = 1.0  # quant_lambda as set; the buffer holds it for the forward
+        self._gradual = False  # quant_lambda < 1: the blended training forward
+        self.register_buffer("_quant_lambda", torch.ones((), device=device), persistent=False)
         self.weight = nn.Parameter(torch.empty((self.out_features, self.in_features), **factory))
         if bias:
             self.bias = nn.Parameter(torch.empty(self.out_features, **factory))
@@ -175,9 +278,30 @@ class BitLinear(nn.Module):
     # the signature help(), inspect and Sphinx show: __init__'s, not __new__'s (*args, **kwargs)
     __new__.__signature__ = inspect.signature(__init__)  # type: ignore[attr-defined]
 
+    @property
+    def quant_lambda(self) -> float:
+        """How much of the quantization the training forward applies, in [0, 1].
+
+        ``w + λ (q(w) - w).detach()`` for the weights and the same for the
+        activations: 0 is the float layer (``nn.Linear``, after the norm), 1 (the
+        default) the quantized one, bit for bit as before. Eval mode and
+        :func:`export` ignore it. Set per step, e.g. by :class:`QuantSchedule`; held
+        in a buffer so that a compiled model does not recompile for each value.
+        """
+        return self._lambda
+
+    @quant_lambda.setter
+    def quant_lambda(self, value: float) -> None:
+        value = _quant_lambda(value)
+        with torch.no_grad():
+            self._quant_lambda.fill_(value)
+        self._lambda = value
+        self._gradual = value < 1.0
+
     @classmethod
     def from_linear(cls, linear: nn.Linear, *, group_size: int | None = None,
-                    activations: Activations = "int8") -> BitLinear:
+                    activations: Activations = "int8", norm: str | None = None,
+                    norm_eps: float = 1e-6, scale_dtype: str = "float32") -> BitLinear:
         """A BitLinear with ``linear``'s parameters (the same Parameter objects) and mode.
 
         Sharing the parameters, as torch's own QAT modules do, keeps optimizers and
@@ -193,6 +317,12 @@ class BitLinear(nn.Module):
         activations : {"int8", "float"}
             ``"int8"``: activations quantized per token; ``"float"``: ternary
             weights only.
+        norm : {None, "rms"}
+            ``"rms"``: a new RMSNorm (weight of ones) on the input.
+        norm_eps : float
+            The RMSNorm's epsilon.
+        scale_dtype : {"float32", "bfloat16", "float16"}
+            The dtype the weight scales are rounded to.
 
         Returns
         -------
@@ -216,7 +346,14 @@ class BitLinear(nn.Module):
         if not isinstance(linear, nn.Linear):
             raise TypeError(f"from_linear takes an nn.Linear, got {type(linear).__name__}")
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None,
-                    group_size=group_size, activations=activations, device="meta")
+                    group_size=group_size, activations=activations, scale_dtype=scale_dtype,
+                    device="meta")
+        device = linear.weight.device
+        layer._quant_lambda = torch.ones((), device=device)
+        if norm is not None:
+            layer.norm = _norm(norm)
+            layer.rms_norm = nn.RMSNorm(linear.in_features, eps=float(norm_eps),
+                                        device=device, dtype=linear.weight.dtype)
         layer.weight = linear.weight
         layer.bias = linear.bias
         return layer.train(linear.training)
@@ -244,6 +381,8 @@ class BitLinear(nn.Module):
         torch.Tensor
             Outputs of shape ``(..., out_features)``, in the input's dtype in eval mode.
         """
+        if self.rms_norm is not None:
+            x = self.rms_norm(x)
         if self.training:
             return self._train_forward(x)
         compiling = torch.compiler.is_compiling()
@@ -260,7 +399,9 @@ class BitLinear(nn.Module):
         return _ops.frozen_linear(*args)
 
     def _train_forward(self, x: torch.Tensor) -> torch.Tensor:
-        w_q, w_scale = ste_weight(self._latent(), self.group_size)
+        if self._gradual:
+            return self._blended_forward(x)
+        w_q, w_scale = ste_weight(self._latent(), self.group_size, self.scale_dtype)
         a, x_scale = ste_activations(x) if self.activations == "int8" else (x, None)
         y = F.linear(a, w_q)
         if w_scale is not None:
@@ -268,6 +409,18 @@ class BitLinear(nn.Module):
         if x_scale is not None:
             y = y * x_scale.to(y.dtype)[..., None]
         return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def _blended_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``F.linear`` of ``x + λ (q(x) - x).detach()`` and ``w + λ (q(w) - w).detach()``."""
+        w = self._latent()
+        lam = self._quant_lambda
+        w = w + lam.to(w.dtype) * (dequantized_weight(w, self.group_size, self.scale_dtype) - w
+                                   ).detach()
+        if self.activations == "int8":
+            q, scale = quantize_activations(x)
+            x_q = (q.float() * scale[..., None]).to(x.dtype)
+            x = x + lam.to(x.dtype) * (x_q - x).detach()
+        return F.linear(x, w.to(x.dtype), None if self.bias is None else self.bias.to(x.dtype))
 
     def train(self, mode: bool = True) -> BitLinear:
         """Training mode uses the latent weights (the packed ones are dropped); eval packs them.
@@ -315,6 +468,50 @@ class BitLinear(nn.Module):
         if not keep_latent:
             self._persist_packed(True)
         return self
+
+    def unfreeze(self) -> BitLinear:
+        """Training mode again, also after ``freeze(keep_latent=False)``; returns the layer.
+
+        With latent weights this is ``train()``. Without them (released by
+        :meth:`freeze`, or loaded packed) the latent weights are **rebuilt from the trits
+        and scales** (the float weights before the freeze are gone): in each scale's
+        group the nonzero trits become ``±scale / (fraction of nonzero trits)``, in
+        float32, chosen so that quantizing them gives the same trits and scales back
+        (the scale to the last bit where a float32 value reaches it, else within one
+        float32 step), so the training forward starts from the frozen layer's weights.
+        A group of zero trits stays zero. Emits a ``UserWarning`` saying so.
+
+        Returns
+        -------
+        BitLinear
+            The layer itself, in training mode, with latent weights.
+
+        Examples
+        --------
+        >>> import torch, warnings
+        >>> from tritnum.torch import BitLinear
+        >>> layer = BitLinear(64, 8)
+        >>> packed = layer.freeze(keep_latent=False).ternary_weight()
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     _ = layer.unfreeze()
+        >>> layer.training, layer.weight.shape
+        (True, torch.Size([8, 64]))
+        >>> (layer.ternary_weight().unpack() == packed.unpack()).all()
+        True
+        """
+        if self.weight is None:
+            t = self.ternary_weight()
+            latent = latent_from_trits(unpack(t.packed), t.scales, self.group_size)
+            device = self.weight_packed.device
+            self._persist_packed(False)
+            with torch.no_grad():
+                self.weight.copy_(torch.from_numpy(latent).to(device))
+            warnings.warn("BitLinear.unfreeze rebuilt the latent weights released by "
+                          "freeze(keep_latent=False) from the trits and scales "
+                          "(the float weights before the freeze are gone)", UserWarning,
+                          stacklevel=2)
+        return self.train()
 
     def refresh(self) -> BitLinear:
         """Pack the latent weights again, or check the packed ones again; returns the layer.
@@ -379,8 +576,8 @@ class BitLinear(nn.Module):
         """
         if self.weight is not None:
             w = self.weight.detach().cpu()
-            return quantize((w.float() if w.dtype == torch.bfloat16 else w).numpy(),
-                            group_size=self.group_size)
+            return _rounded(quantize((w.float() if w.dtype == torch.bfloat16 else w).numpy(),
+                                     group_size=self.group_size), self.scale_dtype)
         packed = PackedTrits(self.weight_packed.cpu().numpy(),
                              (self.out_features, self.in_features), "2bit")
         return TernaryTensor(packed, self.weight_scale.cpu().numpy(), self.group_size)
@@ -388,9 +585,12 @@ class BitLinear(nn.Module):
     def extra_repr(self) -> str:
         """The sizes and options, as ``nn.Linear`` shows them."""
         released = ", latent weights released" if self.weight is None else ""
+        knobs = "".join(f", {name}={value!r}" for name, value, default in (
+            ("norm", self.norm, None), ("scale_dtype", self.scale_dtype, "float32"))
+            if value != default)
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}, group_size={self.group_size}, "
-                f"activations={self.activations!r}{released}")
+                f"activations={self.activations!r}{knobs}{released}")
 
     # ---------------------------------------------------------------- packed state
     def _latent(self) -> nn.Parameter:
@@ -413,7 +613,7 @@ class BitLinear(nn.Module):
     @torch.no_grad()
     def _pack(self) -> None:
         w = self.weight
-        t = quantize(w.detach(), group_size=self.group_size)
+        t = _rounded(quantize(w.detach(), group_size=self.group_size), self.scale_dtype)
         data = t.packed.data
         self.weight_packed = (torch.as_tensor(data, device=w.device) if w.device.type == "cuda"
                               else torch.tensor(data))
