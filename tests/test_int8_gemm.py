@@ -17,6 +17,7 @@ import tritnum as tn
 from tritnum import _isa as isa
 from tritnum._kernels.cpu import int8_gemm
 from tritnum._kernels.cpu._llvm import gemm
+from tritnum._kernels.cpu._llvm.gemv import SLOTS
 
 
 def _runner(kernel):
@@ -62,14 +63,14 @@ def test_micro_kernel_matches_its_layout(level, words, segments, seed):
     ap = np.concatenate([np.zeros(5, np.int8), a.reshape(-1)])
     sp = np.concatenate([np.full(2, np.nan), scales.reshape(-1)])
     xp = np.concatenate([np.full(1, 2**30, np.int32), xsum.reshape(-1)])
-    c = np.full(2 * rows * cols + 3, 7.0)
+    c = np.full(SLOTS * rows * cols + 3, 7.0)
     run(ap, bp, sp, xp, c, words, segments)
     codes = codes_of(b).astype(np.int64)  # (t, j, byte, n): element 4 * byte + n of step t
     q = a.reshape(steps, rows, 4, 4).astype(np.int64)  # (t, r, n, byte)
     sums = np.einsum("tjbn,trnb->trj", codes, q).reshape(segments, words, rows, cols).sum(1)
     expected = np.einsum("srj,sj->rj", sums - xsum[:, :, None], scales)
     np.testing.assert_array_equal(c[:rows * cols].reshape(rows, cols), expected)
-    assert (c[-3:] == 7.0).all()  # nothing written past the result and its scratch half
+    assert (c[-3:] == 7.0).all()  # nothing written past the result and its slots
 
 
 @njit

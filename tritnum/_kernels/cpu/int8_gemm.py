@@ -39,6 +39,7 @@ import numpy as np
 from ..._formats import FORMATS, Format
 from ._jit import jit
 from ._llvm.gemm import TILE, gemm_tile, lay_out
+from ._llvm.gemv import SLOTS
 from ._llvm.unaligned import load_u32, store_u32
 from ._parallel import run
 from .packing import pack, unpack
@@ -90,7 +91,7 @@ def _gemm_blocks(a, xsum, w, seg, scales, xscale, tile_blocks, y, t0, t1):
     nseg = scales.shape[1]
     words = steps // nseg
     panel = np.empty(tile_blocks * steps * cols * 4, np.uint8)
-    c = np.empty(2 * rows * cols)  # the micro-kernel's result, and its scratch
+    c = np.empty(SLOTS * rows * cols)  # the micro-kernel's result, and its slots
     for b0 in range(t0, t1, tile_blocks):
         b1 = min(t1, b0 + tile_blocks)
         _weight_panel(w, seg, words, nseg, cols, b0, b1, panel)

@@ -32,21 +32,23 @@ from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.gemv import (
     SCALED_ROWS,
+    SLOTS,
+    SUB_BLOCK,
     decode_2bit,
     dot_2bit,
+    group_dot_2bit,
     grouped_dot_2bit,
-    grouped_dot_2bit_rows,
+    grouped_dot_2bit_in,
     scaled_dot_2bit,
     scaled_dot_2bit_rows,
 )
 from ._llvm.gemv_target import BLOCK_BYTES
-from ._parallel import claim, leave, run, run_claimed
+from ._parallel import claim, leave, run, run_claimed, with_blas_limit
 from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack
 from .quantize import _absmax_quantize_rows
 
 GEMV_MAX_ROWS = 16
-GROUPED_BLOCKS = 2  # int8 segments of up to this many blocks take the float32 grouped dot
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
 TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
 
@@ -84,14 +86,55 @@ def _gemv_2bit(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
     return 0
 
 
+@jit(inline="always")
+def _slot_total(slots):
+    """The slots of the int8 rescale summed by halves, as :func:`.make_group_dot` does."""
+    return (((slots[0] + slots[4]) + (slots[2] + slots[6]))
+            + ((slots[1] + slots[5]) + (slots[3] + slots[7])))
+
+
+_G8, _G16 = group_dot_2bit[8], group_dot_2bit[16]
+_G32, _GB = group_dot_2bit[32], group_dot_2bit[BLOCK_BYTES]
+_F8, _F16 = grouped_dot_2bit_in[8], grouped_dot_2bit_in[16]
+_F32 = grouped_dot_2bit_in.get(32, grouped_dot_2bit)  # 32 bytes are a block on AVX2 (unused)
+
+
+@jit(inline="always")
+def _int8_groups(w, wo, ws, xl, xo, size, groups, scales, so, ss, xneg, xno):
+    """The int8 group dot for groups of ``size`` weight bytes (in a block, or whole blocks)."""
+    bpg = max(1, size // BLOCK_BYTES)
+    if size == 8:
+        return _G8(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
+    if size == 16:
+        return _G16(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
+    if size == 32:
+        return _G32(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
+    return _GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
+
+
+@jit(inline="always")
+def _float_in_block(w, wo, xl, xo, blocks, size, scales, so, xneg, xno):
+    """The float dot for scale groups of ``size`` (in ``SUB_BLOCK``) weight bytes."""
+    if size == 8:
+        return _F8(w, wo, 0, xl, xo, blocks, 1, scales, so, 0, xneg, xno)
+    if size == 16:
+        return _F16(w, wo, 0, xl, xo, blocks, 1, scales, so, 0, xneg, xno)
+    return _F32(w, wo, 0, xl, xo, blocks, 1, scales, so, 0, xneg, xno)
+
+
 @jit()
 def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
     """Rows t0..t1 of y: per segment, the SIMD dot of its codes with the laid-out x.
 
-    Segments of whole blocks take one scaled dot per ``SCALED_ROWS`` weight rows (one
-    for each of the last few); others a dot per segment plus one for its last, partial
-    block (copied to ``tail``). ``xneg`` is minus each segment's sum of ``x`` (int8
-    ``x``, whose dot sums ``code * q = (trit + 1) * q``) or zeros.
+    ``prefetch`` says ``x`` is int8. int8 ``x`` with scale groups takes the group dot
+    (exact group sums, rescaled in the order every int8 path keeps, :func:`.make_group_dot`)
+    for ``SCALED_ROWS`` weight rows at a time (a last few rows: the same row read
+    ``SCALED_ROWS`` times); one scale a row, the scaled dot, whose rows share each load
+    of ``x``. Float ``x`` takes one dot a row, its trits times their groups' scales.
+    Segments that are not whole blocks (groups of other sizes) take a dot per segment
+    plus one for its last, partial block (copied to ``tail``), rescaled in the same
+    order. ``xneg`` is minus each group's sum of ``x`` (int8 ``x``, whose dot sums
+    ``code * q = (trit + 1) * q``) or zeros.
 
     With ``prefetch`` each weight row is prefetched ``rows_ahead`` rows early:
     on the memory-bound int8 path that is 15-20% faster beyond the cache
@@ -103,8 +146,10 @@ def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
     rest = segment - BLOCK_BYTES * full
     per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
     tail = np.zeros(BLOCK_BYTES, np.uint8)  # the last, partial block: zeros meet x's zeros
+    slots = np.zeros(SLOTS)
     ahead = rows_ahead(w)
-    grouped = prefetch and groups > 1 and full <= GROUPED_BLOCKS
+    size = units // groups  # weight bytes a group (whole rows of whole blocks)
+    in_block = groups > 1 and segment == units  # groups of SUB_BLOCK sizes inside blocks
     o = t0
     while o < t1:
         # int8 x: rows share x's loads (float: the 8 accumulators a row fill the registers)
@@ -114,16 +159,20 @@ def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
                 prefetch_row(w, o + i + ahead)
         for r in range(xl.shape[0]):
             xo = r * xl.shape[1]
-            if step == SCALED_ROWS and grouped:  # short int8 segments: float32 sums
-                sums = grouped_dot_2bit_rows(w, o * units, units, xl, xo, full, groups, scales,
-                                             o * groups, groups, xneg, r * groups)
-                for i in range(SCALED_ROWS):
+            if prefetch and rest == 0 and groups > 1:  # int8 groups: exact sums, one order
+                stride = units if step == SCALED_ROWS else 0
+                sums = _int8_groups(w, o * units, stride, xl, xo, size, groups, scales,
+                                    o * groups, stride // size, xneg, r * groups)
+                for i in range(step):
                     y[r, o + i] = xscale[r] * sums[i]
-            elif step == SCALED_ROWS:  # whole blocks: the rows share each load of x
+            elif step == SCALED_ROWS:  # one scale a row: the rows share each load of x
                 sums = scaled_dot_2bit_rows(w, o * units, units, xl, xo, full, groups, scales,
                                             o * groups, groups, xneg, r * groups)
                 for i in range(SCALED_ROWS):
                     y[r, o + i] = xscale[r] * sums[i]
+            elif in_block:  # float x, groups inside blocks
+                y[r, o] = xscale[r] * _float_in_block(w, o * units, xl, xo, full, size, scales,
+                                                      o * groups, xneg, r * groups)
             elif rest == 0 and groups > 1 and not prefetch:  # float x, a scale per run
                 y[r, o] = xscale[r] * grouped_dot_2bit(w, o * units, units, xl, xo, full, groups,
                                                        scales, o * groups, groups, xneg,
@@ -133,7 +182,7 @@ def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
                                                       scales, o * groups, groups, xneg,
                                                       r * groups)
             else:
-                acc = 0.0
+                slots[:] = 0.0
                 for g in range(groups):
                     start = g * segment
                     part = dot_2bit(w, o * units + start, xl, xo + g * per_segment, full)
@@ -141,19 +190,25 @@ def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
                         tail[i] = w[o, start + BLOCK_BYTES * full + i]
                     part += dot_2bit(tail, 0, xl, xo + g * per_segment + 4 * BLOCK_BYTES * full,
                                      1)
-                    acc += np.float64(scales[o, g]) * (part + xneg[r, g])
-                y[r, o] = acc * xscale[r]
+                    slots[g % SLOTS] += np.float64(scales[o, g]) * (part + xneg[r, g])
+                y[r, o] = xscale[r] * _slot_total(slots)
         o += step
     return 0
 
 
 def _gemv_segment(fmt: Format, n: int, groups: int) -> int:
-    """Weight bytes per SIMD segment, or 0 when the GEMV kernel does not apply."""
+    """Weight bytes per layout segment, or 0 when the GEMV kernel does not apply.
+
+    The whole row when it has one scale, or when it is whole blocks and its groups
+    fill whole lanes of them (``SUB_BLOCK`` sizes: the groups' codes stay in place);
+    else one segment a group, padded to whole blocks.
+    """
     size = n // groups
     if fmt.name != "2bit" or n == 0 or size > INT32_EXACT:
         return 0
-    if groups == 1:
-        return fmt.units(n)
+    units = fmt.units(n)
+    if groups == 1 or (size % 4 == 0 and size // 4 in SUB_BLOCK and units % BLOCK_BYTES == 0):
+        return units
     return size // 4 if size % 4 == 0 else 0
 
 
@@ -200,6 +255,7 @@ def _laid_out(x: np.ndarray, n: int, segment: int) -> np.ndarray:
     return np.ascontiguousarray(padded[:, layout(n, segment)])
 
 
+@with_blas_limit
 def _gemm(x, w, fmt, n, scales, xscale, exact=True):
     """``xscale[r] * sum_g scales[o, g] * (x_g @ trits_g.T)``, a tile of weight rows at a time.
 
@@ -216,6 +272,9 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
     m, out_rows = x.shape[0], w.shape[0]
     groups = scales.shape[1]
     segment = _gemv_segment(fmt, n, groups)
+    in_block = groups > 1 and segment == fmt.units(n)
+    if in_block and exact:  # integer sums by group: the plain order
+        segment = in_block = 0
     if segment:
         x = _laid_out(x, n, segment)
     k = x.shape[1]  # inputs per row, layout padding included
@@ -234,10 +293,17 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
         sums = np.empty((m, out_rows), np.float32)
         for o0 in range(0, out_rows, rows):
             t = decode(w[o0:o0 + rows], tile[:min(rows, out_rows - o0)])
-            if groups > 1:
+            if in_block:  # in the layout, byte m of block k (4 codes) is in group (Bk + m) // gb
+                per = BLOCK_BYTES * groups // fmt.units(n)
+                by_group = t.reshape(t.shape[0], -1, 4, per, BLOCK_BYTES // per)
+                by_group *= scales[o0:o0 + t.shape[0]].reshape(t.shape[0], -1, 1, per, 1)
+            elif groups > 1:
                 by_group = t.reshape(t.shape[0], groups, size)
                 by_group *= scales[o0:o0 + t.shape[0], :, None]
             np.matmul(x, t.T, out=sums[:, o0:o0 + rows])
+        if exact:  # int8: scale * sum is exact in float64, as in the GEMV
+            return ((sums * scales[:, :1].T.astype(np.float64))
+                    * xscale[:, None].astype(np.float64)).astype(np.float32)
         if groups == 1:
             sums *= scales[:, 0]  # float32: one rounding each, well inside the 1e-6 contract
         sums *= xscale[:, None]
@@ -255,8 +321,25 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
             a = xg[:, :, k0:k0 + K_EXACT].transpose(1, 0, 2)  # (groups, m, k)
             b = t[:, :, k0:k0 + K_EXACT].transpose(1, 2, 0)  # (groups, k, rows)
             sums += np.matmul(a, b).transpose(1, 2, 0)
-        y[:, o0:o0 + t.shape[0]] = (sums * scales[o0:o0 + t.shape[0]]).sum(axis=-1)
+        y[:, o0:o0 + t.shape[0]] = rescale(sums, scales[o0:o0 + t.shape[0]])
     return (y * xscale[:, None]).astype(np.float32)
+
+
+def rescale(sums: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``sum_g scales[o, g] * sums[r, o, g]`` in the int8 kernels' order, float64 ``(m, out)``.
+
+    The products are exact; group g adds into slot ``g % SLOTS``, the slots are summed
+    by halves (:func:`.make_group_dot`): the same bits as the GEMV and the integer GEMM.
+    """
+    prods = sums * scales.astype(np.float64)
+    slots = np.zeros((*prods.shape[:-1], SLOTS))
+    for g0 in range(0, prods.shape[-1], SLOTS):
+        part = prods[..., g0:g0 + SLOTS]
+        slots[..., :part.shape[-1]] += part
+    while slots.shape[-1] > 1:
+        half = slots.shape[-1] // 2
+        slots = slots[..., :half] + slots[..., half:]
+    return slots[..., 0]
 
 
 def _finish(y, bias):
@@ -288,25 +371,26 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
 
 
 @jit()
-def _quantized_laid_out(x, bits, amax, amax_bits, q, segment, xl, xneg, xscale):
+def _quantized_laid_out(x, bits, amax, amax_bits, q, xl, xneg, xscale):
     """float32 rows quantized per row (as ``quantize_activations``) into the GEMV layout.
 
     For whole blocks (``_laid_out``'s transpose): ``xl`` gets the quants of each
-    block of ``4 * BLOCK_BYTES`` in the dot's order, ``xneg`` minus each segment's
+    block of ``4 * BLOCK_BYTES`` in the dot's order, ``xneg`` minus each scale group's
     sum of them and ``xscale`` each row's scale, ``amax / 127``; ``q`` is scratch.
     """
     _absmax_quantize_rows(x, bits, amax, amax_bits, q, 0, x.shape[0])
-    span = 4 * BLOCK_BYTES
+    n = x.shape[1]
+    size = n // xneg.shape[1]
     for r in range(x.shape[0]):
         xscale[r] = amax[r] / np.float32(127)
+        for k in range(0, n, 4 * BLOCK_BYTES):
+            for m in range(BLOCK_BYTES):
+                for c in range(4):
+                    xl[r, k + BLOCK_BYTES * c + m] = q[r, k + 4 * m + c]
         for g in range(xneg.shape[1]):
             total = 0
-            for k in range(g * 4 * segment, (g + 1) * 4 * segment, span):
-                for m in range(BLOCK_BYTES):
-                    for c in range(4):
-                        v = q[r, k + 4 * m + c]
-                        xl[r, k + BLOCK_BYTES * c + m] = v
-                        total += v
+            for j in range(g * size, (g + 1) * size):
+                total += q[r, j]
             xneg[r, g] = -total
     return 0
 
@@ -367,8 +451,8 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
                              ((m, scales.shape[1]), np.int32))
     try:
         (amax, xscale), (xl, q), xneg = scratch
-        _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, segment, xl,
-                            xneg, xscale)
+        _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, xl, xneg,
+                            xscale)
         y = np.empty((m, w.shape[0]), np.float32)
         # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
         run_claimed(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment, True,

@@ -50,8 +50,8 @@ def _trits_masked(builder, lanes_i32, n, exact=False, weight=None):
 def trit_vectors(builder, w, count, target, exact, body, weight=None):
     """``body(t, scale, n, part, offset)`` for every ``lanes`` float trits of ``count`` blocks.
 
-    With ``weight`` (a float32 vector, or a function of the block index giving one
-    for each block) the trits come multiplied by it.
+    With ``weight`` (a float32 vector, or a function of the block index and the part
+    giving one for each part of each block) the trits come multiplied by it.
 
     Each ``lanes`` bytes (part ``part`` of the block) are zero-extended once into
     int32 lanes and code n of every lane becomes a float trit (times ``1 / scale``:
@@ -62,8 +62,8 @@ def trit_vectors(builder, w, count, target, exact, body, weight=None):
     vi = vector(I32, lanes)
     with cgutils.for_range(builder, count) as loop:
         k = loop.index
-        wk = weight(k) if callable(weight) else weight
         for part in range(size // lanes):
+            wk = weight(k, part) if callable(weight) else weight
             off = builder.add(builder.mul(k, ir.Constant(k.type, size)),
                               ir.Constant(k.type, lanes * part))
             lanes_i32 = builder.zext(load(builder, w, off, vector(I8, lanes), 1), vi)

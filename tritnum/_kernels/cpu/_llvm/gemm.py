@@ -22,12 +22,14 @@ A segment is ``words`` steps (one scale group, or a piece of a row of at most
 minus the segment's sum of ``q``: as ``code = trit + 1`` they end at the exact
 sum of ``trit * q`` (int32 arithmetic wraps, so only that final sum, at most
 ``128 * INT32_EXACT``, has to fit). Then, in float64 lanes,
-``c[C*r + j] += scales[soff + C*s + j] * acc[r, j]`` from ``c = 0``: ``c`` holds
-``2 * R * C`` float64, the result in its first half. Odd segments add into the
-second half (added to the first at the end): with one address per element LLVM
-would hold all ``R * C / lanes * 2`` float64 vectors in registers across
-segments and spill them, and per-group scaling cost more (measured on Zen 5,
-4096 x 4096, 256 rows, one core: groups of 32 took 25 ms instead of 19).
+``c[RC*(s % 8) + C*r + j] += scales[soff + C*s + j] * acc[r, j]`` from ``c = 0``:
+``c`` holds ``SLOTS * R * C`` float64, segment s adding into slot ``s % SLOTS``,
+and the slots are summed by halves at the end into the first: the order of the
+GEMV's group dot (:func:`.gemv.make_group_dot`; the products are exact), so a
+row's output has the same bits in a GEMV and a GEMM. (Slots in memory also keep
+LLVM from holding the float64 vectors in registers across segments and spilling
+them: measured on Zen 5, 4096 x 4096, 256 rows, one core, groups of 32 took 25 ms
+with one address per element, 19 ms with two slots.)
 
 ``lay_out(q, qoff, a, aoff, steps, stride)`` writes ``steps`` runs of 16 int8
 activations (from flat element ``qoff`` of ``q``) in that order, ``4n + b``
@@ -59,6 +61,7 @@ from . import (
     splat,
     vector,
 )
+from .gemv import SLOTS
 
 # Internal API: the private names other modules use (tests/test_architecture_seams.py):
 # the Q8_K GEMM's tile (q8k_gemm.py) shares the constants, the int8 multiply-add and the steps.
@@ -183,7 +186,7 @@ def make_tile(tile: Tile):
             words = args[4]
             multiply_add = _multiply_add(builder, tile)
             accs = [cgutils.alloca_once(builder, vi) for _ in range(rows * per_row)]
-            for i in range(2 * rows * per_row):
+            for i in range(SLOTS * rows * per_row):
                 builder.store(ir.Constant(vd, None), _doubles(builder, cp, _const(lanes * i),
                                                               lanes), align=1)
             with cgutils.for_range(builder, args[5]) as seg:
@@ -198,14 +201,16 @@ def make_tile(tile: Tile):
                 with cgutils.for_range(builder, words) as step:
                     _step(builder, tile, ap, bp, builder.add(first, step.index), accs,
                           multiply_add)
-                half = builder.mul(builder.and_(s, _const(1)), _const(rows * cols))
+                slot = builder.mul(builder.and_(s, _const(SLOTS - 1)), _const(rows * cols))
                 _scale_into(builder, accs, tile, builder.gep(sp, [builder.mul(s, _const(cols))]),
-                            builder.gep(cp, [half]))
-            for i in range(rows * per_row):
-                ptr = _doubles(builder, cp, _const(lanes * i), lanes)
-                odd = builder.load(_doubles(builder, cp, _const(rows * cols + lanes * i), lanes),
-                                   align=1)
-                builder.store(builder.fadd(builder.load(ptr, align=1), odd), ptr, align=1)
+                            builder.gep(cp, [slot]))
+            for i in range(rows * per_row):  # the slots summed by halves, into the first
+                vs = [builder.load(_doubles(builder, cp, _const(rows * cols * k + lanes * i),
+                                            lanes), align=1) for k in range(SLOTS)]
+                while len(vs) > 1:
+                    half = len(vs) // 2
+                    vs = [builder.fadd(a, b) for a, b in zip(vs[:half], vs[half:], strict=True)]
+                builder.store(vs[0], _doubles(builder, cp, _const(lanes * i), lanes), align=1)
             return context.get_dummy_value()
 
         return sig, codegen

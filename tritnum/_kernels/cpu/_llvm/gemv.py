@@ -43,10 +43,10 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import F32, F64, I8, I32, broadcast, horizontal_sum, pointer, vector
+from . import F32, F64, I8, I32, broadcast, horizontal_sum, load, masked_load, pointer, vector
 from .dot_float import accumulate_float, float_accumulators, float_total, sum_float, trit_vectors
 from .dot_int8 import SUM_INT8, sum_int8_vnni
-from .gemv_target import TARGET, Target
+from .gemv_target import BLOCK_BYTES, TARGET, Target
 
 
 def _sum_lanes(target: Target, is_float: bool) -> int:
@@ -102,43 +102,57 @@ def _fold(builder, v, lanes):
 
 
 SCALED_LANES = 8  # float64 lanes of the scaled dot's accumulators
+SLOTS = 8  # float64 sums of the int8 rescale: group g adds into slot g % SLOTS (see make_group_dot)
 
 
-def _add_scaled(builder, total, part, scale, narrow):
-    """``total += part * scale`` of int32 lanes: in float32 (``narrow``) or float64."""
-    if narrow:
-        part = builder.sitofp(part, total.type.pointee)
-    else:
-        part = builder.sitofp(_fold(builder, part, SCALED_LANES), total.type.pointee)
-        scale = builder.fpext(scale, F64)
-    scaled = builder.fmul(part, broadcast(builder, scale, part.type.count), flags=("contract",))
+def _add_scaled(builder, total, part, scale):
+    """``total += part * scale`` of int32 lanes, folded to ``SCALED_LANES`` float64 lanes."""
+    part = builder.sitofp(_fold(builder, part, SCALED_LANES), total.type.pointee)
+    scaled = builder.fmul(part, broadcast(builder, builder.fpext(scale, F64), SCALED_LANES),
+                          flags=("contract",))
     builder.store(builder.fadd(builder.load(total), scaled, flags=("contract",)), total)
 
 
-def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
+def _part_scale(builder, target, sp, k, part, group_bytes):
+    """The scales of part ``part`` of block ``k`` lane by lane, for groups of ``group_bytes``.
+
+    A lane is a byte; groups smaller than a part (a multiple of 4 bytes: ``vpermilps``
+    keeps to 4-lane runs) load their few scales and spread them, larger ones broadcast one.
+    """
+    lanes = target.lanes
+    first = builder.add(builder.mul(k, ir.Constant(k.type, target.block)),
+                        ir.Constant(k.type, lanes * part))
+    g = builder.udiv(first, ir.Constant(k.type, group_bytes))
+    if group_bytes >= lanes:
+        return broadcast(builder, builder.load(builder.gep(sp, [g])), lanes)
+    few = load(builder, sp, g, vector(F32, lanes // group_bytes), 4)
+    return builder.shuffle_vector(few, few, ir.Constant(vector(I32, lanes),
+                                                        [i // group_bytes for i in range(lanes)]))
+
+
+def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False,
+                    group_bytes: int | None = None):
     """The scaled dot intrinsic of ``target``, for weights with one scale per segment.
 
     ``scaled_dot(w, woff, wstride, x, xoff, nblocks, segments, scales, soff, sstride,
     xneg, xnoff)`` is, for each of ``rows`` weight rows ``i`` (from flat element
     ``woff + i * wstride`` of ``w``, scales from ``soff + i * sstride``),
     ``sum_g scales[g] * (dot_g + xneg[xnoff + g])`` in float64 over ``segments``
-    consecutive runs of ``nblocks`` blocks, ``dot_g`` the dot of run g. int8 ``x``:
-    ``dot_g`` is the sum of ``code * q``; ``xneg`` (int32, minus the run's sum of
-    ``q``) starts the first accumulator, so each run's sum is exact in int32. The
-    rows share each load of ``x``. Each run's lanes are folded to ``SCALED_LANES``,
-    scaled and added as a vector: no horizontal sum per scale group. float32 ``x``:
-    ``xneg`` is not read. Returns a float64, or a tuple of ``rows`` of them.
+    consecutive runs of ``nblocks`` blocks, ``dot_g`` the dot of run g. int8 ``x``
+    (one scale a row: :func:`make_group_dot` takes more): ``dot_g`` is the sum of
+    ``code * q``; ``xneg`` (int32, minus the run's sum of ``q``) starts the first
+    accumulator, so the sum is exact in int32; its lanes are folded to
+    ``SCALED_LANES``, scaled and added as a vector. Below ``2**29`` a lane, each
+    product with the scale is exact, and so is their sum (multiples of the scale's
+    last bit): the bits of ``scale * sum``, whatever the order. float32 ``x``: ``xneg``
+    is not read. Returns a float64, or a tuple of ``rows`` of them.
 
-    ``grouped`` (int8 ``x``, for short segments): each run's int32 lanes are converted
-    to float32 as they are (exact below ``2**24``: a lane of a run of up to 1024
-    inputs stays below ``2**18``, minus the run's sum of ``q`` included), scaled and
-    added in float32: a conversion and an FMA a run, in place of the fold, the
-    float64 conversion and the adds of four VNNI chains (one chain per run: the rows
-    and the runs are independent). Measured at 4096 x 4096, group 256, 1 thread,
-    AVX-512: 1.64x the per-tensor time before, 1.24x after. The float32 sums add a
-    relative error of about ``2**-24`` per group. ``grouped`` with float32 ``x`` (for
-    weights with more than one scale a row): one loop over all the blocks, each block's
-    trits times its run's scale, instead of a loop per run; the same sums.
+    ``grouped`` (float32 ``x``, for weights with more than one scale a row): one loop
+    over all the blocks, each block's trits times its run's scale, instead of a loop
+    per run; the same sums. With ``group_bytes`` (less than a block: scale groups of
+    ``4 * group_bytes`` inputs inside each block; ``segments`` is then 1 and
+    ``nblocks`` the whole row) the trits of each part of a block are multiplied lane
+    by lane by their groups' scales (:func:`_part_scale`).
     """
     @intrinsic
     def scaled_dot(typingctx, w, woff, wstride, x, xoff, nblocks, segments, scales, soff,
@@ -167,24 +181,20 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
             xn = at(10, xnoff, I32)
             size = target.block
             lanes = _sum_lanes(target, is_float)
-            narrow = grouped and not is_float
-            vd = vector(F32, lanes) if narrow else vector(F64, SCALED_LANES)
+            vd = vector(F64, SCALED_LANES)
             code_scales = [1.0] * 4
-            sum_int8 = SUM_INT8[target.int8]
-            if narrow and target.int8 == "vnni":
-                sum_int8 = functools.partial(sum_int8_vnni, chains=1)
             totals = [cgutils.alloca_once_value(builder, ir.Constant(vd, None))
                       for _ in range(rows)]
             float_accs = [float_accumulators(builder, target) for _ in range(rows)]
 
-            def add_runs(g, wgs, xg, count):
+            def add_runs(g, wgs, xg):
                 """int8: each row's total += its scale * (the run's dot + xneg)."""
                 first = builder.insert_element(ir.Constant(vector(I32, lanes), None),
                                                builder.load(builder.gep(xn, [g])),
                                                ir.Constant(I32, 0))
-                parts = sum_int8(builder, wgs, xg, count, size, [first] * rows)
+                parts = SUM_INT8[target.int8](builder, wgs, xg, nblocks, size, [first] * rows)
                 for total, part, sp in zip(totals, parts, sps, strict=True):
-                    _add_scaled(builder, total, part, builder.load(builder.gep(sp, [g])), narrow)
+                    _add_scaled(builder, total, part, builder.load(builder.gep(sp, [g])))
 
             def scale_at(sp, g):
                 """Scale ``g`` of a row's scales ``sp``, in every lane."""
@@ -196,20 +206,6 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
                     code_scales[:] = accumulate_float(builder, wg, xg, nblocks, target, accs,
                                                        scale_at(sp, g))
 
-            def narrow_runs(g, wgs, xg):
-                """int8, short runs: a run of one block as straight-line code of its own.
-
-                111 -> 98 µs at 4096 x 4096, group 256, AVX-512, 1 thread (LLVM folds each
-                scale's broadcast into its FMA; the loop over one block, its loads in another
-                basic block than their uses, did not).
-                """
-                one = builder.icmp_unsigned("==", nblocks, ir.Constant(nblocks.type, 1))
-                with builder.if_else(one) as (then, otherwise):
-                    with then:
-                        add_runs(g, wgs, xg, ir.Constant(nblocks.type, 1))
-                    with otherwise:
-                        add_runs(g, wgs, xg, nblocks)
-
             def each_run(add):
                 """``add(g, wgs, xg)`` for run ``g``: its weight rows' and ``x``'s pointers."""
                 with cgutils.for_range(builder, segments) as loop:
@@ -220,8 +216,10 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
                     add(g, wgs, builder.gep(xp, [builder.mul(step, ir.Constant(g.type,
                                                                                4 * size))]))
 
-            def block_scale(sp, k):
+            def block_scale(sp, k, part):
                 """The scale of block ``k`` (of run ``k // nblocks``), in every lane."""
+                if group_bytes is not None:
+                    return _part_scale(builder, target, sp, k, part, group_bytes)
                 return scale_at(sp, builder.udiv(k, nblocks))
 
             if is_float and grouped:  # one loop over every block, each with its run's scale:
@@ -234,8 +232,7 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
             elif is_float:
                 each_run(float_runs)
             else:
-                each_run(narrow_runs if narrow else
-                         lambda g, wgs, xg: add_runs(g, wgs, xg, nblocks))
+                each_run(add_runs)
             if is_float:
                 sums = [builder.fpext(_fold(builder, float_total(builder, accs, code_scales,
                                                                   target), SCALED_LANES), vd)
@@ -243,13 +240,144 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False):
             else:
                 sums = [builder.load(t) for t in totals]
             dots = [horizontal_sum(builder, v, builder.fadd) for v in sums]
-            if narrow:
-                dots = [builder.fpext(d, F64) for d in dots]
             return dots[0] if rows == 1 else context.make_tuple(builder, sig.return_type, dots)
 
         return sig, codegen
 
     return scaled_dot
+
+
+def _pairs(builder, a, b):
+    """Adjacent lanes of ``a`` then ``b`` added in pairs: ``(a ++ b)[2j] + (a ++ b)[2j + 1]``."""
+    n = a.type.count
+    even = builder.shuffle_vector(a, b, ir.Constant(vector(I32, n), list(range(0, 2 * n, 2))))
+    odd = builder.shuffle_vector(a, b, ir.Constant(vector(I32, n), list(range(1, 2 * n, 2))))
+    return builder.add(even, odd)
+
+
+def _group_sums(builder, units):
+    """The ``SLOTS`` group sums of ``units``: int32 lane vectors, each group's lanes adjacent.
+
+    Merging two vectors adds adjacent lanes of both (order kept), halving each group's
+    lanes; the last vector is folded onto itself down to one lane a group.
+    """
+    while len(units) > 1:
+        units = [_pairs(builder, a, b) for a, b in zip(units[::2], units[1::2], strict=True)]
+    v = units[0]
+    while v.type.count > SLOTS:
+        half = v.type.count // 2
+        v = _pairs(builder, *(builder.shuffle_vector(v, v, ir.Constant(
+            vector(I32, half), list(range(lo, lo + half)))) for lo in (0, half)))
+    return v
+
+
+def make_group_dot(target: Target, rows: int, group_lanes: int):
+    """The int8 dot intrinsic of ``target`` for weights with a scale per group of inputs.
+
+    ``group_dot(w, woff, wstride, x, xoff, bpg, groups, scales, soff, sstride, xneg,
+    xnoff)`` is, for each of ``rows`` weight rows ``i`` (as :func:`make_scaled_dot`), the
+    float64 ``sum_g scales[g] * S_g`` over ``groups`` groups, ``S_g`` the exact int32 sum
+    of ``trit * q`` of group g (``xneg[xnoff + g]`` is minus its sum of ``q``).
+
+    An int32 lane of a block's sum gathers 16 consecutive inputs (4 on the portable
+    level): a group is ``group_lanes`` adjacent lanes of one block (groups of 32, 64, 128
+    inputs; ``bpg`` is then 1) or, with ``group_lanes`` the whole vector, ``bpg`` whole
+    blocks. ``SLOTS`` groups at a time, their blocks' lane sums merge into one vector of
+    ``SLOTS`` group sums (:func:`_group_sums`), which adds the groups' ``xneg``, turns to
+    float64 and meets the groups' scales in one multiply-add: group ``g`` adds into
+    float64 slot ``g % SLOTS``, the slots are summed by halves (``horizontal_sum``). The
+    products are exact (``|S_g| < 2**29``), so these bits are the rescale's definition:
+    the integer GEMM (:mod:`.gemm`) and every other int8 path add in the same order, and
+    a row's output does not depend on the batch it came in.
+    """
+    size, lanes = target.block, _sum_lanes(target, False)
+    units = SLOTS * group_lanes // lanes  # vectors merged a step: blocks, or groups of bpg
+    sum_int8 = (functools.partial(sum_int8_vnni, chains=1) if target.int8 == "vnni"
+                else SUM_INT8[target.int8])
+
+    @intrinsic
+    def group_dot(typingctx, w, woff, wstride, x, xoff, bpg, groups, scales, soff, sstride,
+                  xneg, xnoff):
+        if not (_operands_ok(w, x)
+                and isinstance(scales, types.Array) and scales.dtype == types.float32
+                and isinstance(xneg, types.Array) and xneg.dtype == types.int32):
+            return None
+        sig = types.UniTuple(types.float64, rows)(
+            w, types.intp, types.intp, x, types.intp, types.intp, types.intp, scales,
+            types.intp, types.intp, xneg, types.intp)
+
+        def codegen(context, builder, sig, args):
+            if sig.args[3].dtype != types.int8:  # typed beside the float branches, never run
+                builder.call(cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap"), [])
+                return ir.Constant(context.get_value_type(sig.return_type), ir.Undefined)
+            (_, woff, wstride, _, xoff, bpg, groups, _, soff, sstride, _, xnoff) = args
+            ty = woff.type
+
+            def c(v):
+                return ir.Constant(ty, v)
+
+            def at(k, offset, elt):
+                return pointer(context, builder, sig.args[k], args[k], offset, elt)
+
+            wps = [at(0, builder.add(woff, builder.mul(wstride, c(i))), I8) for i in range(rows)]
+            sps = [at(7, builder.add(soff, builder.mul(sstride, c(i))), F32) for i in range(rows)]
+            xp, xn = at(3, xoff, I8), at(10, xnoff, I32)
+            vs = vector(F64, SLOTS)
+            slots = [cgutils.alloca_once_value(builder, ir.Constant(vs, None)) for _ in range(rows)]
+            zero = ir.Constant(vector(I32, lanes), None)
+            per_unit = c(1) if group_lanes < lanes else bpg  # blocks of a unit
+
+            def unit(u):
+                """Each row's int32 lane sums of unit ``u`` (a block, or a group of blocks)."""
+                first = builder.mul(u, per_unit)
+                return sum_int8(builder, [builder.gep(wp, [builder.mul(first, c(size))])
+                                          for wp in wps],
+                                builder.gep(xp, [builder.mul(first, c(4 * size))]),
+                                per_unit, size, [zero] * rows)
+
+            def rescale(g0, by_row, mask):
+                """Each row's slots += scales * (group sums + xneg) for groups g0.. (``mask``)."""
+                def vec(base, elt):
+                    ptr = builder.bitcast(builder.gep(base, [g0]), vector(elt, SLOTS).as_pointer())
+                    return (builder.load(ptr, align=4) if mask is None
+                            else masked_load(builder, ptr, mask))
+                xg = vec(xn, I32)
+                for units_of_row, sp, slot in zip(by_row, sps, slots, strict=True):
+                    sums = builder.sitofp(builder.add(_group_sums(builder, units_of_row), xg), vs)
+                    scale = builder.fpext(builder.bitcast(vec(sp, I32), vector(F32, SLOTS)), vs)
+                    builder.store(builder.fadd(builder.load(slot),
+                                               builder.fmul(sums, scale, flags=("contract",)),
+                                               flags=("contract",)), slot)
+
+            with cgutils.for_range(builder, builder.udiv(groups, c(SLOTS))) as loop:
+                step = loop.index
+                done = [unit(builder.add(builder.mul(step, c(units)), c(j))) for j in range(units)]
+                rescale(builder.mul(step, c(SLOTS)), list(zip(*done, strict=True)), None)
+            left = builder.urem(groups, c(SLOTS))
+            with builder.if_then(builder.icmp_unsigned("!=", left, c(0))):
+                # the last groups: the units there are (whole blocks: the caller's rows are),
+                # zeros for the rest; their scales and xneg read under a mask
+                g0 = builder.sub(groups, left)
+                have = builder.udiv(builder.mul(left, c(group_lanes)), c(lanes))
+                held = [[cgutils.alloca_once_value(builder, zero) for _ in range(units)]
+                        for _ in range(rows)]
+                base = builder.udiv(builder.mul(g0, c(group_lanes)), c(lanes))
+                for j in range(units):
+                    with builder.if_then(builder.icmp_unsigned("<", c(j), have)):
+                        for ptr, v in zip((h[j] for h in held), unit(builder.add(base, c(j))),
+                                          strict=True):
+                            builder.store(v, ptr)
+                mask = builder.icmp_unsigned("<", ir.Constant(vector(ty, SLOTS),
+                                                              list(range(SLOTS))),
+                                             broadcast(builder, left, SLOTS))
+                rescale(g0, [[builder.load(p) for p in h] for h in held], mask)
+            dots = [horizontal_sum(builder, builder.load(s), builder.fadd) for s in slots]
+            return context.make_tuple(builder, sig.return_type, dots)
+
+        return sig, codegen
+
+    return group_dot
 
 
 def make_decode(target: Target):
@@ -283,6 +411,12 @@ dot_2bit = make_dot(TARGET)
 SCALED_ROWS = 4  # weight rows per scaled dot of the GEMV: they share each load of x
 scaled_dot_2bit = make_scaled_dot(TARGET)
 scaled_dot_2bit_rows = make_scaled_dot(TARGET, SCALED_ROWS)
-grouped_dot_2bit_rows = make_scaled_dot(TARGET, SCALED_ROWS, grouped=True)
 grouped_dot_2bit = make_scaled_dot(TARGET, grouped=True)  # float x, a scale per run
+# groups inside a block: of 8, 16, 32 weight bytes (32, 64, 128 inputs), by size; a size of
+# a block or more is the grouped dot's (float) or the whole-vector group dot's (int8)
+SUB_BLOCK = tuple(b for b in (8, 16, 32) if b < BLOCK_BYTES)
+grouped_dot_2bit_in = {b: make_scaled_dot(TARGET, grouped=True, group_bytes=b) for b in SUB_BLOCK}
+INT8_LANES = _sum_lanes(TARGET, False)  # int32 lanes of a block's int8 sums
+group_dot_2bit = {b: make_group_dot(TARGET, SCALED_ROWS, b * INT8_LANES // BLOCK_BYTES)
+                  for b in (*SUB_BLOCK, BLOCK_BYTES)}  # whole blocks: bpg blocks a group
 decode_2bit = make_decode(TARGET)
