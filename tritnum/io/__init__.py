@@ -7,6 +7,8 @@
   bytes, byte-exact with llama.cpp and bitnet.cpp.
 - :func:`read_safetensors` / :func:`write_safetensors`: float and ternary tensors in the
   format of PyTorch and Hugging Face checkpoints.
+- :func:`from_hf_bitnet` / :func:`to_hf_bitnet`: one projection of a Hugging Face
+  transformers ``bitnet`` checkpoint (packed trits and ``weight_scale``), exactly.
 """
 
 from .gguf.blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
@@ -15,8 +17,10 @@ from .gguf.i2s import LAYOUTS as I2S_LAYOUTS
 from .gguf.model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport
 from .gguf.quantize import quantize_gguf
 from .gguf.values import GGUFValue
+from .hf_bitnet import from_hf_bitnet, to_hf_bitnet
 from .safetensors_file import SafetensorsFile, read_safetensors, write_safetensors
 
 __all__ = ["I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",
-           "SafetensorsFile", "TensorReport", "from_gguf_blocks", "quantize_gguf", "read_gguf",
-           "read_safetensors", "to_gguf_blocks", "write_gguf", "write_safetensors"]
+           "SafetensorsFile", "TensorReport", "from_gguf_blocks", "from_hf_bitnet",
+           "quantize_gguf", "read_gguf", "read_safetensors", "to_gguf_blocks", "to_hf_bitnet",
+           "write_gguf", "write_safetensors"]
