@@ -80,7 +80,7 @@ def to_bitlinear(module: nn.Module) -> BitLinear:
         device = module.weight.device
         layer = BitLinear(module.in_features, module.out_features, bias is not None,
                           device=device)
-        state = {"weight_packed": torch.from_numpy(pack(trits, "2bit").data).to(device),
+        state = {"weight_packed": torch.from_numpy(np.array(pack(trits, "2bit").data)).to(device),
                  "weight_scale": gamma.to(device)}
         if bias is not None:
             state["bias"] = bias.detach().float()
