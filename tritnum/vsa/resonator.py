@@ -22,9 +22,9 @@ __all__ = ["Factorization", "resonator"]
 
 @dataclass(frozen=True)
 class Factorization:
-    """What :func:`resonator` found.
+    """What :func:`resonator` found (its fields are these parameters).
 
-    Attributes
+    Parameters
     ----------
     indices : numpy.ndarray
         ``(n_factors,)`` int64: for each factor, the codebook row most similar
