@@ -31,6 +31,9 @@ PUBLIC = {
         "encode_features", "hash_table", "identity", "level", "level_indices", "negate",
         "ngrams", "permute",
         "random", "search", "similarity", "unbind",
+        # torchhd's structures (issue 31, item 2)
+        "Factorization", "SparseDistributedMemory", "automaton", "automaton_step",
+        "bind_sequence", "cleanup", "graph", "graph_neighbors", "resonator", "tree", "tree_leaf",
     },
     "tritnum.io": {"I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",
                    "SafetensorsFile", "TensorReport", "from_gguf_blocks", "quantize_gguf",

@@ -26,17 +26,36 @@ from .classify import Centroid
 from .encoders import encode_features, level_indices
 from .generation import circular, identity, level, random
 from .memory import ItemMemory
-from .sequences import bundle_sequence, hash_table, ngrams
+from .resonator import Factorization, resonator
+from .sdm import SparseDistributedMemory
+from .sequences import bind_sequence, bundle_sequence, hash_table, ngrams
 from .similarity_search import search, similarity
+from .structures import (
+    automaton,
+    automaton_step,
+    cleanup,
+    graph,
+    graph_neighbors,
+    tree,
+    tree_leaf,
+)
 
 __all__ = [
     "Centroid",
+    "Factorization",
     "ItemMemory",
+    "SparseDistributedMemory",
+    "automaton",
+    "automaton_step",
     "bind",
+    "bind_sequence",
     "bundle",
     "bundle_sequence",
     "circular",
+    "cleanup",
     "encode_features",
+    "graph",
+    "graph_neighbors",
     "hash_table",
     "identity",
     "level",
@@ -45,7 +64,10 @@ __all__ = [
     "ngrams",
     "permute",
     "random",
+    "resonator",
     "search",
     "similarity",
+    "tree",
+    "tree_leaf",
     "unbind",
 ]
