@@ -30,7 +30,7 @@ def _sequence(x: Hypervectors) -> Hypervectors:
 
 
 def _length(x: Hypervectors) -> int:
-    shape = x.shape
+    shape = tuple(x.shape)  # a GPU array's shape may refuse negative indices
     if len(shape) < 2:
         raise ShapeMismatchError(
             f"expected a sequence of hypervectors (..., n, d), got shape {tuple(shape)}",
