@@ -152,7 +152,7 @@ def _signatures():
         "quantize_q8k_blocks": [((f32_rows, trits_out, f32_rows, nt.Array(nt.int16, 2, "C")),
                                  "float32")],
         "q8k_lanes": [((trits_out, f32_rows, nt.Array(nt.int16, 2, "C"), rows_u8, i64, i64,
-                        f32_rows, i64, f32, f32_rows), "int8")],
+                        f32_rows, i64, f32, nt.boolean, f32_rows), "int8")],
         "quantize_act_permuted": [
             ((nt.Array(dtype, 2, layout), f32, nt.boolean, trits_out, nt.Array(nt.int32, 1, "C"),
               f32), f"{dtype}-{layout}")

@@ -5,10 +5,14 @@ The oracle below transcribes ggml's C code statement by statement (ggml-quants.c
 ``ggml_vec_dot_tq2_0_q8_K`` and ``ggml_vec_dot_tq1_0_q8_K``, their AVX2 branches
 with each intrinsic spelled out on NumPy arrays; ggml-cpu/quants.c's generic
 kernels), and runs on the TQ2_0/TQ1_0 bytes of the weights. Quants, scales and
-bsums must match bit for bit and the float32 outputs exactly (an x86 AVX2 build
-whose compiler does not fuse the lane update into an FMA); the generic and the
-FMA-fused builds within the documented bound.
+bsums must match bit for bit and the float32 outputs exactly: ``activations="q8_k"``
+as a default (GCC) x86 AVX2 build, whose compiler fuses the lane update into an FMA
+(the oracle's FMA rounds the exact value once, in rational arithmetic), and
+``"q8_k_unfused"`` as a build that does not; the generic kernel within the
+documented bound.
 """
+
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -25,9 +29,12 @@ from tritnum._interop import to_host
 from tritnum._kernels.cpu import q8k as cpu_q8k
 from tritnum._kernels.cpu._llvm import dot_q8k, gemv_target
 from tritnum._kernels.reference.q8k import linear_q8k as reference_linear_q8k
+from tritnum._kernels.shared.q8k import fma32
 
 QK_K = 256
 F32 = np.float32
+# each activations mode and the ggml build it reproduces (llama_cpp's ``dot``)
+ORDERS = [("q8_k", "fma"), ("q8_k_unfused", "avx2")]
 
 # ---------------------------------------------------------------- the oracle: ggml in NumPy
 
@@ -113,14 +120,38 @@ def hsum_float_8(v):
     return F32(res[0] + res[1])
 
 
+def round_f32(v, zero):
+    """The float32 nearest the rational ``v`` (ties to even); ``zero`` when ``v == 0``."""
+    if v == 0:
+        return zero
+    if abs(v) >= 2**128 - 2**103:  # halfway past the largest float32 (odd): infinity
+        return F32(np.inf) if v > 0 else F32(-np.inf)
+    f = np.float32(np.clip(float(v), -3.4028234663852886e38, 3.4028234663852886e38))
+    near = [np.nextafter(f, F32(-np.inf)), f, np.nextafter(f, F32(np.inf))]
+    return min(near, key=lambda c: (abs(Fraction(float(c)) - v), int(c.view(np.uint32)) & 1))
+
+
+def fma_exact(a, b, c):
+    """``fma(a, b, c)`` of float32 scalars: ``a * b + c`` computed exactly, rounded once."""
+    a, b, c = F32(a), F32(b), F32(c)
+    if not np.isfinite([a, b, c]).all():  # IEEE: infinities and NaN round nothing
+        return F32(np.float64(a) * np.float64(b) + np.float64(c))
+    # an exact zero is -0.0 only as (-0.0) + (-0.0): a product of sign - and c = -0.0
+    zero = F32(-0.0) if (c == 0 and np.signbit(c) and a * b == 0
+                         and np.signbit(a) != np.signbit(b)) else F32(0.0)
+    return round_f32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)), zero)
+
+
 def dot_avx2(block_sums, wd, y, fma=False):
-    """The shared tail: ``sumf += cvtepi32_ps(madd(sumi)) * (y.d * x.d)``, then hsum."""
+    """The shared tail: ``sumf = _mm256_add_ps(_mm256_mul_ps(cvtepi32_ps(madd(sumi)),
+    d), sumf)`` with ``d = y.d * x.d``, then hsum; ``fma``: the multiply and add
+    contracted into one FMA, as GCC does."""
     sumf = np.zeros(8, F32)
     for sumi, d_w, (d_y, _, _) in zip(block_sums, wd, y, strict=True):
         d = F32(d_y * d_w)
         lanes = madd_epi16_ones(sumi).astype(F32)
-        if fma:  # GCC's contraction; float64 holds the product exactly
-            sumf = (lanes.astype(np.float64) * d + sumf).astype(F32)
+        if fma:
+            sumf = np.array([fma_exact(v, d, s) for v, s in zip(lanes, sumf, strict=True)], F32)
         else:
             sumf = (lanes * d + sumf).astype(F32)
     return hsum_float_8(sumf)
@@ -190,8 +221,12 @@ def tq_blocks(w, qtype):
     return codes, scales.astype(F32)
 
 
-def llama_cpp(x, w, qtype="TQ2_0", dot="avx2", bias=None):
-    """``y[r, o]``: the x86 build's Q8_K quantization and ``vec_dot`` of TQ2_0/TQ1_0 blocks."""
+def llama_cpp(x, w, qtype="TQ2_0", dot="fma", bias=None):
+    """``y[r, o]``: the x86 build's Q8_K quantization and ``vec_dot`` of TQ2_0/TQ1_0 blocks.
+
+    ``dot``: ``"fma"`` (AVX2, GCC's default contraction), ``"avx2"`` (AVX2, no
+    contraction) or ``"generic"`` (ggml-cpu/quants.c, builds without AVX2).
+    """
     rows = x.reshape(-1, x.shape[-1]).astype(F32)
     codes, scales = tq_blocks(w, qtype)
     trits = tn.unpack(w.packed).reshape(w.shape[0], -1)
@@ -247,6 +282,30 @@ def hostile_rows(m, n, rng):
 # ---------------------------------------------------------------- tests
 
 
+def float32s():
+    """Finite float32 values of every magnitude, and ones near 1 (whose products tie)."""
+    near_one = st.integers(-2**12, 2**12).map(lambda k: F32(1 + k * 2.0**-12))
+    return st.one_of(st.floats(width=32, allow_nan=False, allow_infinity=False), near_one)
+
+
+@given(a=float32s(), b=float32s(), c=float32s())
+def test_fma32_rounds_once(a, b, c):
+    """The reference's NumPy FMA against the exact rational one (the oracle's)."""
+    got = fma32(np.array([a], F32), np.array([b], F32), np.array([c], F32))[0]
+    assert got.tobytes() == fma_exact(a, b, c).tobytes()
+
+
+def test_fma32_where_float64_rounds_twice():
+    """a * b = 1 + 2**-11 + 2**-24 is a float32 tie and c tips it up; float64 loses c."""
+    a, c = F32(1 + 2**-12), F32(2.0**-80)
+    assert fma_exact(a, a, c) == F32(1 + 2**-11 + 2**-23)
+    assert F32(np.float64(a) * np.float64(a) + np.float64(c)) == F32(1 + 2**-11)  # twice
+    assert fma32(a, a, c) == fma_exact(a, a, c)
+    assert fma32(-a, a, -c) == -fma_exact(a, a, c)
+    assert np.isnan(fma32(F32(np.inf), F32(0), F32(1)))
+    assert fma32(F32(np.inf), F32(2), F32(1)) == np.inf
+
+
 def test_oracle_nearest_int_rounds_half_to_even():
     f = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 126.5, -126.4999, 3.0], F32)
     np.testing.assert_array_equal(nearest_int(f), np.rint(f).astype(np.int64))
@@ -266,39 +325,68 @@ def test_quantized_activations_are_ggml_bit_for_bit(m, n, device):
 
 @pytest.mark.parametrize("m", [1, 3, cpu_q8k.TILE_ROWS + 3])  # tiles, row pairs, odd rows
 @pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0"])
-def test_llama_cpp_float_result_bit_for_bit(m, qtype, device):
+@pytest.mark.parametrize("mode,dot", ORDERS)
+def test_llama_cpp_float_result_bit_for_bit(m, qtype, mode, dot, device):
     rng = np.random.default_rng(m)
     w = gguf_weights(5, 768, rng, qtype)
     x = hostile_rows(m, 768, rng)
     bias = rng.standard_normal(5).astype(F32)
-    y = tn.linear(x, w, bias, activations="q8_k", device=device)
-    np.testing.assert_array_equal(to_host(y), llama_cpp(x, w, qtype, bias=bias))
+    y = tn.linear(x, w, bias, activations=mode, device=device)
+    np.testing.assert_array_equal(to_host(y), llama_cpp(x, w, qtype, dot=dot, bias=bias))
+
+
+@pytest.mark.parametrize("blocks", range(1, 9))
+@pytest.mark.parametrize("mode,dot", ORDERS)
+def test_rows_of_one_to_eight_blocks_in_each_order(blocks, mode, dot, device):
+    """One row (the VNNI GEMV), a few (the dots) and many (the GEMM's tile) of 1..8 blocks;
+    the two orders differ from two blocks a row on."""
+    rng = np.random.default_rng(blocks)
+    n = QK_K * blocks
+    w = gguf_weights(3, n, rng)
+    x = rng.standard_normal((20, n)).astype(F32) * rng.uniform(0.1, 10, (20, blocks)).repeat(
+        QK_K, axis=1).astype(F32)
+    for rows in (x[:1], x[:3], x):
+        np.testing.assert_array_equal(to_host(tn.linear(rows, w, activations=mode, device=device)),
+                                      llama_cpp(rows, w, dot=dot))
+
+
+def test_the_two_orders_differ():
+    """The oracle's two builds (and so the two modes) differ on these rows: the tests above
+    can tell them apart."""
+    rng = np.random.default_rng(2)
+    w = gguf_weights(3, QK_K * 4, rng)
+    x = rng.standard_normal((20, QK_K * 4)).astype(F32)
+    assert (llama_cpp(x, w, dot="fma") != llama_cpp(x, w, dot="avx2")).any()
 
 
 @given(out=st.integers(1, 4), blocks=st.integers(1, 5), m=st.integers(1, 3),
-       fmt=st.sampled_from(tn.FORMATS), seed=st.integers(0, 2**32 - 1))
-def test_every_format_and_size_bit_for_bit(out, blocks, m, fmt, seed, device):
+       fmt=st.sampled_from(tn.FORMATS), order=st.sampled_from(ORDERS),
+       seed=st.integers(0, 2**32 - 1))
+def test_every_format_and_size_bit_for_bit(out, blocks, m, fmt, order, seed, device):
     rng = np.random.default_rng(seed)
     w = gguf_weights(out, QK_K * blocks, rng, fmt=fmt)
     x = hostile_rows(m, QK_K * blocks, rng)
-    np.testing.assert_array_equal(to_host(tn.linear(x, w, activations="q8_k", device=device)),
-                                  llama_cpp(x, w))
+    mode, dot = order
+    np.testing.assert_array_equal(to_host(tn.linear(x, w, activations=mode, device=device)),
+                                  llama_cpp(x, w, dot=dot))
 
 
 @pytest.mark.parametrize("layout", ["tensor", "row", "group512"])
-def test_other_scale_layouts_take_their_scale_as_each_blocks_d(layout, device):
+@pytest.mark.parametrize("mode,dot", ORDERS)
+def test_other_scale_layouts_take_their_scale_as_each_blocks_d(layout, mode, dot, device):
     rng = np.random.default_rng(11)
     v = rng.standard_normal((6, 1024))
     kwargs = {"tensor": {}, "row": {"axis": -1}, "group512": {"group_size": 512}}[layout]
     w = tn.quantize(v, **kwargs)
     x = hostile_rows(4, 1024, rng)
-    np.testing.assert_array_equal(to_host(tn.linear(x, w, activations="q8_k", device=device)),
-                                  llama_cpp(x, w))
+    np.testing.assert_array_equal(to_host(tn.linear(x, w, activations=mode, device=device)),
+                                  llama_cpp(x, w, dot=dot))
 
 
-@pytest.mark.parametrize("dot", ["generic", "fma"])
+@pytest.mark.parametrize("dot", ["generic", "avx2"])
 def test_other_builds_within_the_documented_bound(dot):
-    """The generic C kernel and a GCC (FMA) build sum the same integers in another order."""
+    """The generic C kernel and an unfused AVX2 build sum the same integers in another order
+    than a GCC (FMA) build."""
     rng = np.random.default_rng(4)
     n = 2048
     w = gguf_weights(8, n, rng)
@@ -327,14 +415,15 @@ def test_exact_at_the_largest_lane_sums(device):
     np.testing.assert_array_equal(y, [[3.0 * n / 2, -3.0 * n / 2], [0, 0]])
 
 
-def test_threaded_gemv_and_gemm_match_the_reference():
+@pytest.mark.parametrize("mode", ["q8_k", "q8_k_unfused"])
+def test_threaded_gemv_and_gemm_match_the_reference(mode):
     """Weights large enough for the thread pool (> 1 MiB packed), one row and many."""
     rng = np.random.default_rng(3)
     w = gguf_weights(4100, 1024, rng)
     for m in (1, 40):
         x = rng.standard_normal((m, 1024)).astype(F32)
-        np.testing.assert_array_equal(tn.linear(x, w, activations="q8_k", device="cpu"),
-                                      tn.linear(x, w, activations="q8_k", device="numpy"))
+        np.testing.assert_array_equal(tn.linear(x, w, activations=mode, device="cpu"),
+                                      tn.linear(x, w, activations=mode, device="numpy"))
 
 
 def test_layouts_and_shapes(device):
@@ -398,8 +487,9 @@ class TestArguments:
 
 def _q8k_runner(one):
     @njit
-    def run(w, xl, csum, d, scales):
-        return one(w, 2, xl, 0, csum, d, scales), dot_q8k.dot_q8k_rows(w, 2, xl, 1, csum, d, scales)
+    def run(w, xl, csum, d, scales, fused):
+        return (one(w, 2, xl, 0, csum, d, scales, fused),
+                dot_q8k.dot_q8k_rows(w, 2, xl, 1, csum, d, scales, fused))
 
     return run
 
@@ -409,8 +499,9 @@ Q8K_RUNS = {True: _q8k_runner(dot_q8k.dot_q8k), False: _q8k_runner(dot_q8k.dot_q
 
 
 @pytest.mark.parametrize("avx2", [True, False])
-@given(blocks=st.integers(0, 4), groups=st.sampled_from([1, 2]), seed=st.integers(0, 2**32 - 1))
-def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, seed):
+@given(blocks=st.integers(0, 4), groups=st.sampled_from([1, 2]), fused=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, fused, seed):
     """The LLVM dots (one row, and Q8K_ROWS rows at once; the portable lowering of the
     one-row dot) against the reference kernel, bit for bit."""
     if avx2 and "avx2" not in isa.available():
@@ -424,8 +515,8 @@ def test_simd_q8k_dots_match_the_reference(avx2, blocks, groups, seed):
                        rng.standard_normal((rows, n)).astype(F32) * F32(100))
     scales = rng.uniform(0.5, 2, (3, groups)).astype(F32)
     csum = bsums.reshape(rows, -1, 2).sum(-1, dtype=np.int32)
-    single, several = run(w, cpu_q8k.laid_out(q), csum, d, scales)
-    ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)[:, 2]
+    single, several = run(w, cpu_q8k.laid_out(q), csum, d, scales, fused)
+    ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None, fused)[:, 2]
     assert F32(single).tobytes() == ref[0].tobytes()
     assert np.array(several, F32).tobytes() == ref[1:].tobytes()
 
@@ -435,12 +526,12 @@ def _vnni_runners(level):
     dots = dot_q8k.make_dot_q8k(True, dot_q8k.Q8K_VNNI_ROWS, gemv_target.TARGETS[level].block)
 
     @njit
-    def run(w, xl, csum, d, scales):
-        return dot(w, 2, xl, 1, csum, d, scales)
+    def run(w, xl, csum, d, scales, fused):
+        return dot(w, 2, xl, 1, csum, d, scales, fused)
 
     @njit
-    def run_rows(w, xl, csum, d, scales):
-        return dots(w, 1, xl, 1, csum, d, scales)
+    def run_rows(w, xl, csum, d, scales, fused):
+        return dots(w, 1, xl, 1, csum, d, scales, fused)
 
     return run, run_rows
 
@@ -450,8 +541,9 @@ VNNI_RUNS = {level: _vnni_runners(level) for level in ("avxvnni", "avx512vnni")}
 
 
 @pytest.mark.parametrize("level", ["avxvnni", "avx512vnni"])
-@given(blocks=st.integers(0, 4), groups=st.sampled_from([1, 2]), seed=st.integers(0, 2**32 - 1))
-def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, seed):
+@given(blocks=st.integers(0, 4), groups=st.sampled_from([1, 2]), fused=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, fused, seed):
     """The GEMV's VNNI dots (256- and 512-bit; one weight row and Q8K_VNNI_ROWS) in their
     layout, with minus the chunk sums, bit for bit."""
     if level not in isa.available():
@@ -465,10 +557,10 @@ def test_vnni_q8k_dot_matches_the_reference(level, blocks, groups, seed):
     scales = rng.uniform(0.5, 2, (out, groups)).astype(F32)
     xl, ncsum = cpu_q8k.laid_out_vnni(q, bsums)
     np.testing.assert_array_equal(ncsum, -bsums.reshape(2, -1, 2).sum(-1, dtype=np.int32))
-    got = run(w, xl, ncsum, d, scales)
-    ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None)[1]
+    got = run(w, xl, ncsum, d, scales, fused)
+    ref = reference_linear_q8k(q, d, bsums, w, FORMATS["2bit"], n, scales, None, fused)[1]
     assert F32(got).tobytes() == ref[2].tobytes()
-    several = run_rows(w, xl, ncsum, d, scales)
+    several = run_rows(w, xl, ncsum, d, scales, fused)
     assert np.array(several, F32).tobytes() == ref[1:1 + dot_q8k.Q8K_VNNI_ROWS].tobytes()
 
 

@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 from numba import njit
 from test_dispatch import run_python
 from test_int8_gemm import codes_of, needs
-from test_q8k import QK_K, gguf_weights, hostile_rows, llama_cpp
+from test_q8k import ORDERS, QK_K, gguf_weights, hostile_rows, llama_cpp
 
 import tritnum as tn
 from tritnum import _isa as isa
 from tritnum._kernels.cpu._llvm import q8k_gemm
 from tritnum._kernels.cpu.matmul import GEMV_MAX_ROWS
+from tritnum._kernels.shared.q8k import fma32
 
 F32 = np.float32
 GEMM_ROWS = GEMV_MAX_ROWS + 1  # the fewest rows that take the GEMM
@@ -28,8 +29,8 @@ GEMM_ROWS = GEMV_MAX_ROWS + 1  # the fewest rows that take the GEMM
 
 def _runner(kernel):
     @njit
-    def run(ap, bp, sp, xp, wp, c, blocks):
-        kernel(ap, 5, bp, 3, blocks, sp, 2, xp, 1, wp, 4, c)
+    def run(ap, bp, sp, xp, wp, c, blocks, fused):
+        kernel(ap, 5, bp, 3, blocks, sp, 2, xp, 1, wp, 4, c, fused)
 
     return run
 
@@ -87,10 +88,11 @@ def test_panels_meet_in_ggml_lanes(seed):
 
 
 @pytest.mark.parametrize("level", sorted(q8k_gemm.TILES))
-@given(blocks=st.integers(0, 3), seed=st.integers(0, 2**32 - 1))
-def test_micro_kernel_matches_the_float32_combine(level, blocks, seed):
+@given(blocks=st.integers(0, 3), fused=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_micro_kernel_matches_the_float32_combine(level, blocks, fused, seed):
     """c[r, j]: per block and lane (steps (lane, block, half)), the int32 sum minus the
-    chunk sum, times dx * dw, added in float32 lane by lane, then hsum_float_8."""
+    chunk sum, times dx * dw, added in float32 lane by lane (one FMA if ``fused``), then
+    hsum_float_8."""
     needs(level)
     tile, run = TILES[level]
     rows, cols, steps = tile.rows, tile.cols, 16 * blocks
@@ -106,14 +108,15 @@ def test_micro_kernel_matches_the_float32_combine(level, blocks, seed):
     xp = np.concatenate([np.full(1, np.nan, F32), dx.reshape(-1)])
     wp = np.concatenate([np.full(4, np.nan, F32), dw.reshape(-1)])
     c = np.full((8 + blocks) * rows * cols + 3, 7.0, F32)
-    run(ap, bp, sp, xp, wp, c, blocks)
+    run(ap, bp, sp, xp, wp, c, blocks, fused)
     codes = codes_of(b).astype(np.int64)  # (t, j, byte, n)
     q = a.reshape(steps, rows, 4, 4).astype(np.int64)  # (t, r, n, byte)
     sums = np.einsum("tjbn,trnb->trj", codes, q).reshape(8, blocks, 2, rows, cols).sum(2)
     lanes = (sums.swapaxes(0, 1) - chunk[..., None]).astype(F32)  # (block, lane, r, j)
     acc = np.zeros((8, rows, cols), F32)
     for blk in range(blocks):
-        acc += lanes[blk] * (dx[blk][:, None] * dw[blk][None, :])
+        scale = dx[blk][:, None] * dw[blk][None, :]
+        acc = fma32(lanes[blk], scale, acc) if fused else acc + lanes[blk] * scale
     expected = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
     np.testing.assert_array_equal(c[:rows * cols].reshape(rows, cols), expected)
     assert (c[-3:] == 7.0).all()
@@ -121,13 +124,14 @@ def test_micro_kernel_matches_the_float32_combine(level, blocks, seed):
 
 @pytest.mark.skipif(not q8k_gemm.TILE, reason=f"the {isa.ISA} level keeps the dot products")
 @pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0"])
-def test_gemm_is_llama_cpp_bit_for_bit(qtype):
+@pytest.mark.parametrize("mode,dot", ORDERS)
+def test_gemm_is_llama_cpp_bit_for_bit(qtype, mode, dot):
     rng = np.random.default_rng(1)
     w = gguf_weights(35, 768, rng, qtype)
     x = hostile_rows(GEMM_ROWS, 768, rng)
     bias = rng.standard_normal(35).astype(F32)
-    y = tn.linear(x, w, bias, activations="q8_k", device="cpu")
-    np.testing.assert_array_equal(y, llama_cpp(x, w, qtype, bias=bias))
+    y = tn.linear(x, w, bias, activations=mode, device="cpu")
+    np.testing.assert_array_equal(y, llama_cpp(x, w, qtype, dot=dot, bias=bias))
 
 
 @pytest.mark.parametrize("level", EVERY_LEVEL)
@@ -145,11 +149,11 @@ def test_every_level_end_to_end(level):
                  (gguf_weights(33, 512, rng, "TQ1_0", "base3"), 17),
                  (tn.quantize(rng.standard_normal((20, 1024)), group_size=512), 61),
                  (tn.quantize(rng.standard_normal((7, 256)), axis=-1), 300)]
-        for w, m in cases:
+        for (w, m), mode in zip(cases, ["q8_k", "q8_k_unfused"] * 2):
             x = hostile_rows(m, w.shape[1], rng)
-            y = tn.linear(x, w, activations="q8_k", device="cpu")
-            assert np.array_equal(y, tn.linear(x, w, activations="q8_k", device="numpy"),
-                                  equal_nan=True), (w.shape, m)
+            y = tn.linear(x, w, activations=mode, device="cpu")
+            assert np.array_equal(y, tn.linear(x, w, activations=mode, device="numpy"),
+                                  equal_nan=True), (w.shape, m, mode)
         print(q8k_gemm.TILE is not None)
     """, TRITNUM_ISA=level)
     assert out.returncode == 0, out.stderr

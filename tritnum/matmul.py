@@ -44,7 +44,8 @@ _INTERNAL_API = ("_vector",)
 
 __all__ = ["BitLinear", "linear"]
 
-ACTIVATIONS = ("float", "int8", "q8_k")
+ACTIVATIONS = ("float", "int8", "q8_k", "q8_k_unfused")
+Q8K_MODES = ("q8_k", "q8_k_unfused")  # llama.cpp's Q8_K path: lane updates fused (FMA) or not
 
 
 def _weights(w: Any) -> TernaryTensor:
@@ -75,16 +76,17 @@ def _q8k_blocks(w: TernaryTensor) -> None:
 
 
 def _activations(x: Any, x_scale: Any, activations: str, n: int) -> tuple[Any, str]:
-    """``x`` checked, and the path it takes: ``"float"``, ``"int8"`` or ``"q8_k"``."""
+    """``x`` checked, and the path it takes: ``"float"``, ``"int8"`` or one of ``Q8K_MODES``."""
     choice(activations, "activations", ACTIVATIONS)
     a = native(x)
     if not (is_cuda_array(a) or is_dask(a)):
         a = native_order(np.asarray(a))
     kind = a.dtype.kind
     if a.dtype == np.int8 and x_scale is not None:
-        if activations == "q8_k":
-            raise TypeError("activations='q8_k' quantizes float x per 256-value block itself; "
-                            "an int8 x with x_scale is per-row int8 (activations='int8')")
+        if activations in Q8K_MODES:
+            raise TypeError(f"activations={activations!r} quantizes float x per 256-value "
+                            "block itself; an int8 x with x_scale is per-row int8 "
+                            "(activations='int8')")
         mode = "int8"
     elif a.dtype == np.int8:
         raise TypeError("an int8 x is quantized activations: pass its scale as x_scale "
@@ -196,7 +198,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
         format, with per-tensor, per-row or per-group scales.
     bias : array_like, shape (out,), optional
         Added to every output row.
-    activations : {"float", "int8", "q8_k"}
+    activations : {"float", "int8", "q8_k", "q8_k_unfused"}
         How ``x`` enters the products (see Notes for how each relates to
         bitnet.cpp and llama.cpp):
 
@@ -210,8 +212,14 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
           quantized to Q8_K (one float32 scale per 256 values, int8 quants, as
           ggml's ``quantize_row_q8_K``), each 256-value block's products are
           summed exactly in integers and rescaled by the block's weight and
-          activation scales, in float32 and in ggml's order. Needs ``in`` a
-          multiple of 256 and one weight scale per 256-input block or coarser.
+          activation scales, in float32 and in ggml's order, each lane update
+          ``acc + lane * scale`` one fused multiply-add (one rounding), as a
+          default llama.cpp build (GCC contracts ggml's multiply and add). Needs
+          ``in`` a multiple of 256 and one weight scale per 256-input block or
+          coarser.
+        - ``"q8_k_unfused"``: the same with the product and the sum rounded
+          each, as a build whose compiler does not fuse them
+          (``-ffp-contract=off``).
     x_scale : array_like, optional
         For int8 ``x`` only: the scale of each row (shape ``x.shape[:-1]``, or a
         scalar), ``x ≈ x_int8 * x_scale``. An int8 ``x`` with ``x_scale``
@@ -240,7 +248,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     ------
     ShapeMismatchError
         ``x.shape[-1]`` is not ``in``, ``bias`` is not ``(out,)``, or ``w`` is not 2-D;
-        with ``"q8_k"``, ``in`` is not a multiple of 256.
+        with ``"q8_k"`` (or ``"q8_k_unfused"``), ``in`` is not a multiple of 256.
     TypeError
         ``x`` is integer (other than int8 with ``x_scale``, which ``"q8_k"`` does
         not take either), bool, complex or object.
@@ -269,19 +277,20 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     weights (one fp16 scale per 256 weights) against Q8_K activations: that is
     ``"q8_k"``. For a ``w`` as read from a TQ1_0 or TQ2_0 file
     (``tn.io.from_gguf_blocks(..., ternary=True)``: ``group_size=256``, fp16
-    scales) it returns llama.cpp's float32 result bit for bit: the quants are
-    those of ``quantize_row_q8_K_ref`` (which x86 builds run; ``nearest_int``
-    rounds the float32 product half to even), each block's sum ``trit * q`` is
-    exact, split over the eight int32 lanes of ggml's AVX2 kernel
-    (``ggml_vec_dot_tq2_0_q8_K``; the TQ1_0 kernel has the same lanes), and every
-    lane is rescaled by ``float32(d_q8 * d_w)`` and accumulated in float32 block by
-    block, then the lanes are added as ``hsum_float_8`` adds them; a ``bias`` is
-    added in float32 after, as a separate ``ggml_add``. Two kinds of llama.cpp
-    build round differently: a compiler that fuses the lane update into an FMA
-    (GCC's default contraction; one rounding per block instead of two), and
-    ggml's generic C kernel (builds without AVX2), which sums whole blocks in
-    sequence. Both sum the same exact integers in float32 in another order, so
-    the difference stays within
+    scales) it returns the float32 result of a NumPy transcription of ggml's x86
+    AVX2 code bit for bit (the tests' oracle): the quants are those of
+    ``quantize_row_q8_K_ref`` (which x86 builds run; ``nearest_int`` rounds the
+    float32 product half to even), each block's sum ``trit * q`` is exact, split
+    over the eight int32 lanes of ggml's AVX2 kernel (``ggml_vec_dot_tq2_0_q8_K``;
+    the TQ1_0 kernel has the same lanes), and every lane is rescaled by
+    ``float32(d_q8 * d_w)`` and accumulated in float32 block by block, then the
+    lanes are added as ``hsum_float_8`` adds them; a ``bias`` is added in float32
+    after, as a separate ``ggml_add``. ggml writes the lane update as a multiply
+    then an add; GCC with ``-march=native`` (llama.cpp's default build) contracts
+    them into one FMA, which ``"q8_k"`` does; ``"q8_k_unfused"`` rounds twice, as
+    a build that keeps them apart. ggml's generic C kernel (builds without AVX2)
+    sums whole blocks in sequence instead. Any two of these sum the same exact
+    integers in float32 in another order, so the difference stays within
     ``(blocks + 5) * 2**-23 * sum_b |d_q8 d_w| * 3 * sum_(e in b) |q_e|`` (the
     recursive-summation bound of each, on lane terms at most three times the
     block's ``sum |q|``). Other weights take the same arithmetic with their own
@@ -309,7 +318,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     w = _weights(w)
     nout, n = w.shape
     a, mode = _activations(x, x_scale, activations, n)
-    if mode == "q8_k":
+    if mode in Q8K_MODES:
         _q8k_blocks(w)
     b = _bias(bias, nout)
     if is_dask(a) or is_dask(w.packed.data):  # lazy in, lazy out: weights shared by all tasks
@@ -327,10 +336,10 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
         y = np.zeros((m, nout), np.float32) + (0 if b is None else to_host(b))
     else:
         # the q8_k kernels take the packed data as it is (copied per call on CUDA)
-        data, scales = (_resident(w, dev) if mode != "q8_k"
+        data, scales = (_resident(w, dev) if mode not in Q8K_MODES
                         else (w.packed.data, _scale_rows(w)))
         weights = (data, w.packed._format, n, scales, b)
-        into = {} if target is None or mode == "q8_k" else {"out": target.reshape(m, nout)}
+        into = {} if target is None or mode in Q8K_MODES else {"out": target.reshape(m, nout)}
         y = _product(a, rows, given_scale, mode, dev, weights, into, check_finite)
         if into:
             return out
@@ -343,11 +352,11 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
 def _product(a: Any, rows: Any, x_scale: Any, mode: str, dev: str, weights: tuple[Any, ...],
              into: dict[str, Any], check_finite: bool) -> Any:
     """The ``(m, out)`` rows of :func:`linear` (into ``into["out"]`` when given, on CUDA)."""
-    if mode == "q8_k":
+    if mode in Q8K_MODES:
         q, d, bsums = call("quantize_q8k", dev, _float32_rows(rows))
         if not np.isfinite(to_host(d)).all():
             _raise_not_finite(a, "x", in_float32=True)
-        return call("linear_q8k", dev, q, d, bsums, *weights)
+        return call("linear_q8k", dev, q, d, bsums, *weights, mode == "q8_k")
     if mode == "int8" and x_scale is None:  # quantized and multiplied, no host round trip
         y, xs = call("linear_int8_fused", dev, rows, *weights, **into)
         if check_finite and not np.isfinite(to_host(xs)).all():
@@ -377,11 +386,12 @@ class BitLinear:
     bias : array_like, shape (out_features,), optional
     group_size : int, optional
         One weight scale per ``group_size`` inputs (default: one per tensor, as BitNet).
-    activations : {"int8", "float", "q8_k"}
+    activations : {"int8", "float", "q8_k", "q8_k_unfused"}
         ``"int8"`` (default, as bitnet.cpp runs, and unlike :func:`linear`, whose
         default is ``"float"``; the two differ by the activations' rounding, about
         1 %): W1.58A8 inference as bitnet.cpp; ``"float"``: float32; ``"q8_k"``:
-        llama.cpp's Q8_K activations (needs 256-value blocks, see :func:`linear`).
+        llama.cpp's Q8_K activations (needs 256-value blocks, see :func:`linear`;
+        ``"q8_k_unfused"`` without the FMA of its lane updates).
     format : {"2bit", "base3", "bitplane"}
         Packed format of the weights.
     device : {"auto", "cpu", "cuda", "numpy"}
@@ -414,7 +424,7 @@ class BitLinear:
         else:
             w = quantize(weight, group_size=group_size, format=format, device=device)
         self.weight = _weights(w)
-        if activations == "q8_k":
+        if activations in Q8K_MODES:
             _q8k_blocks(self.weight)
         self.bias = _bias(bias, self.weight.shape[0])
         if isinstance(self.bias, np.ndarray):  # the layer's own, read-only: GPU copies stay right

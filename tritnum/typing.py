@@ -22,7 +22,7 @@ Format: TypeAlias = Literal["2bit", "base3", "bitplane"]
 Device: TypeAlias = Literal["auto", "cpu", "cuda", "numpy"]
 """Where an operation runs: ``"auto"`` follows the data, ``"numpy"`` is the reference."""
 
-Activations: TypeAlias = Literal["float", "int8", "q8_k"]
+Activations: TypeAlias = Literal["float", "int8", "q8_k", "q8_k_unfused"]
 """How :func:`tritnum.linear` reads its activations: as floats, quantized to int8 per row
 (bitnet.cpp), or to Q8_K per 256-value block (llama.cpp)."""
 

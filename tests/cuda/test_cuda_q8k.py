@@ -1,5 +1,6 @@
 """The CUDA Q8_K kernels against the NumPy reference (itself checked against a transcription
-of ggml's C in tests/test_q8k.py), bit for bit, on tiny shapes.
+of ggml's C in tests/test_q8k.py) and that transcription itself, in both orders of the lane
+update (fused into an FMA, and not), bit for bit, on tiny shapes.
 
 Under the simulator :func:`small_launch` shrinks the thread blocks to 2 outputs (16
 threads), so that a few outputs cover several blocks and a grid-stride loop.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from numba import cuda
+from test_q8k import ORDERS, gguf_weights, llama_cpp
 
 import tritnum as tn
 from tritnum._dispatch import call
@@ -66,6 +68,20 @@ def test_linear_matches_reference_bit_for_bit(fmt, layout):
     got = tn.linear(cuda.to_device(x), w, bias, activations="q8_k", device="cuda")
     assert tn.cuda_available() and got.dtype == np.float32
     np.testing.assert_array_equal(got.copy_to_host(), ref)
+
+
+@pytest.mark.parametrize("blocks", range(1, 9))
+@pytest.mark.parametrize("mode,dot", ORDERS)
+def test_both_lane_orders_are_ggml_bit_for_bit(blocks, mode, dot):
+    """Rows of 1..8 blocks with scales of several magnitudes, against the transcription of
+    ggml's C (GCC's FMA, or no contraction); the orders differ from two blocks on."""
+    rng = np.random.default_rng(blocks)
+    n = 256 * blocks
+    w = gguf_weights(2, n, rng)
+    x = (rng.standard_normal((2, n)) * rng.uniform(0.1, 10, (2, blocks)).repeat(256, axis=1)
+         ).astype(np.float32)
+    got = tn.linear(cuda.to_device(x), w, activations=mode, device="cuda").copy_to_host()
+    np.testing.assert_array_equal(got, llama_cpp(x, w, dot=dot))
 
 
 def test_rejects_non_finite_x_on_the_device():

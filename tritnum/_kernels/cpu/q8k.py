@@ -6,7 +6,8 @@ the shared block quantizer's values and hand it the blocks they cannot do
 call in the order of :data:`._llvm.dot_q8k.Q8K_BYTE_ORDER`, and each output comes
 from :func:`._llvm.dot_q8k.dot_q8k`: the int8 GEMV's ``vpmaddubsw`` integer sums,
 kept as ggml's eight lanes per 256-value block and accumulated in float32 in
-ggml's order. On VNNI levels one row of ``x`` (the GEMV) goes through
+ggml's order, each lane update fused into one FMA or not as the caller asks
+(``fused``). On VNNI levels one row of ``x`` (the GEMV) goes through
 :func:`._llvm.dot_q8k.dot_q8k_vnni` instead, in its own layout (:func:`laid_out_vnni`):
 ``vpdpbusd`` sums fall in ggml's lanes without the int16 step, four weight rows
 sharing each load of ``x`` (4096 x 4096 with a scale per 256-block, 1 thread, AVX-512:
@@ -123,7 +124,7 @@ def _quantize_rows(x, bits, q, q64, d, bsums, t0, t1):
 
 
 @jit()
-def _q8k_rows(xl, csum, xd, w, scales, y, t0, t1):
+def _q8k_rows(xl, csum, xd, w, scales, fused, y, t0, t1):
     """Outputs ``t0 .. t1`` of every row of ``y``: ``Q8K_ROWS`` rows per :func:`dot_q8k_rows`.
 
     With a single tile (the GEMV) each weight row is prefetched ``rows_ahead`` rows
@@ -138,27 +139,27 @@ def _q8k_rows(xl, csum, xd, w, scales, y, t0, t1):
                 prefetch_row(w, o + ahead)
             whole = r0 + (r1 - r0) // Q8K_ROWS * Q8K_ROWS
             for r in range(r0, whole, Q8K_ROWS):
-                sums = dot_q8k_rows(w, o, xl, r, csum, xd, scales)
+                sums = dot_q8k_rows(w, o, xl, r, csum, xd, scales, fused)
                 for i in range(Q8K_ROWS):
                     y[r + i, o] = sums[i]
             for r in range(whole, r1):
-                y[r, o] = dot_q8k(w, o, xl, r, csum, xd, scales)
+                y[r, o] = dot_q8k(w, o, xl, r, csum, xd, scales, fused)
     return 0
 
 
 @jit()
-def _q8k_gemv(xl, csum, xd, w, scales, y, ctl, t1):
+def _q8k_gemv(xl, csum, xd, w, scales, fused, y, ctl, t1):
     """:func:`_q8k_gemv_rows` over the chunks of outputs this thread claims (``run_claimed``)."""
     o, end = claim(ctl, t1)
     while o < t1:
-        _q8k_gemv_rows(xl, csum, xd, w, scales, y, o, end)
+        _q8k_gemv_rows(xl, csum, xd, w, scales, fused, y, o, end)
         o, end = claim(ctl, t1)
     leave(ctl)
     return 0
 
 
 @jit()
-def _q8k_gemv_rows(xl, csum, xd, w, scales, y, t0, t1):
+def _q8k_gemv_rows(xl, csum, xd, w, scales, fused, y, t0, t1):
     """Outputs ``t0 .. t1`` of one row of ``x``: ``Q8K_VNNI_ROWS`` weight rows a dot.
 
     ``csum`` holds minus the chunk sums; prefetched as :func:`_q8k_rows` does.
@@ -171,11 +172,11 @@ def _q8k_gemv_rows(xl, csum, xd, w, scales, y, t0, t1):
             if o + i + ahead < t1:
                 prefetch_row(w, o + i + ahead)
         if step == Q8K_VNNI_ROWS:  # the rows share each load of x
-            sums = dot_q8k_vnni_rows(w, o, xl, 0, csum, xd, scales)
+            sums = dot_q8k_vnni_rows(w, o, xl, 0, csum, xd, scales, fused)
             for i in range(Q8K_VNNI_ROWS):
                 y[0, o + i] = sums[i]
         else:
-            y[0, o] = dot_q8k_vnni(w, o, xl, 0, csum, xd, scales)
+            y[0, o] = dot_q8k_vnni(w, o, xl, 0, csum, xd, scales, fused)
         o += step
     return 0
 
@@ -235,24 +236,25 @@ def quantize_q8k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @register("linear_q8k", "cpu")
 def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: np.ndarray, fmt: Format,
-               n: int, scales: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+               n: int, scales: np.ndarray, bias: np.ndarray | None, fused: bool) -> np.ndarray:
     m = q.shape[0]
     if fmt.name != "2bit":
         w = convert(w, fmt, FORMATS["2bit"], n)[0]
     w = np.ascontiguousarray(w)
     if m == 1 and w.shape[0] and dot_q8k_vnni is not None:  # ggml's lanes straight from VNNI
         y = np.empty((m, w.shape[0]), np.float32)
-        run_claimed(_q8k_gemv, w.shape[0], w.nbytes, *laid_out_vnni(q, bsums), d, w, scales, y)
+        run_claimed(_q8k_gemv, w.shape[0], w.nbytes, *laid_out_vnni(q, bsums), d, w, scales,
+                    fused, y)
     else:
         # lane L's chunk sums: values 32 L .. 32 L + 31 (a strided add: 13x faster than .sum)
         csum = bsums[:, 0::2].astype(np.int32) + bsums[:, 1::2]
         if m > GEMV_MAX_ROWS and w.shape[0] and gemm_applies():
-            y = gemm_q8k(q, d, csum, w, scales)
+            y = gemm_q8k(q, d, csum, w, scales, fused)
         else:
             y = np.empty((m, w.shape[0]), np.float32)
             if y.size:
                 run(_q8k_rows, w.shape[0], w.nbytes * max(1, m // TILE_ROWS), laid_out(q), csum,
-                    d, w, scales, y)
+                    d, w, scales, fused, y)
     if bias is not None:
         y += bias
     return y

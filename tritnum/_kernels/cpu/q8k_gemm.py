@@ -73,7 +73,7 @@ def _activation_rows(q, a, t0, t1):
 
 
 @jit()
-def _gemm_tiles(a, csum, dx, w, dw, tile_blocks, y, t0, t1):
+def _gemm_tiles(a, csum, dx, w, dw, tile_blocks, fused, y, t0, t1):
     """Tiles ``t0..t1`` of ``TILE.cols`` weight rows: ``y[r, o]`` for every activation row."""
     m, out = y.shape
     steps, rows, cols = a.shape[1], a.shape[2], dw.shape[2]
@@ -87,7 +87,7 @@ def _gemm_tiles(a, csum, dx, w, dw, tile_blocks, y, t0, t1):
             for nb in range(b0, b1):
                 q8k_tile(a, mb * steps * rows * 16, panel, (nb - b0) * steps * cols * 4, blocks,
                          csum, mb * blocks * LANES * rows, dx, mb * blocks * rows,
-                         dw, nb * blocks * cols, c)
+                         dw, nb * blocks * cols, c, fused)
                 o0 = nb * cols
                 for r in range(min(rows, m - mb * rows)):
                     yr = y[mb * rows + r]
@@ -97,11 +97,11 @@ def _gemm_tiles(a, csum, dx, w, dw, tile_blocks, y, t0, t1):
 
 
 def gemm_q8k(q: np.ndarray, d: np.ndarray, csum: np.ndarray, w: np.ndarray,
-             scales: np.ndarray) -> np.ndarray:
+             scales: np.ndarray, fused: bool) -> np.ndarray:
     """float32 ``(m, out)``: ``linear_q8k`` without the bias, :func:`applies` levels only.
 
     For Q8_K rows ``q``, ``d``, their chunk sums ``csum`` ``(m, K / 32)`` and "2bit"
-    weights ``w`` with ``scales`` ``(out, groups)``.
+    weights ``w`` with ``scales`` ``(out, groups)``; ``fused``: each lane update one FMA.
     """
     m, k = q.shape
     blocks = k // QK_K
@@ -113,5 +113,5 @@ def gemm_q8k(q: np.ndarray, d: np.ndarray, csum: np.ndarray, w: np.ndarray,
     tile_blocks = max(1, PANEL_BYTES // (cols * blocks * STEPS * 4))
     y = np.empty((m, w.shape[0]), np.float32)
     run(_gemm_tiles, dw.shape[0], w.nbytes, a, starts, column_tiles(d, rows), w, dw,
-        tile_blocks, y)
+        tile_blocks, fused, y)
     return y

@@ -6,11 +6,14 @@
   ``LANE_OUTPUTS`` outputs per block. A thread sums its lane's 32 products of
   each block exactly (int), takes off the lane's chunk sum and adds the block's
   rescaled lane to its float32 sum; lane 0 then adds the eight lanes in
-  ``hsum_float_8``'s order. The rescaling is ``cuda.fma(lane, scale, -0.0)``: the
-  float32 product rounded once, as a product the compiler may not contract with
-  the addition that follows (NVVM fuses a plain multiply and add into an FMA,
-  which rounds once where ggml rounds twice). Any packed format: the codes are
-  read with the shared :func:`..shared.packing.read_code`.
+  ``hsum_float_8``'s order. Fused (a GCC build of ggml): the lane update is
+  ``cuda.fma(lane, scale, acc)``, one rounding. Unfused: the rescaling is
+  ``cuda.fma(lane, scale, -0.0)``, the float32 product rounded once, as a product
+  the compiler may not contract with the addition that follows (NVVM fuses a
+  plain multiply and add into an FMA). The simulator's ``cuda.fma`` rounds twice
+  (``a * b + c`` in float32): there the fused update is
+  :func:`..shared.q8k.fma32`. Any packed format: the codes are read with the
+  shared :func:`..shared.packing.read_code`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ..._formats import Format
 from ..shared import packing as codecs
 from ..shared import q8k as shared
 from ..shared.packing import byte_rows
-from ._launch import MAX_BLOCKS, THREADS, blocks
+from ._launch import MAX_BLOCKS, SIMULATOR, THREADS, blocks
 
 _device = cuda.jit(device=True, inline="always")
 _quantize_block = _device(shared.quantize_q8k_block)
@@ -34,6 +37,17 @@ _read_code = _device(codecs.read_code)
 QK_K = shared.QK_K
 LANES = shared.LANES
 LANE_OUTPUTS = 32  # outputs per thread block of q8k_lanes: 8 lanes each, 256 threads
+
+
+if SIMULATOR:  # its cuda.fma is a * b + c, two roundings
+
+    def _fma(a, b, c):
+        return float32(shared.fma32(a, b, c))
+else:
+
+    @_device
+    def _fma(a, b, c):
+        return cuda.fma(a, b, c)
 
 
 @cuda.jit
@@ -47,7 +61,7 @@ def quantize_q8k_blocks(x, q, d, bsums):
 
 
 @cuda.jit
-def q8k_lanes(q, d, bsums, w, fmt, half, scales, per_scale, bias, y):
+def q8k_lanes(q, d, bsums, w, fmt, half, scales, per_scale, bias, fused, y):
     """Thread ``(slot, lane)`` of a block: lane ``lane`` of output ``o0 + slot`` of row ``r``.
 
     Parameters
@@ -65,6 +79,8 @@ def q8k_lanes(q, d, bsums, w, fmt, half, scales, per_scale, bias, y):
         Blocks per weight scale.
     bias : (out,) or (0,) float32
         Empty without a bias.
+    fused : bool
+        Each lane update one FMA (else a product, then a sum).
     y : (m, out) float32
     """
     sums = cuda.shared.array((LANE_OUTPUTS, LANES), float32)
@@ -89,7 +105,10 @@ def q8k_lanes(q, d, bsums, w, fmt, half, scales, per_scale, bias, y):
                         s += (_read_code(fmt, wrow, base + a, half) * int(q[r, base + a]))
                 s -= int(bsums[r, 16 * b + 2 * lane]) + int(bsums[r, 16 * b + 2 * lane + 1])
                 scale = d[r, b] * scales[o, b // per_scale]
-                acc += cuda.fma(float32(s), scale, float32(-0.0))
+                if fused:
+                    acc = _fma(float32(s), scale, acc)
+                else:
+                    acc += cuda.fma(float32(s), scale, float32(-0.0))
         sums[slot, lane] = acc
         cuda.syncthreads()
         if lane == 0 and o < out:
@@ -114,7 +133,7 @@ def quantize_q8k(x: Any) -> tuple[Any, Any, Any]:
 
 @register("linear_q8k", "cuda")
 def linear_q8k(q: Any, d: Any, bsums: Any, w: Any, fmt: Format, n: int, scales: Any,
-               bias: Any) -> Any:
+               bias: Any, fused: bool) -> Any:
     m = q.shape[0]
     rows, half = byte_rows(w, fmt)
     out = rows.shape[0]
@@ -126,5 +145,5 @@ def linear_q8k(q: Any, d: Any, bsums: Any, w: Any, fmt: Format, n: int, scales: 
     tasks = m * -(-out // LANE_OUTPUTS)
     q8k_lanes[min(tasks, MAX_BLOCKS), LANE_OUTPUTS * LANES](
         q, d, bsums, rows, fmt.code, half, scales,
-        max(1, nblocks // scales.shape[1]), bias, y)
+        max(1, nblocks // scales.shape[1]), bias, fused, y)
     return y

@@ -7,13 +7,15 @@ Kernel contract shared by every backend (``K = n``, a multiple of ``QK_K = 256``
   ggml's ``quantize_row_q8_K_ref`` (:func:`..shared.q8k.quantize_q8k_block`);
   ``d`` is NaN for a block holding NaN or infinity (its ``q`` and ``bsums`` are
   then unspecified: the caller refuses such ``x``).
-- ``linear_q8k(q, d, bsums, w, fmt, n, scales, bias)``: float32 ``(m, out)``, each
-  output as ggml's AVX2 ``ggml_vec_dot_tq2_0_q8_K`` computes it
+- ``linear_q8k(q, d, bsums, w, fmt, n, scales, bias, fused)``: float32 ``(m, out)``,
+  each output as ggml's AVX2 ``ggml_vec_dot_tq2_0_q8_K`` computes it
   (:mod:`..shared.q8k`): per block ``b`` the exact int32 lane sums, each times
-  ``float32(d[r, b] * scale)`` and added to its lane in float32, then the lanes
-  summed in ``hsum_float_8``'s order; ``bias`` (None or float32 ``(out,)``) added
-  in float32 after. ``scales`` is ``(out, groups)`` float32 with ``groups``
-  dividing ``K / 256``: block ``b`` takes ``scales[o, b // (K / 256 / groups)]``.
+  ``float32(d[r, b] * scale)`` and added to its lane in float32 (``fused``: in one
+  rounding, ``fma(lane, scale, acc)``, as GCC's contraction; else the product and
+  the sum each rounded), then the lanes summed in ``hsum_float_8``'s order;
+  ``bias`` (None or float32 ``(out,)``) added in float32 after. ``scales`` is
+  ``(out, groups)`` float32 with ``groups`` dividing ``K / 256``: block ``b``
+  takes ``scales[o, b // (K / 256 / groups)]``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
-from ..shared.q8k import BSUM, LANES, QK_K, hsum8
+from ..shared.q8k import BSUM, LANES, QK_K, fma32, hsum8
 from .matmul import trits
 
 CHUNK = 1 << 22  # lane sums held at once (outputs are computed a chunk of rows at a time)
@@ -64,7 +66,7 @@ def _lanes(q: np.ndarray, codes: np.ndarray, chunk_sums: np.ndarray) -> np.ndarr
 
 @register("linear_q8k", "numpy")
 def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: np.ndarray, fmt: Format,
-               n: int, scales: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+               n: int, scales: np.ndarray, bias: np.ndarray | None, fused: bool) -> np.ndarray:
     m = q.shape[0]
     out = w.shape[0]
     blocks = n // QK_K
@@ -81,6 +83,9 @@ def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: np.ndarray, f
             scale = d[:, None, :] * block_scales[None]  # (m, rows, blocks) float32
             acc = np.zeros((m, codes.shape[0], LANES), np.float32)
             for b in range(blocks):
-                acc += lanes[:, :, b] * scale[:, :, b, None]
+                if fused:
+                    acc = fma32(lanes[:, :, b], scale[:, :, b, None], acc)
+                else:
+                    acc += lanes[:, :, b] * scale[:, :, b, None]
             y[:, o0:o0 + rows] = hsum8(*np.moveaxis(acc, -1, 0))
     return y if bias is None else y + bias

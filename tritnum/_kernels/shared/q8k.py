@@ -16,6 +16,12 @@ its ``tq1_0`` twin has the same lanes): each block's integer sum is split over
 ``bsums`` that the codes ``t + 1`` over-count), and the lanes are rescaled and
 accumulated in float32 one block after another, then added as ``hsum_float_8``
 does: ``((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))``.
+
+ggml writes the lane update ``sumf = _mm256_add_ps(_mm256_mul_ps(lanes, d), sumf)``;
+GCC (the default build, ``-march=native``) contracts it into one FMA, rounding once
+per block: that is the default here (``fused``). Without contraction (``-ffp-contract=off``
+or a compiler that keeps them apart) the product and the sum round each:
+``activations="q8_k_unfused"``. :func:`fma32` is the single rounding in NumPy.
 """
 
 import numpy as np
@@ -79,6 +85,33 @@ def quantize_q8k_block(x, base, q, bsums, bbase):
             s += int(qb[j])
         bsums[bbase + k] = s
     return np.float32(1) / iscale
+
+
+def fma32(a, b, c):
+    """float32 ``a * b + c`` rounded once, as ``fma``, for float32 arrays or scalars (NumPy).
+
+    The product of two float32 is exact in float64 (24 + 24 significant bits <= 53).
+    The sum with ``c`` is rounded to float64 (``s``) with its exact error ``e``
+    (Knuth's TwoSum, exact without overflow, which float32 operands cannot reach),
+    then rounded to odd: an inexact ``s`` whose last bit is even moves one float64
+    ulp toward ``e``. Rounding to odd with at least two bits more than the target
+    (53 >= 24 + 2), then to nearest float32, rounds the exact value once (Boldo and
+    Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
+    rounding to odd", IEEE Trans. Computers 57(4), 2008, Theorem 3); plain float64
+    rounding then float32 rounds twice and errs where ``s`` falls on a float32 tie
+    (``a = b = 1 + 2**-12, c = 2**-80``). NaN and infinities follow IEEE (they skip
+    the correction).
+    """
+    c64 = np.asarray(c, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+        s = p + c64
+        back = s - p
+        e = (p - (s - back)) + (c64 - back)
+        even = (s.view(np.int64) & 1) == 0
+        nudge = (e != 0) & even & np.isfinite(s)
+        s = np.where(nudge, np.nextafter(s, np.copysign(np.inf, e)), s)
+    return s.astype(np.float32)
 
 
 def hsum8(a0, a1, a2, a3, a4, a5, a6, a7):

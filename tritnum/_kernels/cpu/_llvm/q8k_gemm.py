@@ -17,7 +17,8 @@ for the weights, :func:`lay_out_q8k` for the activations), steps ordered
 (started at minus the lane's chunk sum) are flushed into the ``8 * R * C``
 float32 lane accumulators in ``c`` (in the L1 cache). ``c``'s eight lanes are
 added at the end. The float scales ``d_x * d_w`` of a block are made once for its
-eight lanes. Plain ``fmul``/``fadd``: never fused into an FMA, as ggml's AVX2 code.
+eight lanes. Each lane update is one ``llvm.fma`` (GCC's contraction of ggml's AVX2
+code) or, unfused, ``fmul`` then ``fadd`` (:func:`.dot_q8k.lane_update`).
 
 Floor per lane sum, next to its 8 ``vpdpbusd`` lanes: one ``fmul`` (on Zen 5 the
 pipes of ``vpdpbusd``), one ``fadd``, and the conversion to float32, which costs
@@ -37,6 +38,7 @@ from numba.extending import intrinsic
 
 from ...._isa import ISA, TABLE
 from . import F32, I8, I32, broadcast, load, pointer, vector
+from .dot_q8k import both_orders, lane_update
 from .gemm import Tile, _const, _multiply_add, _step
 
 LANES = 8  # ggml's int32 lanes per block
@@ -52,27 +54,29 @@ PANEL_ORDER = tuple(L + 8 * (4 * h + i) for L in range(LANES) for h in range(2) 
 def make_q8k_tile(tile: Tile):
     """The Q8_K micro-kernel intrinsic for ``tile``.
 
-    ``q8k_tile(a, aoff, b, boff, blocks, starts, soff, dx, xoff, dw, woff, c)``: ``a``
+    ``q8k_tile(a, aoff, b, boff, blocks, starts, soff, dx, xoff, dw, woff, c, fused)``: ``a``
     and ``b`` as :func:`.gemm.make_tile`'s panels, ``16 * blocks`` steps; ``starts``
     int32 ``[blocks][LANES][R]`` (``MAGIC`` minus the lanes' chunk sums), ``dx`` float32
     ``[blocks][R]``, ``dw`` float32 ``[blocks][C]``; ``c`` float32 of ``(LANES + blocks)
     * R * C`` elements: the result ``[R][C]`` in its first ``R * C``, the rest scratch.
     Step ``(L * blocks + b) * 2 + h`` of the panels holds lane ``L``'s half ``h`` of
     block ``b``: one lane after another, each over all blocks, its float32 sums in
-    registers.
+    registers. ``fused`` (bool): each lane update one FMA.
     """
     lanes, rows, cols = tile.lanes, tile.rows, tile.cols
     per_row = cols // lanes
     vi, vf = vector(I32, lanes), vector(F32, lanes)
 
     @intrinsic
-    def q8k_tile(typingctx, a, aoff, b, boff, blocks, starts, soff, dx, xoff, dw, woff, c):
+    def q8k_tile(typingctx, a, aoff, b, boff, blocks, starts, soff, dx, xoff, dw, woff, c,
+                 fused):
         arrays = ((a, types.int8), (b, types.uint8), (starts, types.int32),
                   (dx, types.float32), (dw, types.float32), (c, types.float32))
-        if not all(isinstance(t, types.Array) and t.dtype == d for t, d in arrays):
+        if not (all(isinstance(t, types.Array) and t.dtype == d for t, d in arrays)
+                and isinstance(fused, types.Boolean)):
             return None
         sig = types.none(a, types.intp, b, types.intp, types.intp, starts, types.intp,
-                         dx, types.intp, dw, types.intp, c)
+                         dx, types.intp, dw, types.intp, c, types.boolean)
 
         def codegen(context, builder, sig, args):
             ap = pointer(context, builder, sig.args[0], args[0], args[1], I8)
@@ -109,27 +113,31 @@ def make_q8k_tile(tile: Tile):
                         i = r * per_row + j
                         builder.store(builder.fmul(xd, weight[j]),
                                       scale(bk, i), align=1)
-            with cgutils.for_range(builder, _const(LANES)) as lane:
-                for acc in sums:
-                    builder.store(ir.Constant(vf, None), acc)
-                with cgutils.for_range(builder, args[4]) as block:
-                    bk = block.index
-                    first = builder.add(builder.mul(lane.index, args[4]), bk)
-                    seg = builder.add(builder.mul(bk, _const(LANES)), lane.index)
-                    for r in range(rows):
-                        start = broadcast(builder, load(builder, sp, builder.add(
-                            builder.mul(seg, _const(rows)), _const(r)), I32, 1), lanes)
-                        for j in range(per_row):
-                            builder.store(start, accs[r * per_row + j])
-                    for h in range(2):
-                        t = builder.add(builder.mul(first, _const(2)), _const(h))
-                        _step(builder, tile, ap, bp, t, accs, multiply_add)
-                    for i, (acc, total) in enumerate(zip(accs, sums, strict=True)):
-                        exact = builder.fsub(builder.bitcast(builder.load(acc), vf), offset)
-                        product = builder.fmul(exact, builder.load(scale(bk, i), align=1))
-                        builder.store(builder.fadd(builder.load(total), product), total)
-                for i, total in enumerate(sums):
-                    builder.store(builder.load(total), lane_acc(lane.index, i), align=1)
+
+            def lanes_of(fuse):
+                with cgutils.for_range(builder, _const(LANES)) as lane:
+                    for acc in sums:
+                        builder.store(ir.Constant(vf, None), acc)
+                    with cgutils.for_range(builder, args[4]) as block:
+                        bk = block.index
+                        first = builder.add(builder.mul(lane.index, args[4]), bk)
+                        seg = builder.add(builder.mul(bk, _const(LANES)), lane.index)
+                        for r in range(rows):
+                            start = broadcast(builder, load(builder, sp, builder.add(
+                                builder.mul(seg, _const(rows)), _const(r)), I32, 1), lanes)
+                            for j in range(per_row):
+                                builder.store(start, accs[r * per_row + j])
+                        for h in range(2):
+                            t = builder.add(builder.mul(first, _const(2)), _const(h))
+                            _step(builder, tile, ap, bp, t, accs, multiply_add)
+                        for i, (acc, total) in enumerate(zip(accs, sums, strict=True)):
+                            exact = builder.fsub(builder.bitcast(builder.load(acc), vf), offset)
+                            builder.store(lane_update(builder, fuse, builder.load(total), exact,
+                                                      builder.load(scale(bk, i), align=1)), total)
+                    for i, total in enumerate(sums):
+                        builder.store(builder.load(total), lane_acc(lane.index, i), align=1)
+
+            both_orders(builder, args[12], lanes_of)
             # hsum_float_8: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7))
             for i in range(rows * per_row):
                 v = [builder.load(lane_acc(_const(lane), i), align=1) for lane in range(LANES)]
