@@ -42,8 +42,9 @@ PUBLIC = {
     "tritnum.testing": {"packed_trits", "ternary_tensors", "trit_arrays", "trit_shapes"},
     "tritnum.typing": {"Activations", "BindRule", "Device", "Estimate", "Format", "GGUFQType",
                        "HVFormat", "I2SLayout", "Metric"},
-    "tritnum.torch": {"BitLinear", "CompressionState", "GradientCompression", "convert",
-                      "ddp_comm_hook", "export", "register_compression"},
+    "tritnum.torch": {"BitLinear", "CompressionState", "GradientCompression", "QuantSchedule",
+                      "convert", "ddp_comm_hook", "export", "freeze", "load_exported",
+                      "register_compression", "set_quant_lambda", "unfreeze"},
 }
 
 
