@@ -203,7 +203,9 @@ class SparseDistributedMemory:
         """
         queries, lead = self._keys(queries, "queries")
         act = self.active(queries).reshape(math.prod(lead), self.locations)
-        sums = act.astype(np.int64) @ self.counters
+        sums = np.zeros((len(act), self.value_d), np.int64)
+        for row, hits in zip(sums, act, strict=True):  # a few active locations each
+            self.counters[hits].sum(axis=0, out=row)
         out = place(np.sign(sums).astype(np.int8), _origin(queries), (*lead, self.value_d))
         return pack(out, "bitplane") if isinstance(queries, PackedTrits) else out
 
