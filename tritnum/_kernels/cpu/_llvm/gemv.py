@@ -247,27 +247,39 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False,
     return scaled_dot
 
 
-def _pairs(builder, a, b):
-    """Adjacent lanes of ``a`` then ``b`` added in pairs: ``(a ++ b)[2j] + (a ++ b)[2j + 1]``."""
-    n = a.type.count
-    even = builder.shuffle_vector(a, b, ir.Constant(vector(I32, n), list(range(0, 2 * n, 2))))
-    odd = builder.shuffle_vector(a, b, ir.Constant(vector(I32, n), list(range(1, 2 * n, 2))))
-    return builder.add(even, odd)
+def _halves(builder, a, b, width):
+    """``a ++ b`` with each run of ``width`` lanes (a group's) folded onto its first half.
 
-
-def _group_sums(builder, units):
-    """The ``SLOTS`` group sums of ``units``: int32 lane vectors, each group's lanes adjacent.
-
-    Merging two vectors adds adjacent lanes of both (order kept), halving each group's
-    lanes; the last vector is folded onto itself down to one lane a group.
+    The groups keep their order and their lanes stay adjacent; halves of whole 256-bit
+    and 128-bit runs are single cheap shuffles.
     """
-    while len(units) > 1:
-        units = [_pairs(builder, a, b) for a, b in zip(units[::2], units[1::2], strict=True)]
-    v = units[0]
+    n = a.type.count
+    lo = [start + i for start in range(0, 2 * n, width) for i in range(width // 2)]
+    pick = [builder.shuffle_vector(a, b, ir.Constant(vector(I32, len(lo)), [i + d for i in lo]))
+            for d in (0, width // 2)]
+    return builder.add(*pick)
+
+
+def _merge(builder, stack, v, width):
+    """Push ``(v, width)`` on ``stack``, merging equal widths (:func:`_halves`) as they come.
+
+    Merging each pair as soon as it is there keeps a few vectors live a row, not a step's
+    blocks (4 rows of 8 blocks spilled 32 zmm registers).
+    """
+    while stack and stack[-1][1] == width:
+        v, width = _halves(builder, stack.pop()[0], v, width), width // 2
+    stack.append((v, width))
+
+
+def _group_sums(builder, v, width):
+    """The ``SLOTS`` group sums of ``v``, whose groups are ``width`` adjacent int32 lanes."""
     while v.type.count > SLOTS:
         half = v.type.count // 2
-        v = _pairs(builder, *(builder.shuffle_vector(v, v, ir.Constant(
-            vector(I32, half), list(range(lo, lo + half)))) for lo in (0, half)))
+        lo, hi = (builder.shuffle_vector(v, v, ir.Constant(vector(I32, half),
+                                                           list(range(k, k + half))))
+                  for k in (0, half))
+        v = _halves(builder, lo, hi, width)
+        width //= 2
     return v
 
 
@@ -326,10 +338,8 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
             vs = vector(F64, SLOTS)
             slots = [cgutils.alloca_once_value(builder, ir.Constant(vs, None)) for _ in range(rows)]
             zero = ir.Constant(vector(I32, lanes), None)
-            per_unit = c(1) if group_lanes < lanes else bpg  # blocks of a unit
-
-            def unit(u):
-                """Each row's int32 lane sums of unit ``u`` (a block, or a group of blocks)."""
+            def unit(u, per_unit):
+                """Each row's int32 lane sums of unit ``u`` (a block, or ``per_unit`` blocks)."""
                 first = builder.mul(u, per_unit)
                 return sum_int8(builder, [builder.gep(wp, [builder.mul(first, c(size))])
                                           for wp in wps],
@@ -337,23 +347,42 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                                 per_unit, size, [zero] * rows)
 
             def rescale(g0, by_row, mask):
-                """Each row's slots += scales * (group sums + xneg) for groups g0.. (``mask``)."""
+                """Each row's slots += scales * (group sums + xneg) for groups g0.. (``mask``).
+
+                ``by_row``: each row's units, merged in order (:func:`_merge`).
+                """
                 def vec(base, elt):
                     ptr = builder.bitcast(builder.gep(base, [g0]), vector(elt, SLOTS).as_pointer())
                     return (builder.load(ptr, align=4) if mask is None
                             else masked_load(builder, ptr, mask))
                 xg = vec(xn, I32)
-                for units_of_row, sp, slot in zip(by_row, sps, slots, strict=True):
-                    sums = builder.sitofp(builder.add(_group_sums(builder, units_of_row), xg), vs)
+                for stack, sp, slot in zip(by_row, sps, slots, strict=True):
+                    (merged, width), = stack
+                    sums = builder.sitofp(builder.add(_group_sums(builder, merged, width), xg), vs)
                     scale = builder.fpext(builder.bitcast(vec(sp, I32), vector(F32, SLOTS)), vs)
                     builder.store(builder.fadd(builder.load(slot),
                                                builder.fmul(sums, scale, flags=("contract",)),
                                                flags=("contract",)), slot)
 
-            with cgutils.for_range(builder, builder.udiv(groups, c(SLOTS))) as loop:
-                step = loop.index
-                done = [unit(builder.add(builder.mul(step, c(units)), c(j))) for j in range(units)]
-                rescale(builder.mul(step, c(SLOTS)), list(zip(*done, strict=True)), None)
+            def steps(per_unit):
+                with cgutils.for_range(builder, builder.udiv(groups, c(SLOTS))) as loop:
+                    step = loop.index
+                    stacks = [[] for _ in range(rows)]
+                    for j in range(units):
+                        for stack, v in zip(stacks, unit(builder.add(builder.mul(step, c(units)),
+                                                                     c(j)), per_unit),
+                                            strict=True):
+                            _merge(builder, stack, v, group_lanes)
+                    rescale(builder.mul(step, c(SLOTS)), stacks, None)
+
+            # groups of one block (or in one) as straight-line code: LLVM schedules the
+            # blocks of a step together (a loop of one block each kept them apart)
+            per_unit = c(1) if group_lanes < lanes else bpg  # blocks of a unit
+            with builder.if_else(builder.icmp_unsigned("==", per_unit, c(1))) as (one, more):
+                with one:
+                    steps(c(1))
+                with more:
+                    steps(per_unit)
             left = builder.urem(groups, c(SLOTS))
             with builder.if_then(builder.icmp_unsigned("!=", left, c(0))):
                 # the last groups: the units there are (whole blocks: the caller's rows are),
@@ -365,13 +394,17 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                 base = builder.udiv(builder.mul(g0, c(group_lanes)), c(lanes))
                 for j in range(units):
                     with builder.if_then(builder.icmp_unsigned("<", c(j), have)):
-                        for ptr, v in zip((h[j] for h in held), unit(builder.add(base, c(j))),
-                                          strict=True):
+                        for ptr, v in zip((h[j] for h in held),
+                                          unit(builder.add(base, c(j)), per_unit), strict=True):
                             builder.store(v, ptr)
                 mask = builder.icmp_unsigned("<", ir.Constant(vector(ty, SLOTS),
                                                               list(range(SLOTS))),
                                              broadcast(builder, left, SLOTS))
-                rescale(g0, [[builder.load(p) for p in h] for h in held], mask)
+                stacks = [[] for _ in range(rows)]
+                for stack, h in zip(stacks, held, strict=True):
+                    for p in h:
+                        _merge(builder, stack, builder.load(p), group_lanes)
+                rescale(g0, stacks, mask)
             dots = [horizontal_sum(builder, builder.load(s), builder.fadd) for s in slots]
             return context.make_tuple(builder, sig.return_type, dots)
 
