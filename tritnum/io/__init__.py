@@ -9,6 +9,8 @@
   format of PyTorch and Hugging Face checkpoints.
 - :func:`from_hf_bitnet` / :func:`to_hf_bitnet`: one projection of a Hugging Face
   transformers ``bitnet`` checkpoint (packed trits and ``weight_scale``), exactly.
+- :func:`read_hf_bitnet` / :func:`write_hf_bitnet`: whole transformers ``bitnet`` model
+  directories (``config.json``, sharded safetensors).
 """
 
 from .gguf.blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
@@ -18,9 +20,10 @@ from .gguf.model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport
 from .gguf.quantize import quantize_gguf
 from .gguf.values import GGUFValue
 from .hf_bitnet import from_hf_bitnet, to_hf_bitnet
+from .hf_checkpoint import read_hf_bitnet, write_hf_bitnet
 from .safetensors_file import SafetensorsFile, read_safetensors, write_safetensors
 
 __all__ = ["I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",
            "SafetensorsFile", "TensorReport", "from_gguf_blocks", "from_hf_bitnet",
-           "quantize_gguf", "read_gguf", "read_safetensors", "to_gguf_blocks", "to_hf_bitnet",
-           "write_gguf", "write_safetensors"]
+           "quantize_gguf", "read_gguf", "read_hf_bitnet", "read_safetensors", "to_gguf_blocks",
+           "to_hf_bitnet", "write_gguf", "write_hf_bitnet", "write_safetensors"]
