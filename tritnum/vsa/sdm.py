@@ -158,6 +158,16 @@ class SparseDistributedMemory:
             Keys or values of the wrong dimension, or not one value per key.
         InvalidTritsError
             A value outside {-1, 0, 1}.
+
+        Examples
+        --------
+        >>> import numpy as np, tritnum as tn
+        >>> sdm = tn.vsa.SparseDistributedMemory(3, 4, radius=4, value_d=2, seed=0)
+        >>> sdm.write(np.ones((2, 4), np.int8), np.array([[1, -1], [1, 0]], np.int8))
+        >>> sdm.counters                            # radius 4 of 4: every location active
+        array([[ 2, -1],
+               [ 2, -1],
+               [ 2, -1]])
         """
         keys, lead = self._keys(keys, "keys")
         values = _sequence(values)
@@ -200,6 +210,15 @@ class SparseDistributedMemory:
         ------
         ShapeMismatchError
             Queries of another dimension than ``d``.
+
+        Examples
+        --------
+        >>> import numpy as np, tritnum as tn
+        >>> sdm = tn.vsa.SparseDistributedMemory(3, 4, radius=4, value_d=3, seed=0)
+        >>> sdm.write(np.ones((3, 4), np.int8), np.array([[1, -1, 1], [1, 1, -1], [1, 0, 0]],
+        ...                                              np.int8))
+        >>> sdm.read(np.zeros(4, np.int8))          # the majority of what was written
+        array([1, 0, 0], dtype=int8)
         """
         queries, lead = self._keys(queries, "queries")
         act = self.active(queries).reshape(math.prod(lead), self.locations)
