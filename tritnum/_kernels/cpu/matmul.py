@@ -109,7 +109,9 @@ def _int8_groups(w, wo, ws, xl, xo, size, groups, scales, so, ss, xneg, xno):
         return _G16(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
     if size == 32:
         return _G32(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
-    return _GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
+    a = _GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)  # two rows a dot
+    b = _GB(w, wo + 2 * ws, ws, xl, xo, bpg, groups, scales, so + 2 * ss, ss, xneg, xno)
+    return a[0], a[1], b[0], b[1]
 
 
 @jit(inline="always")

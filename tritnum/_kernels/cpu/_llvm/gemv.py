@@ -451,5 +451,7 @@ SUB_BLOCK = tuple(b for b in (8, 16, 32) if b < BLOCK_BYTES)
 grouped_dot_2bit_in = {b: make_scaled_dot(TARGET, grouped=True, group_bytes=b) for b in SUB_BLOCK}
 INT8_LANES = _sum_lanes(TARGET, False)  # int32 lanes of a block's int8 sums
 group_dot_2bit = {b: make_group_dot(TARGET, SCALED_ROWS, b * INT8_LANES // BLOCK_BYTES)
-                  for b in (*SUB_BLOCK, BLOCK_BYTES)}  # whole blocks: bpg blocks a group
+                  for b in SUB_BLOCK}
+# whole blocks, bpg a group: two rows a dot (with four, the 8 blocks of a step spilled)
+group_dot_2bit[BLOCK_BYTES] = make_group_dot(TARGET, SCALED_ROWS // 2, INT8_LANES)
 decode_2bit = make_decode(TARGET)
