@@ -271,16 +271,34 @@ def _merge(builder, stack, v, width):
     stack.append((v, width))
 
 
-def _group_sums(builder, v, width):
-    """The ``SLOTS`` group sums of ``v``, whose groups are ``width`` adjacent int32 lanes."""
-    while v.type.count > SLOTS:
-        half = v.type.count // 2
-        lo, hi = (builder.shuffle_vector(v, v, ir.Constant(vector(I32, half),
-                                                           list(range(k, k + half))))
-                  for k in (0, half))
-        v = _halves(builder, lo, hi, width)
-        width //= 2
-    return v
+def _lanes(builder, v, start, count):
+    return builder.shuffle_vector(v, v, ir.Constant(vector(I32, count),
+                                                    list(range(start, start + count))))
+
+
+def _group_sums(builder, merged):
+    """Each row's ``SLOTS`` group sums from its merged ``(vector, width)``, ``width`` lanes a group.
+
+    A vector is folded onto itself (its halves side by side, :func:`_halves`) down to
+    two lanes a group; the last fold takes two rows at once (one vector for both).
+    """
+    folded = []
+    for v, width in merged:
+        while v.type.count > 2 * SLOTS:
+            half = v.type.count // 2
+            v, width = _halves(builder, _lanes(builder, v, 0, half),
+                               _lanes(builder, v, half, half), width), width // 2
+        folded.append((v, width))
+    sums = []
+    for k in range(0, len(folded), 2):
+        pair = folded[k:k + 2]
+        if pair[0][0].type.count == SLOTS:  # one lane a group already
+            sums += [v for v, _ in pair]
+            continue
+        (a, width), (b, _) = pair if len(pair) == 2 else pair * 2
+        both = _halves(builder, a, b, width)
+        sums += [_lanes(builder, both, 0, SLOTS), _lanes(builder, both, SLOTS, SLOTS)][:len(pair)]
+    return sums
 
 
 def make_group_dot(target: Target, rows: int, group_lanes: int):
@@ -356,9 +374,9 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                     return (builder.load(ptr, align=4) if mask is None
                             else masked_load(builder, ptr, mask))
                 xg = vec(xn, I32)
-                for stack, sp, slot in zip(by_row, sps, slots, strict=True):
-                    (merged, width), = stack
-                    sums = builder.sitofp(builder.add(_group_sums(builder, merged, width), xg), vs)
+                merged = [stack[0] for stack in by_row]
+                for part, sp, slot in zip(_group_sums(builder, merged), sps, slots, strict=True):
+                    sums = builder.sitofp(builder.add(part, xg), vs)
                     scale = builder.fpext(builder.bitcast(vec(sp, I32), vector(F32, SLOTS)), vs)
                     builder.store(builder.fadd(builder.load(slot),
                                                builder.fmul(sums, scale, flags=("contract",)),
