@@ -400,3 +400,26 @@ def test_sdm_errors():
     with pytest.raises(InvalidTritsError):
         sdm.write(trits((2, 8), 0), trits((2, 5), 0) * 3)
     assert not sdm.counters.any()  # nothing written by the refused calls
+
+
+# --- interop --------------------------------------------------------------------------------
+
+def test_torch_tensors_in_give_tensors_out():
+    torch = pytest.importorskip("torch")
+    a, b, c = trits((3, 70), 60), trits((3, 70), 61), trits((3, 70), 62)
+    t = torch.from_numpy
+    pairs = [
+        (vsa.bind_sequence(t(a)), vsa.bind_sequence(a)),
+        (vsa.graph(t(a), t(b), directed=True), vsa.graph(a, b, directed=True)),
+        (vsa.tree(t(a), ["l", "r", "rl"], t(b[:2])), vsa.tree(a, ["l", "r", "rl"], b[:2])),
+        (vsa.automaton_step(t(a[0]), t(b[0]), t(c[0])), vsa.automaton_step(a[0], b[0], c[0])),
+        (vsa.cleanup(t(a), t(b), threshold=0.1)[0], vsa.cleanup(a, b, threshold=0.1)[0]),
+        (vsa.resonator(t(a[0]), [t(b), t(c)]).estimates[1],
+         vsa.resonator(a[0], [b, c]).estimates[1]),
+    ]
+    sdm = vsa.SparseDistributedMemory(10, 70, 46, seed=1)
+    sdm.write(t(a), t(b))
+    pairs.append((sdm.read(t(c)), sdm.read(c)))
+    for got, want in pairs:
+        assert isinstance(got, torch.Tensor)
+        np.testing.assert_array_equal(got.numpy(), want)
