@@ -423,3 +423,51 @@ def test_torch_tensors_in_give_tensors_out():
     for got, want in pairs:
         assert isinstance(got, torch.Tensor)
         np.testing.assert_array_equal(got.numpy(), want)
+
+
+# --- refused before any kernel runs -----------------------------------------------------------
+
+_A, _B = trits((3, 16), 70), trits((2, 16), 71)
+_PACKED = tn.pack(_A, "bitplane")
+_SDM = vsa.SparseDistributedMemory(4, 16, 8, value_d=5, seed=0)
+BAD = {
+    "bind_sequence empty": (lambda: vsa.bind_sequence(_A[:0]), ValueError),
+    "bind_sequence rule": (lambda: vsa.bind_sequence(_A, rule="xor"), ValueError),
+    "graph d": (lambda: vsa.graph(_A, _A[:, :15], directed=True), ShapeMismatchError),
+    "graph broadcast": (lambda: vsa.graph(_A, _B), ShapeMismatchError),
+    "graph kind": (lambda: vsa.graph(_A, _PACKED), TypeError),
+    "neighbors incoming": (lambda: vsa.graph_neighbors(_A[0], _A[1], incoming=True), ValueError),
+    "tree paths": (lambda: vsa.tree(_B, ["l"], _B), ShapeMismatchError),
+    "tree path": (lambda: vsa.tree(_B, ["l", "lx"], _B), ValueError),
+    "tree branches": (lambda: vsa.tree(_B, ["l", "r"], _A), ShapeMismatchError),
+    "tree_leaf d": (lambda: vsa.tree_leaf(_A[0, :15], "l", _B), ShapeMismatchError),
+    "automaton d": (lambda: vsa.automaton(_A, _A, _A[:, :8]), ShapeMismatchError),
+    "automaton_step": (lambda: vsa.automaton_step(_A, _B, _A[0]), ShapeMismatchError),
+    "cleanup threshold": (lambda: vsa.cleanup(_A, _A, threshold=np.nan), ValueError),
+    "resonator books": (lambda: vsa.resonator(_A[0], [_A]), ValueError),
+    "resonator d": (lambda: vsa.resonator(_A[0], [_A, _B[:, :8]]), ShapeMismatchError),
+    "resonator max_iter": (lambda: vsa.resonator(_A[0], [_A, _B], max_iter=0), ValueError),
+    "sdm radius": (lambda: vsa.SparseDistributedMemory(4, 16, -1), ValueError),
+    "sdm write": (lambda: _SDM.write(_A, _B[:, :5]), ShapeMismatchError),
+    "sdm read": (lambda: _SDM.read(_A[:, :15]), ShapeMismatchError),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_arguments_are_refused_before_any_kernel_runs(case, monkeypatch):
+    import sys
+
+    from tritnum import _registry
+
+    def refuse(op, device):
+        raise AssertionError(f"kernel {op!r} ran before the arguments were checked")
+
+    original = _registry.kernel
+    for name, module in list(sys.modules.items()):
+        if name.startswith("tritnum") and getattr(module, "kernel", None) is original:
+            monkeypatch.setattr(module, "kernel", refuse)
+    with pytest.raises(AssertionError, match="ran before"):  # the patch does stop kernels
+        vsa.bind(_A, _A)
+    call, error = BAD[case]
+    with pytest.raises(error):
+        call()
