@@ -71,3 +71,20 @@ __all__ = [
     "tree_leaf",
     "unbind",
 ]
+
+# scikit-learn estimators of raw features (tritnum.vsa.estimators): loaded, with
+# scikit-learn, on first use; not in __all__, so that a star import does not load them
+_ESTIMATORS = ("AdaptHDClassifier", "CentroidClassifier", "NeuralHDClassifier",
+               "OnlineHDClassifier", "QuantHDClassifier", "SparseHDClassifier")
+
+
+def __getattr__(name: str) -> object:
+    if name in _ESTIMATORS:
+        from . import estimators
+
+        return getattr(estimators, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_ESTIMATORS])

@@ -1,0 +1,176 @@
+"""The encoders and update rules behind :mod:`tritnum.vsa.estimators` (NumPy and tritnum ops).
+
+Encoders map raw feature rows to ternary hypervectors ``(n, d)`` int8; the update
+rules change class vectors ``(n_classes, d)`` in place, one mini-batch at a time,
+as the papers (and torchhd 5.8's ``torchhd.models.Centroid``) write them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .encoders import encode_features
+from .generation import level, random
+
+# |h| below this share of a projected value's RMS becomes 0: a Gaussian's |z| < 0.43 with
+# probability 1/3, so projected rows hold about tn.vsa.random's 2/3 non-zero trits
+PROJECTION_ZERO = 0.43
+DENSITY = 2 / 3  # of the projection's random trits
+
+
+def thermometer(n_levels: int, d: int) -> np.ndarray:
+    """``n_levels`` thermometer codes ``(n_levels, d)``: level ``l``'s first trits +1.
+
+    ``round(l d / (n_levels - 1))`` of them; the rest are -1. Consecutive levels differ
+    in about ``d / (n_levels - 1)`` positions, the first and the last are opposite
+    (density, or thermometer, encoding of a scalar).
+    """
+    ends = np.rint(np.arange(n_levels) * d / max(n_levels - 1, 1)).astype(np.int64)
+    return np.where(np.arange(d) < ends[:, None], 1, -1).astype(np.int8)
+
+
+class Encoder:
+    """A fitted encoder of raw rows ``(n, features)``: ``transform`` gives int8 ``(n, d)``."""
+
+    def __init__(self, kind: str, d: int, n_levels: int, seed: int) -> None:
+        self.kind, self.d, self.n_levels, self.seed = kind, d, n_levels, seed
+        self.low = self.high = self.keys = self.levels = self.proj = None
+
+    def fit(self, X: np.ndarray) -> Encoder:
+        """Feature bounds (record, thermometer) or scales (projection) from ``X``; the vectors."""
+        features = X.shape[1]
+        if self.kind == "projection":
+            self.low = X.mean(axis=0)
+            spread = X.std(axis=0)
+            self.high = np.where(spread > 0, spread, 1.0)
+            self.proj = random(features, self.d, density=DENSITY, seed=self.seed).astype(np.float32)
+            return self
+        self.low = X.min(axis=0)
+        self.high = np.where(X.max(axis=0) > self.low, X.max(axis=0), self.low + 1.0)
+        self.keys = random(features, self.d, seed=self.seed)
+        self.levels = (level(self.n_levels, self.d, seed=self.seed + 1)
+                       if self.kind == "record" else thermometer(self.n_levels, self.d))
+        return self
+
+    def transform(self, X: np.ndarray, dims: Any = slice(None)) -> np.ndarray:
+        """Rows ``X`` encoded, int8 ``(n, d)``; only the columns ``dims`` when given."""
+        if self.kind == "projection":
+            z = ((X - self.low) / self.high).astype(np.float32)
+            h = z @ self.proj[:, dims]
+            # the RMS a column of x @ P has over P's draws (2/3 of P's trits non-zero): a
+            # threshold per row that no column's draw changes (NeuralHD redraws columns)
+            rms = np.sqrt(DENSITY * np.sum(z * z, axis=1, keepdims=True))
+            return (np.sign(h) * (np.abs(h) >= PROJECTION_ZERO * rms)).astype(np.int8)
+        return encode_features(X, np.ascontiguousarray(self.levels[:, dims]),
+                               np.ascontiguousarray(self.keys[:, dims]), low=self.low,
+                               high=self.high)
+
+    def regenerate(self, dims: np.ndarray, seed: int) -> None:
+        """New random columns ``dims`` of the keys (or of the projection) from ``seed``."""
+        fresh = random(len(self.low), len(dims), seed=seed)
+        if self.kind == "projection":
+            self.proj[:, dims] = fresh
+        else:
+            self.keys[:, dims] = fresh
+
+
+def batches(n: int, size: int) -> range:
+    """Start rows of the mini-batches of ``size`` over ``n`` rows."""
+    return range(0, n, size)
+
+
+def cosine(H: np.ndarray, W: np.ndarray, h_norms: np.ndarray) -> np.ndarray:
+    """Cosine of rows ``H`` (norms ``h_norms``) with class vectors ``W``; 0 for a zero vector."""
+    w_norms = np.linalg.norm(W, axis=1)
+    return (H @ W.T) / (np.where(h_norms > 0, h_norms, 1.0)[:, None]
+                        * np.where(w_norms > 0, w_norms, 1.0))
+
+
+def move(W: np.ndarray, H: np.ndarray, toward: np.ndarray, away: np.ndarray,
+         a: Any, b: Any) -> None:
+    """``W[toward[i]] += a_i H[i]`` and ``W[away[i]] += b_i H[i]`` for every row (a GEMM)."""
+    n_classes = W.shape[0]
+    rows = np.arange(len(H))
+    coef = np.zeros((n_classes, len(H)))
+    np.add.at(coef, (toward, rows), a)
+    np.add.at(coef, (away, rows), b)
+    delta = coef @ H
+    W += delta.astype(W.dtype) if W.dtype.kind == "i" else delta
+
+
+def adapt_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
+               h_norms: np.ndarray) -> int:
+    """One pass of AdaptHD's rule (torchhd ``add_adapt``); the number of mistakes.
+
+    Per mini-batch: predict by cosine; each misclassified sample is added to its
+    class (``lr``) and subtracted from the predicted one (``-lr``).
+    """
+    wrong_total = 0
+    for r in batches(len(H), batch):
+        Hb, tb = H[r:r + batch], t[r:r + batch]
+        pred = cosine(Hb, W, h_norms[r:r + batch]).argmax(axis=1)
+        wrong = pred != tb
+        if wrong.any():
+            wrong_total += int(wrong.sum())
+            move(W, Hb[wrong], tb[wrong], pred[wrong], lr, -lr)
+    return wrong_total
+
+
+def online_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
+                h_norms: np.ndarray) -> int:
+    """One pass of OnlineHD's rule (torchhd ``add_online``); the number of mistakes.
+
+    Per mini-batch, for each misclassified sample of cosines ``s``: its class gains
+    ``lr (1 - s[target])`` times it, the predicted class ``lr (s[pred] - 1)`` times it.
+    """
+    wrong_total = 0
+    for r in batches(len(H), batch):
+        Hb, tb = H[r:r + batch], t[r:r + batch]
+        s = cosine(Hb, W, h_norms[r:r + batch])
+        pred = s.argmax(axis=1)
+        wrong = np.flatnonzero(pred != tb)
+        if len(wrong):
+            wrong_total += len(wrong)
+            tw, pw = tb[wrong], pred[wrong]
+            move(W, Hb[wrong], tw, pw, lr * (1.0 - s[wrong, tw]), lr * (s[wrong, pw] - 1.0))
+    return wrong_total
+
+
+def quant_pass(counts: np.ndarray, model: np.ndarray, H: np.ndarray, t: np.ndarray,
+               batch: int) -> int:
+    """One retraining pass of QuantHD (torchhd ``add_quantize``); the number of mistakes.
+
+    Predictions use the fixed ternary ``model`` by dot product; each misclassified
+    sample moves the integer ``counts``: +1 times it to its class, -1 to the predicted.
+    """
+    wrong_total = 0
+    for r in batches(len(H), batch):
+        Hb, tb = H[r:r + batch], t[r:r + batch]
+        pred = (Hb @ model.T).argmax(axis=1)
+        wrong = pred != tb
+        if wrong.any():
+            wrong_total += int(wrong.sum())
+            move(counts, Hb[wrong], tb[wrong], pred[wrong], 1, -1)
+    return wrong_total
+
+
+def sparsify(W: np.ndarray, density: float) -> None:
+    """Keep the ``round(density d)`` dimensions whose class values vary most; zero the rest.
+
+    The variation of a dimension is its max minus its min over the classes
+    (SparseHD's dimension-wise sparsity, torchhd ``SparseHD.sparsify``); ties go to
+    the lower dimension.
+    """
+    d = W.shape[1]
+    drop = d - round(density * d)
+    variation = W.max(axis=0) - W.min(axis=0)
+    W[:, np.argsort(variation, kind="stable")[:drop]] = 0
+
+
+def weakest(W: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` dimensions of least variance across the row-normalized class vectors (NeuralHD)."""
+    norms = np.linalg.norm(W, axis=1, keepdims=True)
+    unit = W / np.maximum(norms, 1e-12)
+    return np.argsort(unit.var(axis=0, ddof=1), kind="stable")[:n]
