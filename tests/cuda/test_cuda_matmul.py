@@ -311,7 +311,7 @@ def test_fused_quantizer_matches_quantize_activations(shape, permute):
     (whole 16-value chunks only, as the word GEMV takes them)."""
     rng = np.random.default_rng(shape[1])
     x = (rng.standard_normal(shape) * 5).astype(np.float32)
-    q, qsum, xs = kernels._quantized(cuda.to_device(x), None, permute)
+    q, qsum, xs = kernels._quantized(cuda.to_device(x), None, permute, False)
     ref_q, ref_scale = tn.quantize_activations(x, device="numpy")
     got = q.copy_to_host()
     if permute:

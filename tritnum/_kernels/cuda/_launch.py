@@ -10,11 +10,22 @@ configured launch of a kernel specialized to its argument types (numba's
 ``Dispatcher.specialize``) under a key the caller vouches for. Buffers are reused in
 stream order: every tritnum kernel runs on the default stream, and a thread's buffers
 are its own (two threads' launches interleave on that stream).
+
+Re-entrancy, as the CPU's kept buffers: a call takes this thread's kept buffers
+inside :func:`held`, which marks them busy until its last launch is queued; a call
+nested in it on the same thread (a signal handler's, a callback's) gets fresh
+buffers instead of writing, in stream order before the outer call's kernels run,
+the ones the outer call has filled. A kept buffer that leaves with a result (the
+int8 row scales) is not handed out again while anything outside the pool still
+holds it (its reference count): the caller never sees it change.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -30,7 +41,14 @@ MAX_BLOCKS = 4096  # kernels loop grid-stride over what one launch does not cove
 SIMULATOR = bool(getattr(_config, "ENABLE_CUDASIM", 0))
 SCRATCH_ENTRIES = 16  # buffers kept per thread (oldest dropped first)
 
-_local = threading.local()
+class _Pool(threading.local):
+    def __init__(self) -> None:
+        self.buffers: dict[tuple[Any, ...], Any] = {}  # kept, oldest first
+        self.busy = False  # a call on this thread uses them (a nested call may not)
+
+
+_POOL = _Pool()
+_EMPTY: dict[int, Any] = {}  # per device: the empty array of none(), never written
 _BOUND: dict[tuple[Any, ...], Any] = {}
 
 
@@ -81,26 +99,56 @@ def _device() -> int:
     return getattr(cuda.get_current_device(), "id", 0)  # the simulator's device has no id
 
 
-def scratch(name: str, shape: tuple[int, ...], dtype: Any) -> Any:
-    """A device array of ``shape`` kept for this thread and device, reused call after call.
+@contextmanager
+def held() -> Iterator[bool]:
+    """Whether the calls to :func:`scratch` inside may take this thread's kept buffers.
 
-    Its contents are whatever the last user left: kernels overwrite all of it.
+    True for the outermost call on this thread, which marks them busy until the
+    block ends (put the launches that read them inside it); False for a call nested
+    in it, whose :func:`scratch` then allocates.
     """
-    pool = getattr(_local, "pool", None)
-    if pool is None:
-        pool = _local.pool = {}
+    pool = _POOL
+    if pool.busy:
+        yield False
+        return
+    pool.busy = True  # a handler running before this line ends before the outer call goes on
+    try:
+        yield True
+    finally:
+        pool.busy = False
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype: Any, kept: bool) -> Any:
+    """A device array of ``shape``, kept for this thread and device or fresh.
+
+    With ``kept`` (from :func:`held`) the thread's own, reused call after call: its
+    contents are whatever the last user left (kernels overwrite all of it), and one
+    still held outside the pool (returned with an earlier result) is replaced by a
+    fresh one, which is kept instead.
+    """
+    if not kept:
+        return cuda.device_array(shape, dtype)
+    buffers = _POOL.buffers
     key = (_device(), name, shape, np.dtype(dtype).str)
-    buf = pool.get(key)
-    if buf is None:
-        if len(pool) >= SCRATCH_ENTRIES:
-            pool.pop(next(iter(pool)))
-        buf = pool[key] = cuda.device_array(shape, dtype)
+    buf = buffers.get(key)
+    # references: the pool's, ``buf`` and getrefcount's argument; more are a holder's
+    if buf is None or sys.getrefcount(buf) > 3:
+        if buf is None and len(buffers) >= SCRATCH_ENTRIES:
+            buffers.pop(next(iter(buffers)))
+        buf = buffers[key] = cuda.device_array(shape, dtype)
     return buf
 
 
 def none() -> Any:
-    """The empty float32 array that stands for a missing ``xscale`` or ``bias``."""
-    return scratch("none", (0,), np.float32)
+    """The empty float32 array that stands for a missing ``xscale`` or ``bias``.
+
+    One per device, shared: it has no element to write.
+    """
+    device = _device()
+    empty = _EMPTY.get(device)
+    if empty is None:
+        empty = _EMPTY[device] = cuda.device_array(0, np.float32)
+    return empty
 
 
 def launch(kernel: Any, tag: str, grid: int, block: int, *args: Any) -> None:

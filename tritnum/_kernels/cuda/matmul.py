@@ -39,7 +39,8 @@ launch refuses them (numba-cuda 0.30: ``NotImplementedError: (none, None)``).
 Steady state (weights, scales and bias already on the device, ``out=`` given):
 the 2bit GEMV path launches one kernel (float) or two (int8), through
 pre-bound launches (:func:`._launch.launch`) into scratch buffers
-(:func:`._launch.scratch`), with no allocation, no copy and no synchronization.
+(:func:`._launch.scratch`, busy while the call's launches are queued: a nested call
+gets fresh ones), with no allocation, no copy and no synchronization.
 The int8 row scales come back on the device; a NaN scale marks a row that held
 NaN or infinity (its outputs are NaN), for ``linear`` to check or not.
 """
@@ -57,7 +58,16 @@ from ..._interop import to_gpu
 from ..shared import packing as codecs
 from ..shared.packing import byte_rows
 from . import gemv
-from ._launch import MAX_BLOCKS, SIMULATOR, aligned, current_device, launch, none, scratch
+from ._launch import (
+    MAX_BLOCKS,
+    SIMULATOR,
+    aligned,
+    current_device,
+    held,
+    launch,
+    none,
+    scratch,
+)
 from .epilogue import finish as _finish
 from .quantize import ACT_THREADS, quantize_act_permuted
 
@@ -241,16 +251,16 @@ def _gemv_grid(out: int) -> int:
     return min(-(-out // gemv.WARPS), MAX_BLOCKS)
 
 
-def _quantized(x: Any, xscale: Any, permute: bool) -> tuple[Any, Any, Any]:
+def _quantized(x: Any, xscale: Any, permute: bool, kept: bool) -> tuple[Any, Any, Any]:
     """int8 quants of ``x``, their row sums and scales, in scratch buffers.
 
-    ``x`` is float, or int8 with ``xscale``; one launch of
-    :func:`.quantize.quantize_act_permuted`.
+    ``kept``: the thread's own (see :func:`._launch.held`) or fresh ones. ``x`` is
+    float, or int8 with ``xscale``; one launch of :func:`.quantize.quantize_act_permuted`.
     """
     m, n = x.shape
-    q = scratch("q", (m, n), np.int8)
-    qsum = scratch("qsum", (m,), np.int32)
-    xs = scratch("xscale", (m,), np.float32)
+    q = scratch("q", (m, n), np.int8, kept)
+    qsum = scratch("qsum", (m,), np.int32, kept)
+    xs = scratch("xscale", (m,), np.float32, kept)
     if m:
         launch(quantize_act_permuted,
                f"{x.dtype}-{x.is_c_contiguous()}-{xscale is None}-{permute}",
@@ -277,41 +287,43 @@ def _linear(x: Any, xscale: Any, w: Any, fmt: Format, n: int, scales: Any, bias:
     out = rows.shape[0]
     bias = none() if bias is None else bias
     y = _output(m, out, y)
-    if m == 0 or out == 0:
-        return (y, scratch("xscale", (m,), np.float32)) if quantize else y
+    if m == 0 or out == 0:  # fresh row scales: nothing kept leaves with a result
+        return (y, cuda.device_array((m,), np.float32)) if quantize else y
     int8 = quantize or xscale is not None
     # float x is read by 128-bit loads too (int8 x is re-laid out into a scratch buffer)
     words = ((w.words, w.row_scales)
              if m == 1 and w.words is not None and (int8 or aligned(x)) else None)
-    if quantize or (int8 and words is not None):
-        q, qsum, xs = _quantized(x, None if quantize else xscale, words is not None)
-    if words is not None:
-        gemv_float, gemv_int8 = _gemv_kernels()
-        flat = y.reshape(out)
-        if int8:
-            launch(gemv_int8, "int8", _gemv_grid(out), gemv.THREADS,
-                   q.reshape(n).view(np.uint32), qsum, xs, words[0], n // 16, words[1],
-                   bias, flat)
-        else:
-            launch(gemv_float, "float32", _gemv_grid(out), gemv.THREADS,
-                   x.reshape(n), words[0], n // 16, words[1], bias, flat)
-    else:
-        if quantize:
-            x, xscale = q, xs
-        elif xscale is None:
-            xscale = none()
-        if m <= GEMV_MAX_ROWS:
-            gemv_rows[min(out, MAX_BLOCKS), GEMV_THREADS](
-                x, xscale, rows, fmt.code, half, n, scales, bias, y)
-        else:
-            from . import gemm  # decoded weights and torch's cuBLAS, opt-in
-
-            if gemm.use_torch(m, n, out, scales.shape[1], xscale.shape[0] != 0):
-                gemm.linear(x, xscale, w.packed, fmt, n, scales, bias, y)
+    with held() as kept:  # a nested call (a signal handler's) gets fresh scratch
+        if quantize or (int8 and words is not None):
+            q, qsum, xs = _quantized(x, None if quantize else xscale, words is not None,
+                                    kept)
+        if words is not None:
+            gemv_float, gemv_int8 = _gemv_kernels()
+            flat = y.reshape(out)
+            if int8:
+                launch(gemv_int8, "int8", _gemv_grid(out), gemv.THREADS,
+                       q.reshape(n).view(np.uint32), qsum, xs, words[0], n // 16, words[1],
+                       bias, flat)
             else:
-                grid = (min(-(-out // TILE), MAX_BLOCKS), min(-(-m // TILE), MAX_BLOCKS))
-                gemm_tiles[grid, (TILE, TILE)](x, xscale, rows, fmt.code, half, n, scales,
-                                               bias, y)
+                launch(gemv_float, "float32", _gemv_grid(out), gemv.THREADS,
+                       x.reshape(n), words[0], n // 16, words[1], bias, flat)
+        else:
+            if quantize:
+                x, xscale = q, xs
+            elif xscale is None:
+                xscale = none()
+            if m <= GEMV_MAX_ROWS:
+                gemv_rows[min(out, MAX_BLOCKS), GEMV_THREADS](
+                    x, xscale, rows, fmt.code, half, n, scales, bias, y)
+            else:
+                from . import gemm  # decoded weights and torch's cuBLAS, opt-in
+
+                if gemm.use_torch(m, n, out, scales.shape[1], xscale.shape[0] != 0):
+                    gemm.linear(x, xscale, w.packed, fmt, n, scales, bias, y)
+                else:
+                    grid = (min(-(-out // TILE), MAX_BLOCKS), min(-(-m // TILE), MAX_BLOCKS))
+                    gemm_tiles[grid, (TILE, TILE)](x, xscale, rows, fmt.code, half, n, scales,
+                                                   bias, y)
     return (y, xs) if quantize else y
 
 
