@@ -2,7 +2,8 @@
 
 Commands: ``info`` (versions, CPU, GPU, threads), ``demo`` (what tritnum does, in a
 minute), ``bench`` (speed against baselines), ``quantize-gguf`` (a float GGUF model to
-ternary). ``python -m tritnum COMMAND --help`` tells more about each.
+ternary), ``convert`` (Hugging Face bitnet checkpoints, tritnum's files, GGUF).
+``python -m tritnum COMMAND --help`` tells more about each.
 """
 
 from __future__ import annotations
@@ -46,6 +47,23 @@ def _quantize_gguf(args: argparse.Namespace) -> int:
     return 0
 
 
+def _convert(args: argparse.Namespace) -> int:
+    from .errors import TritnumError
+    from .io import convert
+
+    try:
+        report = convert(args.src, args.dst, config=args.config, qtype=args.qtype,
+                         layout=args.layout, linear_class=args.linear_class,
+                         scale_dtype=args.scale_dtype, max_shard_size=args.max_shard_size,
+                         requantize=args.requantize,
+                         progress=False if args.no_progress else None)
+    except (TritnumError, OSError, ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(report if report is not None else f"wrote {args.dst}")
+    return 0
+
+
 DOCS = """\
 documentation:
   docs/ in the source tree (user guide, API reference); to build the HTML pages:
@@ -75,6 +93,16 @@ Quantize a float GGUF model file to ternary as llama.cpp's llama-quantize does (
 same bytes; token embeddings, norms and the output layer stay as they are), metadata
 kept, streamed tensor by tensor. llama.cpp reads TQ1_0 and TQ2_0, bitnet.cpp reads
 I2_S. Prints what it quantized and what it kept."""
+
+CONVERT = """\
+Convert a ternary model between a Hugging Face transformers bitnet model directory
+(config.json, model.safetensors or shards; microsoft/bitnet-b1.58-2B-4T's format),
+tritnum's own .safetensors or .npz file, and a GGUF file of llama.cpp's bitnet
+architecture (TQ2_0, TQ1_0; I2_S for bitnet.cpp). The formats follow from the paths:
+a directory is a Hugging Face model, the extension names a file's format. Trits are
+exact every way; a scale the target cannot hold exactly is an error unless
+--requantize. A tritnum .safetensors keeps the model's config; an .npz needs
+--config to go further."""
 
 
 def _plain(doc: str | None) -> str:
@@ -141,6 +169,30 @@ def main(argv: list[str] | None = None) -> int:
                           help="I2_S byte layout: the bitnet.cpp build that reads the file")
     quantize.add_argument("--no-progress", action="store_true", help="no progress bar")
     quantize.set_defaults(func=_quantize_gguf)
+    conv = sub.add_parser(
+        "convert", help="Hugging Face bitnet <-> tritnum .safetensors/.npz, bitnet -> GGUF",
+        description=CONVERT, epilog=DOCS, formatter_class=raw)
+    conv.add_argument("src", help="a Hugging Face model directory, or tritnum's "
+                                  ".safetensors/.npz file")
+    conv.add_argument("dst", help="a new directory, or a .safetensors, .npz or .gguf file")
+    conv.add_argument("--config", metavar="PATH",
+                      help="the model's config.json (or its directory), for a tritnum source")
+    conv.add_argument("--qtype", default="TQ2_0", choices=["TQ1_0", "TQ2_0", "I2_S"],
+                      help="the projections' GGUF type (default TQ2_0)")
+    conv.add_argument("--layout", default="x86", choices=["x86", "x86-interleaved", "arm"],
+                      help="I2_S byte layout: the bitnet.cpp build that reads the file")
+    conv.add_argument("--linear-class", choices=["bitlinear", "autobitlinear"],
+                      help="the scale convention of a Hugging Face directory written "
+                           "(default: the config's)")
+    conv.add_argument("--scale-dtype", choices=["bfloat16", "float16", "float32"],
+                      help="the weight_scale dtype of a Hugging Face directory written "
+                           "(default: the config's dtype)")
+    conv.add_argument("--max-shard-size", type=int, metavar="BYTES",
+                      help="shard a Hugging Face directory written into files of this size")
+    conv.add_argument("--requantize", action="store_true",
+                      help="round scales the target cannot hold exactly")
+    conv.add_argument("--no-progress", action="store_true", help="no progress bar")
+    conv.set_defaults(func=_convert)
     args = parser.parse_args(argv)
     return args.func(args)
 

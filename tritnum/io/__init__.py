@@ -11,8 +11,11 @@
   transformers ``bitnet`` checkpoint (packed trits and ``weight_scale``), exactly.
 - :func:`read_hf_bitnet` / :func:`write_hf_bitnet`: whole transformers ``bitnet`` model
   directories (``config.json``, sharded safetensors).
+- :func:`convert` / :func:`hf_bitnet_to_gguf`: those models to and from tritnum's own
+  files, and to GGUF for llama.cpp (``python -m tritnum convert``).
 """
 
+from .convert import convert, hf_bitnet_to_gguf
 from .gguf.blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
 from .gguf.file import read_gguf, write_gguf
 from .gguf.i2s import LAYOUTS as I2S_LAYOUTS
@@ -24,6 +27,7 @@ from .hf_checkpoint import read_hf_bitnet, write_hf_bitnet
 from .safetensors_file import SafetensorsFile, read_safetensors, write_safetensors
 
 __all__ = ["I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",
-           "SafetensorsFile", "TensorReport", "from_gguf_blocks", "from_hf_bitnet",
-           "quantize_gguf", "read_gguf", "read_hf_bitnet", "read_safetensors", "to_gguf_blocks",
-           "to_hf_bitnet", "write_gguf", "write_hf_bitnet", "write_safetensors"]
+           "SafetensorsFile", "TensorReport", "convert", "from_gguf_blocks", "from_hf_bitnet",
+           "hf_bitnet_to_gguf", "quantize_gguf", "read_gguf", "read_hf_bitnet",
+           "read_safetensors", "to_gguf_blocks", "to_hf_bitnet", "write_gguf", "write_hf_bitnet",
+           "write_safetensors"]

@@ -1,0 +1,260 @@
+"""tn.io.convert: HF bitnet checkpoints to GGUF (llama.cpp's bitnet architecture), tritnum files.
+
+The oracles: the gguf package (its reader, its TQ1_0/TQ2_0 decoders), tritnum's own
+I2_S encoder, and transformers' BitNetForCausalLM, whose logits a NumPy forward pass
+over the GGUF file's tensors reproduces.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import tritnum as tn
+from tritnum.__main__ import main
+from tritnum.errors import FormatError
+from tritnum.io.gguf.container import map_file
+
+os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")  # transformers' bitnet code is @torch.compile'd
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+gguf = pytest.importorskip("gguf")
+from safetensors.torch import save_file  # noqa: E402
+from transformers.integrations.bitnet import pack_weights  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+TOKENS = np.array([[3, 17, 0, 99, 42, 5, 127, 64]])
+PROJECTIONS = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
+               "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+
+
+def gguf_config(**kwargs):
+    """Hidden 256 (TQ blocks are 256 values), 2 layers, vocab 128, tied output (llama.cpp's)."""
+    return transformers.BitNetConfig(vocab_size=128, hidden_size=256, intermediate_size=512,
+                                     num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=2, bos_token_id=0, eos_token_id=1,
+                                     tie_word_embeddings=True, dtype="float32", **kwargs)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """An offline autobitlinear checkpoint: random trits, scales exact in float16 and bfloat16."""
+    path = tmp_path_factory.mktemp("gguf") / "model"
+    torch.manual_seed(0)
+    model = transformers.BitNetForCausalLM(gguf_config())
+    state, trits = {}, {}
+    for i, (name, value) in enumerate(model.state_dict().items()):
+        if name == "lm_head.weight":
+            continue
+        if name.endswith("_proj.weight"):
+            t = torch.randint(-1, 2, value.shape, dtype=torch.int8)
+            trits[name] = t.numpy().copy()
+            state[name] = pack_weights(t.clone())
+            state[name.removesuffix("weight") + "weight_scale"] = torch.tensor(
+                [0.03125 * (1 + i % 8 / 8)])
+        elif name.endswith("norm.weight"):
+            state[name] = 1 + 0.1 * torch.randn(value.shape)  # norms that are not all ones
+        else:
+            state[name] = value.contiguous()
+    os.makedirs(path)
+    save_file(state, os.path.join(path, "model.safetensors"))
+    config = gguf_config()
+    config.quantization_config = {"quant_method": "bitnet", "linear_class": "autobitlinear",
+                                  "quantization_mode": "offline"}
+    config.save_pretrained(path)
+    return path, trits, state
+
+
+def _tensors(reader):
+    return {t.name: t for t in reader.tensors}
+
+
+def _field(reader, key):
+    return reader.fields[key].contents()
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0"])
+def test_gguf_names_types_metadata_values(model_dir, tmp_path, qtype):
+    path, trits, state = model_dir
+    report = tn.io.convert(path, tmp_path / "m.gguf", qtype=qtype)
+    assert report.counts()[qtype] == 14
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    assert _field(reader, "general.architecture") == "bitnet"
+    expected = {"bitnet.vocab_size": 128, "bitnet.embedding_length": 256,
+                "bitnet.feed_forward_length": 512, "bitnet.block_count": 2,
+                "bitnet.context_length": 2048, "bitnet.attention.head_count": 4,
+                "bitnet.attention.head_count_kv": 2, "bitnet.rope.dimension_count": 64,
+                "general.file_type": {"TQ1_0": 36, "TQ2_0": 37}[qtype],
+                "bitnet.rope.scaling.type": "linear", "general.name": "model"}
+    for key, value in expected.items():
+        assert _field(reader, key) == value, key
+    assert _field(reader, "bitnet.rope.freq_base") == 500000.0
+    assert _field(reader, "bitnet.attention.layer_norm_rms_epsilon") == np.float32(1e-5)
+    tensors = _tensors(reader)
+    names = {f"blk.{i}.{g}.weight" for i in range(2) for g in [
+        *PROJECTIONS.values(), "attn_norm", "ffn_norm", "attn_sub_norm", "ffn_sub_norm"]}
+    assert set(tensors) == names | {"token_embd.weight", "output_norm.weight"}
+    for name, t in trits.items():
+        i, module = name.split(".")[2], name.split(".")[-2]
+        entry = tensors[f"blk.{i}.{PROJECTIONS[module]}.weight"]
+        assert entry.tensor_type.name == qtype
+        values = gguf.quants.dequantize(entry.data, entry.tensor_type)
+        scale = state[name.removesuffix("weight") + "weight_scale"].item()
+        np.testing.assert_array_equal(values, t * np.float32(scale))  # exact: scale * trit
+    for hf, name in [("model.layers.1.self_attn.attn_sub_norm.weight", "blk.1.attn_sub_norm"),
+                     ("model.norm.weight", "output_norm"),
+                     ("model.embed_tokens.weight", "token_embd")]:
+        entry = tensors[name + ".weight"]
+        assert entry.tensor_type.name == "F32"
+        np.testing.assert_array_equal(np.asarray(entry.data).reshape(state[hf].shape),
+                                      state[hf].numpy())
+
+
+def test_i2s_bytes_are_tritnums_encoder(model_dir, tmp_path):
+    path, _, _ = model_dir
+    tn.io.convert(path, tmp_path / "m.gguf", qtype="I2_S")
+    hf, _ = tn.io.read_hf_bitnet(path)
+    model = tn.io.read_gguf(tmp_path / "m.gguf")
+    raw, header = map_file(tmp_path / "m.gguf")  # the gguf package does not know I2_S
+    entry = next(t for t in header.tensors if t.name == "blk.0.ffn_down.weight")
+    w = hf["model.layers.0.mlp.down_proj.weight"]
+    expected = tn.io.to_gguf_blocks(w, "I2_S")
+    assert np.array_equal(raw[entry.start:entry.start + entry.nbytes], expected)
+    assert model.qtypes["blk.0.ffn_down.weight"] == "I2_S"
+    back = model["blk.0.ffn_down.weight"]
+    assert back.packed.unpack().tolist() == w.packed.unpack().tolist()
+    assert back.scales == w.scales
+
+
+def _rms(x, w, eps=1e-5):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def _linear(x, w):
+    """AutoBitLinear: activations fake-quantized to int8 per token, then x @ W.T (W = trits * g)."""
+    scale = 127 / np.maximum(np.abs(x).max(-1, keepdims=True), 1e-5)
+    return (np.clip(np.round(x * scale), -128, 127) / scale) @ w.T
+
+
+def _rope(x, theta=500000.0):
+    """Rotate-half RoPE (llama.cpp's NEOX type, which its bitnet architecture uses)."""
+    n, d = x.shape[-2:]
+    freqs = np.arange(n)[:, None] / theta ** (np.arange(0, d, 2) / d)
+    cos, sin = np.cos(np.concatenate([freqs] * 2, -1)), np.sin(np.concatenate([freqs] * 2, -1))
+    rotated = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], -1)
+    return x * cos + rotated * sin
+
+
+def numpy_forward(tensors, tokens, heads=4, kv_heads=2, layers=2):
+    """The logits of llama.cpp's bitnet graph, in NumPy float64, over a GGUF file's tensors."""
+    embed = tensors["token_embd.weight"]
+    x = embed[tokens[0]]
+    n = x.shape[0]
+    for i in range(layers):
+        def t(name, i=i):
+            return tensors[f"blk.{i}.{name}.weight"]
+        h = _rms(x, t("attn_norm"))
+        q = _linear(h, t("attn_q")).reshape(n, heads, -1).transpose(1, 0, 2)
+        k = _linear(h, t("attn_k")).reshape(n, kv_heads, -1).transpose(1, 0, 2)
+        v = _linear(h, t("attn_v")).reshape(n, kv_heads, -1).transpose(1, 0, 2)
+        q, k = _rope(q), _rope(k)
+        k, v = np.repeat(k, heads // kv_heads, 0), np.repeat(v, heads // kv_heads, 0)
+        scores = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+        scores = np.where(np.tril(np.ones((n, n), bool)), scores, -np.inf)
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        attn = ((p / p.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(n, -1)
+        x = x + _linear(_rms(attn, t("attn_sub_norm")), t("attn_output"))
+        h = _rms(x, t("ffn_norm"))
+        ffn = np.maximum(_linear(h, t("ffn_gate")), 0) ** 2 * _linear(h, t("ffn_up"))
+        x = x + _linear(_rms(ffn, t("ffn_sub_norm")), t("ffn_down"))
+    return _rms(x, tensors["output_norm.weight"]) @ embed.T
+
+
+def test_numpy_forward_over_the_gguf_file_reproduces_transformers(model_dir, tmp_path):
+    path, _, _ = model_dir
+    tn.io.convert(path, tmp_path / "m.gguf", qtype="TQ2_0")
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    tensors = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+               .reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+    ours = numpy_forward(tensors, TOKENS)
+    model = transformers.BitNetForCausalLM.from_pretrained(path)
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(TOKENS)).logits[0].double().numpy()
+    assert np.abs(theirs).max() > 1
+    # float32 against float64: an activation on a rounding boundary could quantize a step apart
+    np.testing.assert_allclose(ours, theirs, atol=1e-4 * np.abs(theirs).max())  # measured 3e-7
+
+
+def test_hf_tritnum_files_round_trip(model_dir, tmp_path):
+    path, _, state = model_dir
+    tn.io.convert(path, tmp_path / "m.safetensors")
+    tensors = tn.load(tmp_path / "m.safetensors")
+    assert isinstance(tensors["model.layers.0.self_attn.q_proj.weight"], tn.TernaryTensor)
+    tn.io.convert(tmp_path / "m.safetensors", tmp_path / "back")  # the config is in the file
+    tn.io.convert(path, tmp_path / "m.npz")
+    with pytest.raises(FormatError, match="config"):
+        tn.io.convert(tmp_path / "m.npz", tmp_path / "nothing")
+    tn.io.convert(tmp_path / "m.npz", tmp_path / "back_npz", config=path / "config.json")
+    safetensors = pytest.importorskip("safetensors.torch")
+    for out in ("back", "back_npz"):
+        written = safetensors.load_file(tmp_path / out / "model.safetensors")
+        assert written.keys() == state.keys()
+        for name, value in state.items():
+            assert torch.equal(written[name], value), (out, name)
+    assert sorted(os.listdir(tmp_path)) == ["back", "back_npz", "m.npz", "m.safetensors"]
+
+
+def test_refused_by_name(tmp_path, model_dir):
+    path, _, state = model_dir
+    untied = tmp_path / "untied"
+    os.makedirs(untied)
+    save_file({**state, "lm_head.weight": state["model.embed_tokens.weight"].clone()},
+              os.path.join(untied, "model.safetensors"))
+    config = json.loads((path / "config.json").read_text())
+    (untied / "config.json").write_text(json.dumps(config))
+    with pytest.raises(FormatError, match=r"lm_head\.weight.*tie_word_embeddings"):
+        tn.io.convert(untied, tmp_path / "m.gguf")
+    for key, value, match in [("hidden_act", "silu", "relu2"), ("num_hidden_layers", "2", "int"),
+                              ("rope_parameters", {"rope_type": "yarn"}, "yarn")]:
+        (untied / "config.json").write_text(json.dumps({**config, key: value}))
+        save_file(state, os.path.join(untied, "model.safetensors"))
+        with pytest.raises(FormatError, match=match):
+            tn.io.convert(untied, tmp_path / "m.gguf")
+    assert sorted(os.listdir(tmp_path)) == ["untied"]  # no file written
+
+
+def test_bitlinear_scales_to_gguf(tmp_path, model_dir):
+    """weight_scale 3 (bitlinear): g = 1/3, kept in float32 by I2_S, rounded to float16 by TQ."""
+    path, trits, _ = model_dir
+    tensors, config = tn.io.read_hf_bitnet(path)
+    thirds = {n: tn.TernaryTensor(v.packed, np.float32(1 / 3)) if isinstance(v, tn.TernaryTensor)
+              else v for n, v in tensors.items()}
+    tn.io.write_hf_bitnet(tmp_path / "bl", thirds, config, linear_class="bitlinear",
+                          scale_dtype="bfloat16")
+    name = "model.layers.1.mlp.up_proj.weight"
+    assert tn.io.read_hf_bitnet(tmp_path / "bl")[0][name].scales == np.float32(1 / 3)
+    tn.io.convert(tmp_path / "bl", tmp_path / "i2s.gguf", qtype="I2_S")
+    model = tn.io.read_gguf(tmp_path / "i2s.gguf")
+    assert model["blk.1.ffn_up.weight"].scales == np.float32(1 / 3)
+    assert np.array_equal(model["blk.1.ffn_up.weight"].packed.unpack(), trits[name])
+    tn.io.convert(tmp_path / "bl", tmp_path / "tq.gguf")
+    entry = _tensors(gguf.GGUFReader(tmp_path / "tq.gguf"))["blk.1.ffn_up.weight"]
+    values = gguf.quants.dequantize(entry.data, entry.tensor_type)
+    np.testing.assert_array_equal(values, trits[name] * np.float32(np.float16(1 / 3)))
+
+
+def test_cli(model_dir, tmp_path, capsys):
+    path, _, _ = model_dir
+    assert main(["convert", str(path), str(tmp_path / "m.gguf"), "--qtype", "TQ1_0",
+                 "--no-progress"]) == 0
+    assert "14 TQ1_0" in capsys.readouterr().out
+    assert main(["convert", str(path), str(tmp_path / "sharded"), "--linear-class", "bitlinear",
+                 "--scale-dtype", "float32", "--max-shard-size", "200000",
+                 "--requantize"]) == 0
+    assert "model.safetensors.index.json" in os.listdir(tmp_path / "sharded")
+    assert main(["convert", str(tmp_path / "missing"), str(tmp_path / "x.gguf")]) == 1
+    assert "no such file" in capsys.readouterr().err

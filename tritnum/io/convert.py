@@ -1,0 +1,250 @@
+"""Conversions between Hugging Face ``bitnet`` checkpoints, tritnum's files and GGUF.
+
+:func:`convert` picks the formats from the paths (a directory is a Hugging Face
+model, ``.safetensors`` and ``.npz`` are tritnum's own files, ``.gguf`` is
+llama.cpp's); :func:`hf_bitnet_to_gguf` writes llama.cpp's ``bitnet``
+architecture. Each projection goes through a :class:`~tritnum.TernaryTensor`: its
+exact trits and the one scale its layer multiplies by, so a scale convention
+(``weight_scale`` or its reciprocal) is applied once, on reading the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .._validate import choice
+from ..errors import FormatError
+from ..typing import I2SLayout
+from .files import load, save
+from .gguf.bitnet import gguf_metadata, gguf_names, gguf_qtypes, model_name
+from .gguf.file import write_gguf
+from .gguf.model import GGUFReport
+from .hf_checkpoint import CONFIG, bitnet_settings, read_hf_bitnet, write_hf_bitnet
+from .safetensors_file import read_safetensors, write_safetensors
+from .safetensors_header import json_object
+
+__all__ = ["CONFIG_KEY", "convert", "hf_bitnet_to_gguf"]
+
+#: The safetensors metadata key that keeps a model's config.json in tritnum's own file.
+CONFIG_KEY = "hf_bitnet.config"
+_TERNARY_QTYPES = ("TQ1_0", "TQ2_0", "I2_S")
+
+
+def _to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any], config: Mapping[str, Any],
+             name: str, qtype: str, layout: str, requantize: bool,
+             progress: bool | None) -> GGUFReport:
+    qtype = choice(qtype, "qtype", _TERNARY_QTYPES, FormatError)
+    metadata = gguf_metadata(config, qtype, name)
+    names = gguf_names(list(tensors), config)
+    dtypes = getattr(tensors, "dtypes", {})
+    renamed = {names[n]: v for n, v in tensors.items()}
+    stored = {names[n]: d for n, d in dtypes.items() if n in names}
+    return write_gguf(dst, renamed, metadata=metadata, qtype=gguf_qtypes(qtype, stored),
+                      layout=layout, requantize=requantize, progress=progress)
+
+
+def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
+                      qtype: str = "TQ2_0", layout: I2SLayout = "x86", requantize: bool = False,
+                      progress: bool | None = None) -> GGUFReport:
+    """Convert a Hugging Face ``bitnet`` model directory to a GGUF file for llama.cpp.
+
+    The file has llama.cpp's ``bitnet`` architecture (``convert_hf_to_gguf.py``'s
+    ``BitnetModel``): tensor names from the ``gguf`` package's ``TensorNameMap``,
+    the hyperparameters of ``config.json`` under its ``Keys``, the projections in
+    ``qtype`` with their exact trits and scale, the token embeddings in their stored
+    dtype (bfloat16 kept), the norms in F32. Tensors are encoded one at a time
+    into a file written beside ``dst`` and renamed when complete. The tokenizer is
+    not converted.
+
+    Parameters
+    ----------
+    src : path-like
+        The model directory (as :func:`~tritnum.io.read_hf_bitnet` reads it).
+    dst : path-like
+        The GGUF file to write.
+    qtype : {"TQ2_0", "TQ1_0", "I2_S"}
+        The projections' type: llama.cpp reads TQ1_0 and TQ2_0, bitnet.cpp I2_S.
+    layout : {"x86", "x86-interleaved", "arm"}
+        I2_S's byte layout, for the bitnet.cpp build that reads the file.
+    requantize : bool
+        Re-quantize tensors whose scales ``qtype`` cannot hold (see
+        :func:`~tritnum.io.write_gguf`); a projection has one scale, which TQ1_0 and
+        TQ2_0 keep rounded to float16 (their block scale) and I2_S exactly.
+    progress : bool, optional
+        Show a progress bar; by default only for many tensors.
+
+    Returns
+    -------
+    GGUFReport
+        Each tensor's name, type and size.
+
+    Raises
+    ------
+    FormatError
+        What :func:`~tritnum.io.read_hf_bitnet` refuses; a tensor or setting
+        llama.cpp's bitnet architecture has no place for (an untied ``lm_head``,
+        ``use_rms_norm``, an activation other than relu2, RoPE scaling), named; a
+        missing or ill-typed hyperparameter.
+    ShapeMismatchError
+        A projection whose rows ``qtype`` cannot hold (TQ: a multiple of 256).
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, tritnum as tn
+    >>> d = tempfile.mkdtemp()
+    >>> config = {"model_type": "bitnet", "vocab_size": 8, "hidden_size": 256,
+    ...           "intermediate_size": 256, "num_hidden_layers": 1, "num_attention_heads": 2,
+    ...           "max_position_embeddings": 64, "tie_word_embeddings": True}
+    >>> rng = np.random.default_rng(0)
+    >>> w = tn.TernaryTensor(tn.pack(rng.integers(-1, 2, (256, 256))), np.float32(0.25))
+    >>> tensors = {"model.embed_tokens.weight": np.ones((8, 256), np.float32),
+    ...            "model.layers.0.self_attn.q_proj.weight": w,
+    ...            "model.norm.weight": np.ones(256, np.float32)}
+    >>> tn.io.write_hf_bitnet(os.path.join(d, "hf"), tensors, config)
+    >>> report = tn.io.hf_bitnet_to_gguf(os.path.join(d, "hf"), os.path.join(d, "m.gguf"))
+    >>> print(report)  # doctest: +ELLIPSIS
+    GGUFReport('...m.gguf', 26944 bytes, 3 tensors: 2 F32, 1 TQ2_0)
+      token_embd.weight  [8x256]  float32 -> F32  8192 bytes
+      output_norm.weight  [256]  float32 -> F32  1024 bytes
+      blk.0.attn_q.weight  [256x256]  ternary -> TQ2_0  16896 bytes
+    """
+    tensors, config = read_hf_bitnet(src)
+    return _to_gguf(dst, tensors, config, model_name(src, config), qtype, layout, requantize,
+                    progress)
+
+
+def _config_of(config: Any) -> dict[str, Any]:
+    if isinstance(config, Mapping):
+        return dict(config)
+    path = os.fspath(config)
+    if os.path.isdir(path):
+        path = os.path.join(path, CONFIG)
+    with open(path, encoding="utf-8") as f:
+        return json_object(f.read(), repr(path))
+
+
+def _tritnum_file(src: str, config: Any) -> tuple[Mapping[str, Any], dict[str, Any]]:
+    """Tensors and config of tritnum's own file (``config`` first, else the file's own)."""
+    if src.lower().endswith(".safetensors"):
+        tensors: Any = read_safetensors(src)
+        own = tensors.metadata.get(CONFIG_KEY)
+    else:
+        tensors = load(src)
+        own = None
+        if not isinstance(tensors, dict):
+            raise FormatError(f"{src!r} holds one {type(tensors).__name__}, not the tensors "
+                              "of a model by name")
+    if config is not None:
+        return tensors, _config_of(config)
+    if own is None:
+        raise FormatError(f"{src!r} holds no model config (.npz files never do): give the "
+                          "model's config.json (config=, or --config)")
+    return tensors, json_object(own, f"{src!r}: metadata {CONFIG_KEY!r}")
+
+
+def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
+            config: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+            qtype: str = "TQ2_0", layout: I2SLayout = "x86", linear_class: str | None = None,
+            scale_dtype: str | None = None, max_shard_size: int | None = None,
+            requantize: bool = False, progress: bool | None = None) -> GGUFReport | None:
+    """Convert a ternary model between Hugging Face ``bitnet``, tritnum's files and GGUF.
+
+    The formats follow from the paths: a directory (or a path without one of the
+    extensions below) is a Hugging Face model directory
+    (:func:`~tritnum.io.read_hf_bitnet` / :func:`~tritnum.io.write_hf_bitnet`),
+    ``.safetensors`` and ``.npz`` are tritnum's own files (:func:`tritnum.save`;
+    a ``.safetensors`` keeps the model's ``config.json`` in its metadata, key
+    ``hf_bitnet.config``), ``.gguf`` is llama.cpp's ``bitnet`` architecture
+    (:func:`~tritnum.io.hf_bitnet_to_gguf`). The trits are exact in every
+    direction, and so are the scales wherever the target holds them.
+
+    Parameters
+    ----------
+    src : path-like
+        A Hugging Face model directory, or a ``.safetensors`` / ``.npz`` file of
+        tritnum's.
+    dst : path-like
+        A new directory, a ``.safetensors``, ``.npz`` or ``.gguf`` file.
+    config : mapping or path-like, optional
+        The model's config (a dict, a ``config.json`` or its directory) where
+        ``src`` is tritnum's file: required for an ``.npz``, else the file's own.
+    qtype : {"TQ2_0", "TQ1_0", "I2_S"}
+        The projections' GGUF type (to ``.gguf`` only).
+    layout : {"x86", "x86-interleaved", "arm"}
+        I2_S's byte layout (to ``.gguf`` only).
+    linear_class : {"bitlinear", "autobitlinear"}, optional
+        The scale convention of a Hugging Face directory written; default the
+        config's.
+    scale_dtype : {"bfloat16", "float16", "float32"}, optional
+        The ``weight_scale`` dtype of a Hugging Face directory written; default the
+        config's ``dtype``.
+    max_shard_size : int, optional
+        Shard a Hugging Face directory written into files of at most this many bytes.
+    requantize : bool
+        Round scales the target cannot hold exactly; without it they raise
+        FormatError.
+    progress : bool, optional
+        Show a progress bar writing GGUF; by default only for many tensors.
+
+    Returns
+    -------
+    GGUFReport or None
+        The report of a GGUF file written, else None.
+
+    Raises
+    ------
+    FormatError
+        What the readers and writers named above refuse; a tritnum file without a
+        config where one is needed; a tritnum source written to tritnum's format
+        (nothing to convert).
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, tritnum as tn
+    >>> d = tempfile.mkdtemp()
+    >>> w = tn.TernaryTensor(tn.pack(np.array([[1, 0], [-1, 0], [0, -1], [1, -1]])),
+    ...                      np.float32(0.5))
+    >>> tn.io.write_hf_bitnet(os.path.join(d, "hf"), {"q_proj.weight": w},
+    ...                       {"model_type": "bitnet"})
+    >>> tn.io.convert(os.path.join(d, "hf"), os.path.join(d, "model.safetensors"))
+    >>> tn.load(os.path.join(d, "model.safetensors"))["q_proj.weight"].packed == w.packed
+    True
+    >>> tn.io.convert(os.path.join(d, "model.safetensors"), os.path.join(d, "back"),
+    ...               linear_class="bitlinear")
+    >>> tensors, config = tn.io.read_hf_bitnet(os.path.join(d, "back"))
+    >>> config["quantization_config"]["linear_class"], float(tensors["q_proj.weight"].scales)
+    ('bitlinear', 0.5)
+    """
+    src, dst = os.fspath(src), os.fspath(dst)
+    kind = dst.lower().rsplit(".", 1)[-1] if "." in os.path.basename(dst) else ""
+    if os.path.isdir(src):
+        tensors, model_config = read_hf_bitnet(src)
+        name = model_name(src, model_config)
+        if config is not None:
+            model_config = _config_of(config)
+    elif not os.path.exists(src):
+        raise FileNotFoundError(f"no such file or model directory: {src!r}")
+    else:
+        if kind in ("safetensors", "npz"):
+            raise FormatError(f"{src!r} and {dst!r} are both tritnum's own files: use "
+                              "tn.load and tn.save")
+        tensors, model_config = _tritnum_file(src, config)
+        name = model_name(src, model_config)
+    bitnet_settings({**model_config, "quantization_config": model_config.get(
+        "quantization_config") or {"quant_method": "bitnet"}}, "config")
+    if kind == "gguf":
+        return _to_gguf(dst, tensors, model_config, name, qtype, layout, requantize, progress)
+    if kind == "safetensors":
+        write_safetensors(dst, tensors, {"format": "pt", CONFIG_KEY: json.dumps(model_config)},
+                          dtypes=getattr(tensors, "dtypes", None))
+    elif kind == "npz":
+        save(dst, dict(tensors))
+    else:
+        write_hf_bitnet(dst, tensors, model_config, linear_class=linear_class,
+                        scale_dtype=scale_dtype, max_shard_size=max_shard_size,
+                        requantize=requantize)
+    return None
+
