@@ -471,3 +471,43 @@ def test_bad_arguments_are_refused_before_any_kernel_runs(case, monkeypatch):
     call, error = BAD[case]
     with pytest.raises(error):
         call()
+
+
+# --- torchhd, the semantic guide: the same results on bipolar vectors -----------------------
+
+def test_torchhd_agrees_on_bipolar_vectors():
+    torch = pytest.importorskip("torch")
+    torchhd = pytest.importorskip("torchhd")
+    d = 96
+    a, b, c = (trits((5, d), 80 + i, density=1.0) for i in range(3))
+
+    def t(x):
+        return torchhd.MAPTensor(torch.from_numpy(x.astype(np.float32)))
+
+    def signed(x):
+        return np.sign(x.numpy()).astype(np.int8)
+
+    np.testing.assert_array_equal(vsa.bind_sequence(a), signed(torchhd.bind_sequence(t(a))))
+    for directed in (False, True):
+        np.testing.assert_array_equal(vsa.graph(a, b, directed=directed),
+                                      signed(torchhd.graph(t(np.stack([a, b])),
+                                                           directed=directed)))
+    tree = torchhd.structures.Tree(d)
+    tree.l_r = t(b[:2])
+    fsa = torchhd.structures.FiniteStateAutomata(d)
+    for i, path in enumerate(PATHS):
+        tree.add_leaf(t(a[i]), list(path))
+        fsa.add_transition(t(a[i]), t(b[i]), t(c[i]))
+    np.testing.assert_array_equal(vsa.tree(a, PATHS, b[:2]), signed(tree.value))
+    np.testing.assert_array_equal(vsa.automaton(a, b, c), signed(fsa.value))
+    # SDM: bipolar addresses, Hamming radius r <=> torchhd's dot threshold d - 2 r
+    sdm = vsa.SparseDistributedMemory(64, d, 40, density=1.0, seed=4)
+    ref = torchhd.memory.SparseDistributed(64, d, d)
+    ref.keys.data = torch.from_numpy(dense(sdm.addresses).astype(np.float32))
+    ref.threshold = d - 2 * 40
+    sdm.write(a, c)
+    ref.write(torch.from_numpy(a.astype(np.float32)), torch.from_numpy(c.astype(np.float32)))
+    np.testing.assert_array_equal(sdm.counters, ref.values.detach().numpy())
+    assert sdm.counters.any()
+    np.testing.assert_array_equal(sdm.read(b), signed(ref.read(torch.from_numpy(
+        b.astype(np.float32)))))
