@@ -94,24 +94,24 @@ def _slot_total(slots):
 
 
 _G8, _G16 = group_dot_2bit[8], group_dot_2bit[16]
-_G32, _GB = group_dot_2bit[32], group_dot_2bit[BLOCK_BYTES]
+_G32, _GB = group_dot_2bit[SUB_BLOCK[-1]], group_dot_2bit[BLOCK_BYTES]  # [-1]: 32 on AVX-512
 _F8, _F16 = grouped_dot_2bit_in[8], grouped_dot_2bit_in[16]
-_F32 = grouped_dot_2bit_in.get(32, grouped_dot_2bit)  # 32 bytes are a block on AVX2 (unused)
+_F32 = grouped_dot_2bit_in[SUB_BLOCK[-1]]
 
 
 @jit(inline="always")
 def _int8_groups(w, wo, ws, xl, xo, size, groups, scales, so, ss, xneg, xno):
     """The int8 group dot for groups of ``size`` weight bytes (in a block, or whole blocks)."""
-    bpg = max(1, size // BLOCK_BYTES)
+    if size >= BLOCK_BYTES:
+        bpg = size // BLOCK_BYTES
+        a = _GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)  # two rows a dot
+        b = _GB(w, wo + 2 * ws, ws, xl, xo, bpg, groups, scales, so + 2 * ss, ss, xneg, xno)
+        return a[0], a[1], b[0], b[1]
     if size == 8:
-        return _G8(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
+        return _G8(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
     if size == 16:
-        return _G16(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
-    if size == 32:
-        return _G32(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
-    a = _GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)  # two rows a dot
-    b = _GB(w, wo + 2 * ws, ws, xl, xo, bpg, groups, scales, so + 2 * ss, ss, xneg, xno)
-    return a[0], a[1], b[0], b[1]
+        return _G16(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
+    return _G32(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
 
 
 @jit(inline="always")
