@@ -54,6 +54,27 @@ class Linear:
         self.run()
 
 
+class GroupScales:
+    """4096 x 4096 on the CPU with a scale per tensor or per group of 32 to 256 inputs."""
+
+    params = ([1, 256], ["float", "int8"], [0, 32, 64, 128, 256])
+    param_names = ["rows", "activations", "group_size"]
+    timeout = 300
+
+    def setup(self, rows, activations, group_size):
+        w = packed_weights(4096, 4096)
+        if group_size:
+            scales = np.random.default_rng(2).uniform(0.01, 1, (4096, 4096 // group_size))
+            w = tn.TernaryTensor(w.packed, scales.astype(np.float32), group_size)
+        self.w = w
+        self.x = np.random.default_rng(1).standard_normal((rows, 4096), dtype=np.float32)
+        self.activations = activations
+        self.time_linear(rows, activations, group_size)  # compile
+
+    def time_linear(self, rows, activations, group_size):
+        tn.linear(self.x, self.w, activations=self.activations, device="cpu")
+
+
 class LinearBeyondL3:
     """GEMV on 16384 x 8192: 32 MiB of packed weights (BLAS would read 512 MiB).
 

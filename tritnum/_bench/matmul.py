@@ -1,8 +1,8 @@
 """Matmul cases: tn.linear (GEMV and GEMM) against BLAS, with bandwidth and memory notes.
 
 Also its q8_k activations (llama.cpp) against its int8 ones (bitnet.cpp); the GEMV's
-rate per core and its scaling from 1 to 2 threads; weights with one scale per 256
-inputs against one scale per tensor.
+rate per core and its scaling from 1 to 2 threads; weights with one scale per 32, 64,
+128 and 256 inputs against one scale per tensor.
 """
 
 from __future__ import annotations
@@ -140,7 +140,9 @@ def matmul_cases(quick: bool, device: str) -> list[Case]:
 # best (99-103 GMAC/s) with VNNI, on par with it on AVX2
 PER_CORE_BARS = {"avxvnni": 150e9, "avx512vnni": 150e9, "avx2": 100e9}
 SCALING_BAR = 1.8  # 2 threads against 1 (on a quiet machine)
-GROUP_BAR = 0.9  # weights with a scale per 256 inputs within 10 % of a scale per tensor
+# weights with a scale per group of inputs against one per tensor (issue 29): a scale per
+# 256 within 10 %, per 64 or 128 within 1.3x the time, per 32 within 1.6x
+GROUP_BARS = {256: 0.9, 128: 1 / 1.3, 64: 1 / 1.3, 32: 1 / 1.6}
 
 
 def _spin_for(seconds: float) -> Callable[[], None]:
@@ -203,10 +205,11 @@ def thread_cases(quick: bool, rng: np.random.Generator) -> list[Case]:
 
 
 def group_cases(quick: bool, device: str, rng: np.random.Generator) -> list[Case]:
-    """Weights with one scale per 256 inputs (TQ2_0's layout) against one per tensor.
+    """Weights with one scale per group of inputs against one per tensor (``GROUP_BARS``).
 
     The same codes and call, GEMV and GEMM (256 rows; 64 with ``quick``), int8 and
-    float activations.
+    float activations; groups of 256 (TQ2_0's layout; only these with ``quick``),
+    128, 64 and 32 (finer than a SIMD block).
     """
     from ..matmul import linear
     from ..packing import pack
@@ -214,23 +217,24 @@ def group_cases(quick: bool, device: str, rng: np.random.Generator) -> list[Case
 
     n = 2048 if quick else 4096
     packed = pack(put(rng.integers(-1, 2, (n, n), dtype=np.int8), device))
-    blocks = rng.uniform(0.01, 1, (n, n // 256)).astype(np.float32)
-    grouped = TernaryTensor(packed, blocks, 256)
     flat = TernaryTensor(packed, np.float32(0.05))
     cases = []
-    for rows in (1, 64 if quick else 256):
-        x = rng.standard_normal((rows, n), dtype=np.float32)
-        x = put(x[0] if rows == 1 else x, device)
-        kind = "GEMV" if rows == 1 else f"GEMM {rows} rows"
-        for act in ("int8", "float"):
-            cases.append(Case(
-                "matmul", f"linear {kind} {n}x{n} {act}, scale per 256",
-                lambda x=x, a=act: linear(x, grouped, activations=a, device=device),
-                "same, one scale",
-                lambda x=x, a=act: linear(x, flat, activations=a, device=device),
-                GROUP_BAR, 5 if rows > 1 else None,
-                params={**_params("gemv" if rows == 1 else "gemm", rows, n, n, act, None,
-                                  packed.nbytes, "one scale"), "scales": "per 256"}))
+    for size in (256,) if quick else tuple(GROUP_BARS):
+        scales = rng.uniform(0.01, 1, (n, n // size)).astype(np.float32)
+        grouped = TernaryTensor(packed, scales, size)
+        for rows in (1, 64 if quick else 256):
+            x = rng.standard_normal((rows, n), dtype=np.float32)
+            x = put(x[0] if rows == 1 else x, device)
+            kind = "GEMV" if rows == 1 else f"GEMM {rows} rows"
+            for act in ("int8", "float"):
+                cases.append(Case(
+                    "matmul", f"linear {kind} {n}x{n} {act}, scale per {size}",
+                    lambda x=x, a=act, w=grouped: linear(x, w, activations=a, device=device),
+                    "same, one scale",
+                    lambda x=x, a=act: linear(x, flat, activations=a, device=device),
+                    GROUP_BARS[size], 5 if rows > 1 else None,
+                    params={**_params("gemv" if rows == 1 else "gemm", rows, n, n, act, None,
+                                      packed.nbytes, "one scale"), "scales": f"per {size}"}))
     return cases
 
 
