@@ -267,5 +267,47 @@ def test_a_code_three_in_transformers_packing_is_refused(hf):
     with torch.no_grad():
         module.weight.fill_(0b01010101)
         module.weight[1, 5] = 0b01110101  # code 3 in bits 4..5: row 1 * 2 + 1, column 5
-    with pytest.raises(InvalidTritsError, match="code 3"):
+    with pytest.raises(InvalidTritsError, match=r"packed\[1, 5\] bits 4-5 hold code 3"):
         convert(torch.nn.Sequential(module))
+
+
+@pytest.mark.parametrize("linear_class", ["bitlinear", "autobitlinear"])
+def test_convert_runs_a_tiny_transformers_bitnet_model_with_its_logits(hf, linear_class):
+    transformers = pytest.importorskip("transformers")
+    from transformers.utils.quantization_config import BitNetQuantConfig
+    config = transformers.BitNetConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+        bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    model = transformers.BitNetForCausalLM(config).eval()
+    float_state = model.state_dict()
+    hf.replace_with_bitnet_linear(model, modules_to_not_convert=["lm_head"],
+                                  quantization_config=BitNetQuantConfig(
+                                      linear_class=linear_class, quantization_mode="offline"))
+    model.to_empty(device="cpu")  # the bitnet layers were made on the meta device
+    own = model.state_dict()
+    model.load_state_dict({k: v for k, v in float_state.items()
+                           if k in own and own[k].shape == v.shape}, strict=False)
+    rng = np.random.default_rng(1)
+    trits = {}
+    with torch.no_grad():
+        for name, m in model.named_modules():
+            if isinstance(m, (hf.BitLinear, hf.AutoBitLinear)):
+                t = torch.from_numpy(rng.integers(-1, 2, (m.out_features, m.in_features)))
+                trits[name] = t.numpy()
+                t = t.float()
+                m.weight.copy_(hf.pack_weights(t.clone()) if linear_class == "bitlinear" else t)
+                m.weight_scale.fill_(float(rng.uniform(0.02, 0.05)) if linear_class ==
+                                     "autobitlinear" else float(rng.uniform(20, 50)))
+    ids = torch.from_numpy(rng.integers(0, 64, (2, 12)))
+    with torch.no_grad():
+        want = model(ids).logits
+        convert(model)
+        got = model(ids).logits
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, BitLinear)}
+    assert layers.keys() == trits.keys() and len(trits) == 14
+    for name, t in trits.items():
+        np.testing.assert_array_equal(tn.unpack(layers[name].ternary_weight().packed), t)
+    assert isinstance(model.lm_head, torch.nn.Linear)
+    close_to(got, want)

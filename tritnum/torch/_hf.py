@@ -20,11 +20,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import InvalidTritsError, ShapeMismatchError
+from ..errors import InvalidTritsError
+from ..io import from_hf_bitnet, to_hf_bitnet
 from ..packing import pack
+from ..quantize import TernaryTensor
 from .layers import BitLinear
 
-__all__ = ["is_bitnet_layer", "to_bitlinear", "unpack_hf"]
+__all__ = ["is_bitnet_layer", "to_bitlinear"]
 
 _MODULE = "transformers.integrations.bitnet"
 _CLASSES = ("BitLinear", "AutoBitLinear")
@@ -37,53 +39,49 @@ def is_bitnet_layer(module: nn.Module) -> bool:
     return kind.__module__ == _MODULE and kind.__name__ in _CLASSES
 
 
-def _trits(values: np.ndarray, where: str) -> np.ndarray:
-    """``values`` as int8 trits, else InvalidTritsError naming the first other value."""
+def _hf_packed(weight: torch.Tensor) -> np.ndarray:
+    """An offline AutoBitLinear's ternary ``weight``, packed again in transformers' layout.
+
+    transformers unpacked it on load; :func:`tritnum.io.from_hf_bitnet` reads it packed.
+    """
+    values = weight.detach().float().cpu().numpy()
     bad = np.argwhere((values != -1) & (values != 0) & (values != 1))
     if len(bad):
         index = tuple(int(i) for i in bad[0])
-        raise InvalidTritsError(f"{where} holds {values[index]!r} at {index}, not a trit "
-                                "(-1, 0, 1)")
-    return values.astype(np.int8)
-
-
-def unpack_hf(packed: torch.Tensor, out_features: int) -> np.ndarray:
-    """The int8 trits ``(out_features, in)`` of transformers' packed uint8 ``(out / 4, in)``."""
-    data = packed.detach().cpu().numpy()
-    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[0] * 4 != out_features:
-        raise ShapeMismatchError(
-            f"transformers' BitLinear weight must be uint8 of shape (out_features / 4, "
-            f"in_features) = ({out_features / 4:g}, ...), got {data.dtype} {data.shape}",
-            expected=(out_features // 4, "in_features"), actual=data.shape)
-    codes = (data[None] >> (2 * np.arange(4, dtype=np.uint8))[:, None, None]) & 3
-    return _trits(codes.reshape(out_features, -1).astype(np.int8) - 1,
-                  "transformers' packed weight (code 3 is invalid)")
+        raise InvalidTritsError(f"AutoBitLinear's offline weight holds {values[index]!r} at "
+                                f"{index}, not a trit (-1, 0, 1)")
+    ones = TernaryTensor(pack(values.astype(np.int8), "2bit"), np.float32(1))
+    return to_hf_bitnet(ones, linear_class="autobitlinear", scale_dtype="float32")[0]
 
 
 def to_bitlinear(module: nn.Module) -> BitLinear:
-    """A tritnum BitLinear computing what the transformers BitNet ``module`` computes."""
+    """A tritnum BitLinear computing what the transformers BitNet ``module`` computes.
+
+    The offline weights and scale go through :func:`tritnum.io.from_hf_bitnet` (the scale
+    convention of the class applied once, the bias of ``AutoBitLinear`` multiplied by its
+    scale).
+    """
     online = type(module).__name__ == "AutoBitLinear" and module.online_quant
     if online:
         layer = BitLinear.from_linear(module, scale_dtype=_SCALE_DTYPES.get(
             module.weight.dtype, "float32"))
     else:
-        scale = module.weight_scale.detach().float().cpu().reshape(())
-        bias = module.bias
-        if type(module).__name__ == "BitLinear":
-            trits = unpack_hf(module.weight, module.out_features)
-            gamma = 1 / scale  # the output is divided by weight_scale
+        auto = type(module).__name__ == "AutoBitLinear"
+        packed = _hf_packed(module.weight) if auto else module.weight.detach().cpu()
+        scale = module.weight_scale.detach().cpu()
+        linear_class = "autobitlinear" if auto else "bitlinear"
+        if module.bias is None:
+            tw, bias = from_hf_bitnet(packed, scale, linear_class=linear_class), None
         else:
-            trits = _trits(module.weight.detach().float().cpu().numpy(),
-                           "AutoBitLinear's offline weight")
-            gamma = scale  # multiplied, bias included
-            bias = None if bias is None else bias.detach().float() * gamma.to(bias.device)
+            tw, bias = from_hf_bitnet(packed, scale, linear_class=linear_class,
+                                      bias=module.bias.detach().cpu())
         device = module.weight.device
         layer = BitLinear(module.in_features, module.out_features, bias is not None,
                           device=device)
-        state = {"weight_packed": torch.from_numpy(np.array(pack(trits, "2bit").data)).to(device),
-                 "weight_scale": gamma.to(device)}
+        state = {"weight_packed": torch.from_numpy(np.array(tw.packed.data)).to(device),
+                 "weight_scale": torch.from_numpy(np.array(tw.scales)).to(device)}
         if bias is not None:
-            state["bias"] = bias.detach().float()
+            state["bias"] = torch.from_numpy(bias).to(device)
         layer.load_state_dict(state)
         layer.requires_grad_(False)
     if module.rms_norm is not None:
