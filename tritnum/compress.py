@@ -31,7 +31,9 @@ Sketches are linear: the sketches of several gradients with one seed add up to t
 sketch of their sum, so workers can all-reduce sketch values instead of gradients.
 
 Cost: compressing reads each element once and writes ``4 m`` bytes; decompressing reads
-``4 m`` bytes and writes ``4 n``. NaN and infinity propagate into their bucket.
+``4 m`` bytes and writes ``4 n``. A float16 gradient is widened to float32 (exactly) 64
+values at a time on the CPU, never copied whole. NaN and infinity propagate into their
+bucket.
 """
 
 from __future__ import annotations

@@ -284,6 +284,25 @@ def abs_sums(rows: Any, dev: str, w: Any, groups: int = 1) -> np.ndarray:
     return sums
 
 
+HALF_BLOCK = 1 << 20  # float16 values widened to float32 at once (whole rows): 4 MiB
+
+
+def _widened_rows(rows: np.ndarray) -> Any:
+    """``(first row, float32 rows)`` of float16 ``rows``, a block of rows at a time.
+
+    Each block is widened exactly into one reused buffer of about ``HALF_BLOCK``
+    values (one row where a row is longer): the kernels' float32 input without a
+    float32 copy of the whole tensor.
+    """
+    count, n = rows.shape
+    per = max(1, HALF_BLOCK // max(n, 1))
+    buf = np.empty((min(per, count), n), np.float32)
+    for r0 in range(0, count, per):
+        block = buf[:min(per, count - r0)]
+        np.copyto(block, rows[r0:r0 + per])
+        yield r0, block
+
+
 def scales_of(sums: np.ndarray, shape: tuple[int, ...], group_size: int | None) -> np.ndarray:
     """float32 scales ``max(mean|w|, 1e-5)`` of the sums of :func:`abs_sums`, ``(rows, groups)``.
 
@@ -308,7 +327,9 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
     Parameters
     ----------
     w : array_like of float16, float32 or float64
-        Weights of any rank >= 1 (2-D ``(out, in)`` is the common case).
+        Weights of any rank >= 1 (2-D ``(out, in)`` is the common case). float16
+        weights on the host are widened to float32 (exactly) a block of rows of
+        about 4 MiB at a time, never whole (a single row is widened whole).
     axis : {None, -1}
         None: one scale for the tensor; -1: one scale per row (last axis).
     group_size : int, optional
@@ -367,13 +388,26 @@ def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
     dev = resolve_device(device, w)
     rows = as_rows(w)
     groups = 1 if group_size is None else n // group_size
-    scales = scales_of(abs_sums(rows, dev, w, groups), shape, group_size)
+    # float16 on the host: a block of rows at a time (the same per-row sums and trits)
+    blockwise = (isinstance(rows, np.ndarray) and rows.dtype == np.float16
+                 and rows.shape[0] > 1 and rows.size > HALF_BLOCK)
+    if blockwise:
+        sums = np.concatenate([abs_sums(b, dev, w, groups) for _, b in _widened_rows(rows)])
+    else:
+        sums = abs_sums(rows, dev, w, groups)
+    scales = scales_of(sums, shape, group_size)
     if group_size is None:
         kept = np.asarray(scales[0, 0])
         scales = np.full((rows.shape[0], 1), scales[0, 0], np.float32)
     else:
         kept = scales.reshape(*shape[:-1], groups)
-    data = call("quantize_pack", dev, rows, scales, fmt)
+    if blockwise:
+        data = np.empty(fmt.data_shape(rows.shape), fmt.dtype)
+        for r0, b in _widened_rows(rows):
+            data[r0:r0 + b.shape[0]] = call("quantize_pack", dev, b, scales[r0:r0 + b.shape[0]],
+                                            fmt)
+    else:
+        data = call("quantize_pack", dev, rows, scales, fmt)
     packed = PackedTrits._encoded(data, shape, fmt.name, like)
     return TernaryTensor(packed, kept, group_size, copy=False)
 

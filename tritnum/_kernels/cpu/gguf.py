@@ -16,6 +16,10 @@ from ._llvm.cache import store_fence, stream_floats
 from ._llvm.gguf import absmax_bits, encode_tq1, encode_tq2
 from ._parallel import run
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# cpu/compress.py (float16 gradients widened a run at a time).
+_INTERNAL_API = ("_widen",)
+
 STREAM_BYTES = 32 << 20  # a given out= this large (beyond the L3 cache) is written streaming
 
 _absmax_bits = jit(inline="always")(floatbits.block_absmax_bits)

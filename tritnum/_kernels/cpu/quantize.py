@@ -14,8 +14,8 @@ from ._jit import jit
 from ._parallel import run
 
 # Internal API: the private names other modules use (tests/test_architecture_seams.py):
-# cpu/matmul.py (activations) and cpu/compress.py (float widening).
-_INTERNAL_API = ("_absmax_quantize_rows", "_widened")
+# cpu/matmul.py (activations).
+_INTERNAL_API = ("_absmax_quantize_rows",)
 
 _absmax_bits = jit(inline="always")(block_absmax_bits)
 
