@@ -130,7 +130,7 @@ def test_lambda_outside_zero_one_is_refused(value, error):
     assert layer.quant_lambda == 1.0
 
 
-def test_lambda_follows_the_layer_to_another_dtype_and_a_compiled_step():
+def test_lambda_follows_the_layer_to_another_dtype_and_stays_out_of_the_state_dict():
     layer = layer_with()
     layer.quant_lambda = 0.5
     assert layer.double().quant_lambda == 0.5
@@ -236,3 +236,17 @@ def test_a_scale_float16_cannot_hold_is_a_format_error():
         BitLinear(8, 4, scale_dtype="float64")
     with pytest.raises(ValueError, match="norm"):
         BitLinear(8, 4, norm="layer")
+
+
+@pytest.mark.slow
+def test_a_compiled_layer_traces_two_graphs_whatever_the_lambdas():
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    layer = layer_with(norm="rms", scale_dtype="bfloat16")
+    compiled = torch.compile(layer, fullgraph=True, backend="eager")
+    x = torch.randn(4, 40)
+    for lam in (0.1, 0.2, 0.3, 1.0, 0.5, 0.0):
+        layer.quant_lambda = lam
+        assert torch.equal(compiled(x), layer(x))
+    assert counters["stats"]["unique_graphs"] == 2  # λ < 1 and λ = 1; λ is a buffer
