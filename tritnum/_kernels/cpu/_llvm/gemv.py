@@ -276,31 +276,6 @@ def _lanes(builder, v, start, count):
                                                     list(range(start, start + count))))
 
 
-def _group_sums(builder, merged):
-    """Each row's ``SLOTS`` group sums from its merged ``(vector, width)``, ``width`` lanes a group.
-
-    A vector is folded onto itself (its halves side by side, :func:`_halves`) down to
-    two lanes a group; the last fold takes two rows at once (one vector for both).
-    """
-    folded = []
-    for v, width in merged:
-        while v.type.count > 2 * SLOTS:
-            half = v.type.count // 2
-            v, width = _halves(builder, _lanes(builder, v, 0, half),
-                               _lanes(builder, v, half, half), width), width // 2
-        folded.append((v, width))
-    sums = []
-    for k in range(0, len(folded), 2):
-        pair = folded[k:k + 2]
-        if pair[0][0].type.count == SLOTS:  # one lane a group already
-            sums += [v for v, _ in pair]
-            continue
-        (a, width), (b, _) = pair if len(pair) == 2 else pair * 2
-        both = _halves(builder, a, b, width)
-        sums += [_lanes(builder, both, 0, SLOTS), _lanes(builder, both, SLOTS, SLOTS)][:len(pair)]
-    return sums
-
-
 def make_group_dot(target: Target, rows: int, group_lanes: int):
     """The int8 dot intrinsic of ``target`` for weights with a scale per group of inputs.
 
@@ -312,16 +287,17 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
     An int32 lane of a block's sum gathers 16 consecutive inputs (4 on the portable
     level): a group is ``group_lanes`` adjacent lanes of one block (groups of 32, 64, 128
     inputs; ``bpg`` is then 1) or, with ``group_lanes`` the whole vector, ``bpg`` whole
-    blocks. ``SLOTS`` groups at a time, their blocks' lane sums merge into one vector of
-    ``SLOTS`` group sums (:func:`_group_sums`), which adds the groups' ``xneg``, turns to
-    float64 and meets the groups' scales in one multiply-add: group ``g`` adds into
-    float64 slot ``g % SLOTS``, the slots are summed by halves (``horizontal_sum``). The
-    products are exact (``|S_g| < 2**29``), so these bits are the rescale's definition:
-    the integer GEMM (:mod:`.gemm`) and every other int8 path add in the same order, and
-    a row's output does not depend on the batch it came in.
+    blocks. As many groups at a time as a vector has lanes, their blocks' lane sums merge
+    (:func:`_merge`) into one vector of group sums, which adds the groups' ``xneg``; each
+    ``SLOTS`` of them turn to float64 and meet their scales in one multiply-add: group
+    ``g`` adds into float64 slot ``g % SLOTS``, in group order, and the slots are summed
+    by halves (``horizontal_sum``). The products are exact (``|S_g| < 2**29``), so these
+    bits are the rescale's definition: the integer GEMM (:mod:`.gemm`) and every other
+    int8 path add in the same order, and a row's output does not depend on the batch it
+    came in.
     """
     size, lanes = target.block, _sum_lanes(target, False)
-    units = SLOTS * group_lanes // lanes  # vectors merged a step: blocks, or groups of bpg
+    units = group_lanes  # vectors merged a step of `lanes` groups: blocks, or groups of bpg
     sum_int8 = (functools.partial(sum_int8_vnni, chains=1) if target.int8 == "vnni"
                 else SUM_INT8[target.int8])
 
@@ -356,6 +332,7 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
             vs = vector(F64, SLOTS)
             slots = [cgutils.alloca_once_value(builder, ir.Constant(vs, None)) for _ in range(rows)]
             zero = ir.Constant(vector(I32, lanes), None)
+
             def unit(u, per_unit):
                 """Each row's int32 lane sums of unit ``u`` (a block, or ``per_unit`` blocks)."""
                 first = builder.mul(u, per_unit)
@@ -364,26 +341,31 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                                 builder.gep(xp, [builder.mul(first, c(4 * size))]),
                                 per_unit, size, [zero] * rows)
 
-            def rescale(g0, by_row, mask):
+            def load_at(base, g0, elt, count, mask):
+                ptr = builder.bitcast(builder.gep(base, [g0]), vector(elt, count).as_pointer())
+                return (builder.load(ptr, align=4) if mask is None
+                        else masked_load(builder, ptr, mask))
+
+            def rescale(g0, stacks, mask):
                 """Each row's slots += scales * (group sums + xneg) for groups g0.. (``mask``).
 
-                ``by_row``: each row's units, merged in order (:func:`_merge`).
+                ``stacks``: each row's units merged in order (:func:`_merge`), one lane a group.
                 """
-                def vec(base, elt):
-                    ptr = builder.bitcast(builder.gep(base, [g0]), vector(elt, SLOTS).as_pointer())
-                    return (builder.load(ptr, align=4) if mask is None
-                            else masked_load(builder, ptr, mask))
-                xg = vec(xn, I32)
-                merged = [stack[0] for stack in by_row]
-                for part, sp, slot in zip(_group_sums(builder, merged), sps, slots, strict=True):
-                    sums = builder.sitofp(builder.add(part, xg), vs)
-                    scale = builder.fpext(builder.bitcast(vec(sp, I32), vector(F32, SLOTS)), vs)
-                    builder.store(builder.fadd(builder.load(slot),
-                                               builder.fmul(sums, scale, flags=("contract",)),
-                                               flags=("contract",)), slot)
+                xg = load_at(xn, g0, I32, lanes, mask)
+                for stack, sp, slot in zip(stacks, sps, slots, strict=True):
+                    (merged, _), = stack
+                    sums = builder.add(merged, xg)
+                    for k in range(0, lanes, SLOTS):  # SLOTS groups at a time, in order
+                        part = None if mask is None else _lanes(builder, mask, k, SLOTS)
+                        scale = builder.bitcast(load_at(sp, builder.add(g0, c(k)), I32, SLOTS,
+                                                        part), vector(F32, SLOTS))
+                        prod = builder.fmul(builder.sitofp(_lanes(builder, sums, k, SLOTS), vs),
+                                            builder.fpext(scale, vs), flags=("contract",))
+                        builder.store(builder.fadd(builder.load(slot), prod,
+                                                   flags=("contract",)), slot)
 
             def steps(per_unit):
-                with cgutils.for_range(builder, builder.udiv(groups, c(SLOTS))) as loop:
+                with cgutils.for_range(builder, builder.udiv(groups, c(lanes))) as loop:
                     step = loop.index
                     stacks = [[] for _ in range(rows)]
                     for j in range(units):
@@ -391,7 +373,7 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                                                                      c(j)), per_unit),
                                             strict=True):
                             _merge(builder, stack, v, group_lanes)
-                    rescale(builder.mul(step, c(SLOTS)), stacks, None)
+                    rescale(builder.mul(step, c(lanes)), stacks, None)
 
             # groups of one block (or in one) as straight-line code: LLVM schedules the
             # blocks of a step together (a loop of one block each kept them apart)
@@ -401,7 +383,7 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                     steps(c(1))
                 with more:
                     steps(per_unit)
-            left = builder.urem(groups, c(SLOTS))
+            left = builder.urem(groups, c(lanes))
             with builder.if_then(builder.icmp_unsigned("!=", left, c(0))):
                 # the last groups: the units there are (whole blocks: the caller's rows are),
                 # zeros for the rest; their scales and xneg read under a mask
@@ -415,9 +397,9 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                         for ptr, v in zip((h[j] for h in held),
                                           unit(builder.add(base, c(j)), per_unit), strict=True):
                             builder.store(v, ptr)
-                mask = builder.icmp_unsigned("<", ir.Constant(vector(ty, SLOTS),
-                                                              list(range(SLOTS))),
-                                             broadcast(builder, left, SLOTS))
+                mask = builder.icmp_unsigned("<", ir.Constant(vector(ty, lanes),
+                                                              list(range(lanes))),
+                                             broadcast(builder, left, lanes))
                 stacks = [[] for _ in range(rows)]
                 for stack, h in zip(stacks, held, strict=True):
                     for p in h:
