@@ -49,9 +49,9 @@ def test_scikit_learn_checks(estimator, check):
     check(estimator)
 
 
-def blobs(n=48, features=5, classes=3, seed=0):
+def blobs(n=48, features=5, classes=3, seed=0, spread=3.0):
     rng = np.random.default_rng(seed)
-    centers = rng.normal(0, 3, (classes, features))
+    centers = rng.normal(0, spread, (classes, features))
     y = np.arange(n) % classes
     return centers[y] + rng.normal(0, 1, (n, features)), y
 
@@ -133,13 +133,14 @@ def test_onlinehd_rule():
 
 
 def test_quanthd_rule_is_exact():
-    X, y = blobs(60)
+    X, y = blobs(60, spread=0.7)  # classes that overlap: retraining has work to do
     clf = QuantHDClassifier(n_dimensions=256, epochs=4, lr=0.1, batch_size=8,
                             random_state=4).fit(X, y)
     _, H, _ = encoded(clf, X)
     counts = np.zeros((3, 256), np.int64)
     for h, c in zip(H, y, strict=True):
         counts[c] += 10 * h.astype(np.int64)  # first pass weight 1 / lr
+    assert not np.array_equal(clf.class_counts_, counts)
     for _ in range(3):
         model = np.sign(counts)
         for mistakes in ref_mistakes(model, H, y, 8, lambda h, w: int(h @ w)):

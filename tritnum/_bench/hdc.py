@@ -54,13 +54,14 @@ def _ours(model: str, encoder: str, epochs: int, data: tuple, acc: dict) -> Call
     import tritnum as tn
 
     Xtr, Xte, ytr, yte = data
-    options: dict[str, Any] = {"epochs": 0 if model == "CentroidClassifier" else epochs}
+    options: dict[str, Any] = ({"epochs": 0} if model == "CentroidClassifier"
+                               else {"epochs": epochs, "batch_size": BATCH})
     if model == "NeuralHDClassifier":
         options["regen_freq"] = max(1, epochs // 2)
 
     def run() -> None:
-        clf = getattr(tn.vsa, model)(n_dimensions=D, encoder=encoder, batch_size=BATCH,
-                                     random_state=0, **options).fit(Xtr, ytr)
+        clf = getattr(tn.vsa, model)(n_dimensions=D, encoder=encoder, random_state=0,
+                                     **options).fit(Xtr, ytr)
         acc["ours"] = float(np.mean(clf.predict(Xte) == yte))
     return run
 
