@@ -497,7 +497,7 @@ class BitLinear(nn.Module):
         ...     _ = layer.unfreeze()
         >>> layer.training, layer.weight.shape
         (True, torch.Size([8, 64]))
-        >>> (layer.ternary_weight().unpack() == packed.unpack()).all()
+        >>> bool((layer.ternary_weight().packed.unpack() == packed.packed.unpack()).all())
         True
         """
         if self.weight is None:
