@@ -258,3 +258,33 @@ def test_cli(model_dir, tmp_path, capsys):
     assert "model.safetensors.index.json" in os.listdir(tmp_path / "sharded")
     assert main(["convert", str(tmp_path / "missing"), str(tmp_path / "x.gguf")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def test_bfloat16_kept_as_bits(model_dir, tmp_path):
+    """bfloat16 weights pass through as their bits: BF16 in GGUF, BF16 in tritnum's file."""
+    path, _, _ = model_dir
+    tensors, config = tn.io.read_hf_bitnet(path)
+    embed = tensors["model.embed_tokens.weight"]
+    bits = (embed.view(np.uint32) >> 16).astype(np.uint16)  # truncated to bfloat16
+    tensors["model.embed_tokens.weight"] = bits
+    tensors.dtypes["model.embed_tokens.weight"] = "BF16"
+    tn.io.write_hf_bitnet(tmp_path / "bf16", tensors, config)
+    back, _ = tn.io.read_hf_bitnet(tmp_path / "bf16", bfloat16="bits")
+    assert back.dtypes["model.embed_tokens.weight"] == "BF16"
+    assert np.array_equal(back["model.embed_tokens.weight"], bits)
+    floats, _ = tn.io.read_hf_bitnet(tmp_path / "bf16")
+    expected = (bits.astype(np.uint32) << 16).view(np.float32)
+    assert np.array_equal(floats["model.embed_tokens.weight"], expected)
+    tn.io.convert(tmp_path / "bf16", tmp_path / "m.gguf", progress=False)
+    entry = _tensors(gguf.GGUFReader(tmp_path / "m.gguf"))["token_embd.weight"]
+    assert entry.tensor_type.name == "BF16"
+    np.testing.assert_array_equal(gguf.quants.dequantize(entry.data, entry.tensor_type),
+                                  expected)
+    tn.io.convert(tmp_path / "bf16", tmp_path / "m.safetensors")
+    f = tn.io.read_safetensors(tmp_path / "m.safetensors", bfloat16="bits")
+    assert f.dtypes["model.embed_tokens.weight"] == "BF16"
+    assert np.array_equal(f["model.embed_tokens.weight"], bits)
+    tn.io.convert(tmp_path / "bf16", tmp_path / "m.npz")  # .npz holds bfloat16 as float32
+    assert np.array_equal(tn.load(tmp_path / "m.npz")["model.embed_tokens.weight"], expected)
+    with pytest.raises(ValueError, match="bfloat16 must be one of"):
+        tn.io.read_safetensors(tmp_path / "m.safetensors", bfloat16="uint16")

@@ -15,13 +15,16 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from .._validate import choice
 from ..errors import FormatError
 from ..typing import I2SLayout
+from .arrays import bfloat16_to_float32
 from .files import load, save
 from .gguf.bitnet import gguf_metadata, gguf_names, gguf_qtypes, model_name
 from .gguf.file import write_gguf
-from .gguf.model import GGUFReport
+from .gguf.model import GGUFBlocks, GGUFReport
 from .hf_checkpoint import CONFIG, bitnet_settings, read_hf_bitnet, write_hf_bitnet
 from .safetensors_file import read_safetensors, write_safetensors
 from .safetensors_header import json_object
@@ -39,11 +42,26 @@ def _to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any], config: Ma
     qtype = choice(qtype, "qtype", _TERNARY_QTYPES, FormatError)
     metadata = gguf_metadata(config, qtype, name)
     names = gguf_names(list(tensors), config)
-    dtypes = getattr(tensors, "dtypes", {})
-    renamed = {names[n]: v for n, v in tensors.items()}
-    stored = {names[n]: d for n, d in dtypes.items() if n in names}
-    return write_gguf(dst, renamed, metadata=metadata, qtype=gguf_qtypes(qtype, stored),
+    renamed = {names[n]: _bfloat16(v, getattr(tensors, "dtypes", {}).get(n))
+               for n, v in tensors.items()}
+    return write_gguf(dst, renamed, metadata=metadata, qtype=gguf_qtypes(qtype),
                       layout=layout, requantize=requantize, progress=progress)
+
+
+def _bfloat16(value: Any, dtype: str | None) -> Any:
+    """bfloat16 bits as GGUF BF16 bytes (a view, not a copy), 1-D ones (norms) as float32."""
+    if dtype != "BF16" or getattr(value, "dtype", None) != np.uint16:
+        return value
+    if value.ndim == 1:
+        return bfloat16_to_float32(value)
+    return GGUFBlocks(value.reshape(-1).view(np.uint8), "BF16", value.shape)
+
+
+def _float_bfloat16(tensors: Mapping[str, Any]) -> dict[str, Any]:
+    """``tensors`` with bfloat16 bits as float32 (exact), for files that hold no bfloat16."""
+    dtypes = getattr(tensors, "dtypes", {})
+    return {n: bfloat16_to_float32(v) if dtypes.get(n) == "BF16" and v.dtype == np.uint16
+            else v for n, v in tensors.items()}
 
 
 def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
@@ -129,7 +147,7 @@ def _config_of(config: Any) -> dict[str, Any]:
 def _tritnum_file(src: str, config: Any) -> tuple[Mapping[str, Any], dict[str, Any]]:
     """Tensors and config of tritnum's own file (``config`` first, else the file's own)."""
     if src.lower().endswith(".safetensors"):
-        tensors: Any = read_safetensors(src)
+        tensors: Any = read_safetensors(src, bfloat16="bits")
         own = tensors.metadata.get(CONFIG_KEY)
     else:
         tensors = load(src)
@@ -221,7 +239,7 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
     src, dst = os.fspath(src), os.fspath(dst)
     kind = dst.lower().rsplit(".", 1)[-1] if "." in os.path.basename(dst) else ""
     if os.path.isdir(src):
-        tensors, model_config = read_hf_bitnet(src)
+        tensors, model_config = read_hf_bitnet(src, bfloat16="bits")
         name = model_name(src, model_config)
         if config is not None:
             model_config = _config_of(config)
@@ -241,7 +259,7 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
         write_safetensors(dst, tensors, {"format": "pt", CONFIG_KEY: json.dumps(model_config)},
                           dtypes=getattr(tensors, "dtypes", None))
     elif kind == "npz":
-        save(dst, dict(tensors))
+        save(dst, _float_bfloat16(tensors))
     else:
         write_hf_bitnet(dst, tensors, model_config, linear_class=linear_class,
                         scale_dtype=scale_dtype, max_shard_size=max_shard_size,

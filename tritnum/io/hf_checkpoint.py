@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -114,10 +114,11 @@ def _shards(path: str) -> dict[str, list[str] | None]:
     return shards
 
 
-def _read_tensors(path: str, max_bytes: int | None) -> SafetensorsFile:
+def _read_tensors(path: str, max_bytes: int | None, bfloat16: str) -> SafetensorsFile:
     out = SafetensorsFile()
     for shard, names in _shards(path).items():
-        f = read_safetensors(os.path.join(path, shard), max_bytes=max_bytes)
+        f = read_safetensors(os.path.join(path, shard), max_bytes=max_bytes,
+                             bfloat16=bfloat16)  # type: ignore[arg-type]
         if names is not None and set(names) != set(f):
             extra = sorted(set(f) - set(names))[:3]
             missing = sorted(set(names) - set(f))[:3]
@@ -162,8 +163,9 @@ def _skipped(name: str, skip: list[str] | None) -> bool:
                for s in (["lm_head"] if skip is None else skip))
 
 
-def read_hf_bitnet(path: str | os.PathLike[str], *,
-                   max_bytes: int | None = None) -> tuple[SafetensorsFile, dict[str, Any]]:
+def read_hf_bitnet(path: str | os.PathLike[str], *, max_bytes: int | None = None,
+                   bfloat16: Literal["float32", "bits"] = "float32"
+                   ) -> tuple[SafetensorsFile, dict[str, Any]]:
     """Read a Hugging Face transformers ``bitnet`` model directory.
 
     Each projection becomes a :class:`~tritnum.TernaryTensor` (its exact trits and
@@ -172,7 +174,7 @@ def read_hf_bitnet(path: str | os.PathLike[str], *,
     is folded in and not returned. A bias of an ``"autobitlinear"`` projection
     comes back as the bias the layer adds (the stored one times the scale).
     Everything else (embeddings, norms, ``lm_head``) comes back as arrays, bfloat16
-    as float32 exactly, its dtype kept in ``dtypes``. An online-mode checkpoint
+    as float32 exactly (or as its bits), its dtype kept in ``dtypes``. An online-mode checkpoint
     (float master weights) is quantized on read as transformers' ``WeightQuant``
     does: the same trits, the scale (mean ``|w|``) within float32 rounding (torch
     sums in its own order).
@@ -184,6 +186,10 @@ def read_hf_bitnet(path: str | os.PathLike[str], *,
         ``model.safetensors.index.json``.
     max_bytes : int, optional
         The most bytes one safetensors file may hold; by default no limit.
+    bfloat16 : {"float32", "bits"}
+        bfloat16 arrays as float32 copies (the default), or as read-only uint16
+        views of their bits in the memory-mapped files (nothing copied; what
+        :func:`write_hf_bitnet` and :func:`~tritnum.io.convert` pass on).
 
     Returns
     -------
@@ -232,7 +238,12 @@ def read_hf_bitnet(path: str | os.PathLike[str], *,
     config = read_config(path)
     settings = bitnet_settings(config)
     linear_class = settings["linear_class"]
-    raw = _read_tensors(path, max_bytes)
+    raw = _read_tensors(path, max_bytes, bfloat16)
+
+    def floats(name: str) -> Any:
+        value = raw[name]
+        bits = raw.dtypes.get(name) == "BF16" and value.dtype == np.uint16
+        return bfloat16_to_float32(value) if bits else value
     out = SafetensorsFile(metadata=raw.metadata)
     for name in raw:
         if name.endswith(_SCALE) and name[:-len(_SCALE)] + _WEIGHT not in raw:
@@ -243,22 +254,22 @@ def read_hf_bitnet(path: str | os.PathLike[str], *,
         scale = raw.get(name[:-len(_WEIGHT)] + _SCALE) if name.endswith(_WEIGHT) else None
         try:
             if scale is not None:
-                out[name] = _offline_ternary(name, value, scale, linear_class)
+                out[name] = _offline_ternary(name, floats(name), scale, linear_class)
             elif (settings["quantization_mode"] == "online" and name.endswith(_PROJECTION)
                   and not _skipped(name, settings["modules_to_not_convert"])):
-                out[name] = _online_ternary(value)
+                out[name] = _online_ternary(floats(name))
             else:
                 out[name] = value
                 out.dtypes[name] = raw.dtypes[name]
         except (TritnumError, TypeError, ValueError) as exc:
             FILE.fail(f"tensor {name!r}: {exc}")
     if linear_class == "autobitlinear":
-        for name, value in out.items():
+        for name in list(out):
             weight = out.get(name[:-len(_BIAS)] + _WEIGHT) if name.endswith(_BIAS) else None
             if isinstance(weight, TernaryTensor) and name[:-len(_BIAS)] + _SCALE in raw:
                 _, out[name] = from_hf_bitnet(raw[name[:-len(_BIAS)] + _WEIGHT],
                                               raw[name[:-len(_BIAS)] + _SCALE],
-                                              linear_class=linear_class, bias=value)
+                                              linear_class=linear_class, bias=floats(name))
                 out.dtypes[name] = "F32"
     return out, config
 
@@ -283,9 +294,7 @@ def _stored(name: str, value: Any, dtypes: Mapping[str, str]) -> tuple[Any, str 
 
 def _scale_entry(scale: np.ndarray) -> tuple[np.ndarray, str | None]:
     """A ``weight_scale`` as to_hf_bitnet gives it, ready for write_safetensors."""
-    if scale.dtype == np.uint16:  # bfloat16 bits: stored as BF16, exactly, from float32
-        return bfloat16_to_float32(scale), "BF16"
-    return scale, None
+    return scale, "BF16" if scale.dtype == np.uint16 else None  # uint16: bfloat16 bits
 
 
 def _hf_tensors(tensors: Mapping[str, Any], linear_class: str, scale_dtype: str,

@@ -23,7 +23,7 @@ import json
 import mmap
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -124,6 +124,8 @@ def _as_stored(name: str, a: np.ndarray, bfloat16: bool,
     A float array is stored as another float dtype only where every value is exact there.
     """
     own = "BF16" if bfloat16 else _CODES[a.dtype]
+    if code == "BF16" and own == "U16":  # bfloat16 bits, as tritnum holds them
+        return a, "bfloat16"
     if code is None or code == own:
         return a, "bfloat16" if bfloat16 else a.dtype.name
     if own not in _FLOATS or code not in _FLOATS:
@@ -184,7 +186,8 @@ def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any],
     dtypes : mapping of str to str, optional
         The safetensors dtype to store a plain float tensor as (``"F64"``, ``"F32"``,
         ``"F16"``, ``"BF16"``) where it is not its own; every value must be exact
-        there. The ``dtypes`` of a :class:`SafetensorsFile` give a file's back; names
+        there; a uint16 array given ``"BF16"`` holds bfloat16 bits, stored as they
+        are. The ``dtypes`` of a :class:`SafetensorsFile` give a file's back; names
         that are not plain arrays in ``tensors`` are ignored.
 
     Raises
@@ -305,15 +308,15 @@ def _ternary(base: str, entry: dict[str, Any], view: Callable[[str], np.ndarray]
         FILE.fail(f"ternary tensor {base!r}: {exc}")
 
 
-def _plain(info: TensorInfo, a: np.ndarray) -> np.ndarray:
-    if info.dtype == "BF16":
+def _plain(info: TensorInfo, a: np.ndarray, bfloat16_bits: bool) -> np.ndarray:
+    if info.dtype == "BF16" and not bfloat16_bits:
         return bfloat16_to_float32(a)
     if info.dtype == "BOOL" and a.view(np.uint8).max(initial=0) > 1:
         FILE.fail(f"tensor {info.name!r}: a BOOL byte is {a.view(np.uint8).max()}, not 0 or 1")
     return a
 
 
-def _tensors(buf: Any, header: Header) -> SafetensorsFile:
+def _tensors(buf: Any, header: Header, bfloat16_bits: bool) -> SafetensorsFile:
     entries = _entries(header)
     whole = np.frombuffer(buf, np.uint8)
 
@@ -329,7 +332,7 @@ def _tensors(buf: Any, header: Header) -> SafetensorsFile:
             base = name[:-len(PACKED)]
             out[base] = _ternary(base, entries[base], view)
         elif not name.endswith(SCALES):
-            out[name] = _plain(info, view(name))
+            out[name] = _plain(info, view(name), bfloat16_bits)
             out.dtypes[name] = info.dtype
     return out
 
@@ -342,8 +345,8 @@ def _map(path: str | os.PathLike[str]) -> Any:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def read_safetensors(path: str | os.PathLike[str], *,
-                     max_bytes: int | None = None) -> SafetensorsFile:
+def read_safetensors(path: str | os.PathLike[str], *, max_bytes: int | None = None,
+                     bfloat16: Literal["float32", "bits"] = "float32") -> SafetensorsFile:
     """Read a safetensors file: plain tensors as arrays, tritnum's as TernaryTensor.
 
     The file is memory-mapped and its header checked against it before a tensor is
@@ -361,6 +364,10 @@ def read_safetensors(path: str | os.PathLike[str], *,
     max_bytes : int, optional
         The most bytes the tensors may hold in all; by default no limit (nothing is
         read into memory but bfloat16 tensors, as float32).
+    bfloat16 : {"float32", "bits"}
+        ``BF16`` tensors as float32 copies (the default), or as read-only views of
+        their uint16 bits (nothing copied; :func:`write_safetensors` writes them back
+        as ``BF16`` with the file's ``dtypes``).
 
     Returns
     -------
@@ -404,7 +411,7 @@ def read_safetensors(path: str | os.PathLike[str], *,
         if limit is not None and data_bytes > limit:
             FILE.fail(f"its tensors hold {data_bytes} bytes, more than max_bytes={limit} "
                       "(pass a larger max_bytes to read it)")
-        return _tensors(buf, header)
+        return _tensors(buf, header, choice(bfloat16, "bfloat16", ("float32", "bits")) == "bits")
     except FormatError as exc:
         problem = str(exc)
     unreadable(path, _WHAT, problem)

@@ -16,9 +16,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from ...errors import FormatError
 from ...quantize import TernaryTensor
 from ..hf_checkpoint import bitnet_settings
+from .model import GGUFBlocks
 from .quantize import FILE_TYPES
 from .values import GGUFValue
 
@@ -153,18 +156,20 @@ def gguf_names(names: list[str], config: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def gguf_qtypes(qtype: str, dtypes: Mapping[str, str]) -> Callable[[str, Any], str]:
+def gguf_qtypes(qtype: str) -> Callable[[str, Any], str]:
     """Each tensor's GGML type: ``qtype`` for the ternary ones, the rest as llama.cpp keeps them.
 
-    Norms (1-D) as F32; other arrays in their stored float dtype (``dtypes`` maps
-    the GGUF name to a safetensors dtype: BF16 stays BF16, exactly).
+    Norms (1-D) as F32, bytes of another type (bfloat16 weights) as they are, other
+    float arrays in their own dtype (float64 as F32).
     """
     def rule(name: str, value: Any) -> str:
         if isinstance(value, TernaryTensor):
             return qtype
-        if value.ndim == 1:
+        if isinstance(value, GGUFBlocks):
+            return value.qtype
+        if value.ndim == 1 or value.dtype == np.float64:
             return "F32"
-        return {"BF16": "BF16", "F16": "F16"}.get(dtypes.get(name, ""), "F32")
+        return "F16" if value.dtype == np.float16 else "F32"
     return rule
 
 
