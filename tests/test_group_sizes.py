@@ -147,3 +147,18 @@ def test_every_level(level):
     """, TRITNUM_ISA=level, PYTHONPATH=str(__import__("pathlib").Path(__file__).parent))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("fmt", ("base3", "bitplane"))
+def test_other_formats(fmt):
+    """"base3" and "bitplane" weights (re-packed for the integer GEMM): the oracle's bits."""
+    rng = np.random.default_rng(3)
+    for size in (32, 96, 256):
+        trits, scales, w = weights(rng, 12, shape(size, 8), size)
+        w = tn.TernaryTensor(tn.pack(trits, fmt), scales, size)
+        x = rng.standard_normal((20, trits.shape[1])).astype(np.float32)
+        q, xscale = tn.quantize_activations(x)
+        for rows in (1, 20):
+            np.testing.assert_array_equal(
+                tn.linear(x[:rows], w, activations="int8", device="cpu"),
+                rescaled(q[:rows], xscale[:rows], trits, scales))

@@ -31,6 +31,7 @@ from ..shared.linear import into
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.gemv import (
+    INT8_LANES,
     SCALED_ROWS,
     SLOTS,
     SUB_BLOCK,
@@ -39,6 +40,7 @@ from ._llvm.gemv import (
     group_dot_2bit,
     grouped_dot_2bit,
     grouped_dot_2bit_in,
+    lane_sums_2bit,
     scaled_dot_2bit,
     scaled_dot_2bit_rows,
 )
@@ -151,17 +153,44 @@ def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
     slots = np.zeros(SLOTS)
     ahead = rows_ahead(w)
     size = units // groups  # weight bytes a group (whole rows of whole blocks)
-    in_block = groups > 1 and segment == units  # groups of SUB_BLOCK sizes inside blocks
+    blocks = size // BLOCK_BYTES  # whole blocks a group, or 0 (groups in a block)
+    in_block = groups > 1 and rest == 0 and blocks == 0 and BLOCK_BYTES % size == 0
+    general = groups > 1 and rest == 0 and not in_block and size % BLOCK_BYTES != 0
+    if general:  # other groups of whole lanes: each block's lane sums, then each group's
+        lane_i = np.empty(units // BLOCK_BYTES * INT8_LANES, np.int32)
+        lane_f = np.empty(units, np.float32)
+    else:
+        lane_i, lane_f = np.empty(0, np.int32), np.empty(0, np.float32)
     o = t0
     while o < t1:
         # int8 x: rows share x's loads (float: the 8 accumulators a row fill the registers)
-        step = SCALED_ROWS if prefetch and rest == 0 and o + SCALED_ROWS <= t1 else 1
+        step = (SCALED_ROWS if prefetch and rest == 0 and not general and o + SCALED_ROWS <= t1
+                else 1)
         for i in range(step):
             if prefetch and o + i + ahead < t1:
                 prefetch_row(w, o + i + ahead)
         for r in range(xl.shape[0]):
             xo = r * xl.shape[1]
-            if prefetch and rest == 0 and groups > 1:  # int8 groups: exact sums, one order
+            if general and prefetch:  # int8: exact group sums from lanes, the same order
+                lane_sums_2bit(w, o * units, xl, xo, units // BLOCK_BYTES, lane_i, 0)
+                per = size * INT8_LANES // BLOCK_BYTES  # lanes a group
+                slots[:] = 0.0
+                for g in range(groups):
+                    total = xneg[r, g]
+                    for i in range(g * per, g * per + per):
+                        total += lane_i[i]
+                    slots[g % SLOTS] += np.float64(scales[o, g]) * total
+                y[r, o] = xscale[r] * _slot_total(slots)
+            elif general:  # float: each byte's 4 products summed, then each group's bytes
+                lane_sums_2bit(w, o * units, xl, xo, units // BLOCK_BYTES, lane_f, 0)
+                acc = 0.0
+                for g in range(groups):
+                    part = np.float32(0.0)
+                    for i in range(g * size, g * size + size):
+                        part += lane_f[i]
+                    acc += np.float64(scales[o, g]) * part
+                y[r, o] = xscale[r] * acc
+            elif prefetch and rest == 0 and groups > 1:  # int8 groups: exact sums, one order
                 stride = units if step == SCALED_ROWS else 0
                 sums = _int8_groups(w, o * units, stride, xl, xo, size, groups, scales,
                                     o * groups, stride // size, xneg, r * groups)
@@ -176,8 +205,8 @@ def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
                 y[r, o] = xscale[r] * _float_in_block(w, o * units, xl, xo, full, size, scales,
                                                       o * groups, xneg, r * groups)
             elif rest == 0 and groups > 1 and not prefetch:  # float x, a scale per run
-                y[r, o] = xscale[r] * grouped_dot_2bit(w, o * units, units, xl, xo, full, groups,
-                                                       scales, o * groups, groups, xneg,
+                y[r, o] = xscale[r] * grouped_dot_2bit(w, o * units, units, xl, xo, blocks,
+                                                       groups, scales, o * groups, groups, xneg,
                                                        r * groups)
             elif rest == 0:
                 y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, units, xl, xo, full, groups,
@@ -202,14 +231,14 @@ def _gemv_segment(fmt: Format, n: int, groups: int) -> int:
     """Weight bytes per layout segment, or 0 when the GEMV kernel does not apply.
 
     The whole row when it has one scale, or when it is whole blocks and its groups
-    fill whole lanes of them (``SUB_BLOCK`` sizes: the groups' codes stay in place);
-    else one segment a group, padded to whole blocks.
+    are whole lanes of the dots (multiples of 32 inputs: the groups' codes stay in
+    place); else one segment a group, padded to whole blocks.
     """
     size = n // groups
     if fmt.name != "2bit" or n == 0 or size > INT32_EXACT:
         return 0
     units = fmt.units(n)
-    if groups == 1 or (size % 4 == 0 and size // 4 in SUB_BLOCK and units % BLOCK_BYTES == 0):
+    if groups == 1 or (size % 32 == 0 and units % BLOCK_BYTES == 0):
         return units
     return size // 4 if size % 4 == 0 else 0
 
@@ -277,6 +306,11 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
     in_block = groups > 1 and segment == fmt.units(n)
     if in_block and exact:  # integer sums by group: the plain order
         segment = in_block = 0
+    if in_block:  # the group of each laid-out position: byte m of block k is in (Bk + m) // gb
+        byte = (BLOCK_BYTES * np.arange(segment // BLOCK_BYTES)[:, None, None]
+                + np.arange(BLOCK_BYTES)[None, None, :])
+        group_of = np.broadcast_to(byte // (segment // groups),
+                                   (segment // BLOCK_BYTES, 4, BLOCK_BYTES)).reshape(-1)
     if segment:
         x = _laid_out(x, n, segment)
     k = x.shape[1]  # inputs per row, layout padding included
@@ -296,9 +330,7 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
         for o0 in range(0, out_rows, rows):
             t = decode(w[o0:o0 + rows], tile[:min(rows, out_rows - o0)])
             if in_block:  # in the layout, byte m of block k (4 codes) is in group (Bk + m) // gb
-                per = BLOCK_BYTES * groups // fmt.units(n)
-                by_group = t.reshape(t.shape[0], -1, 4, per, BLOCK_BYTES // per)
-                by_group *= scales[o0:o0 + t.shape[0]].reshape(t.shape[0], -1, 1, per, 1)
+                t *= scales[o0:o0 + t.shape[0], group_of]
             elif groups > 1:
                 by_group = t.reshape(t.shape[0], groups, size)
                 by_group *= scales[o0:o0 + t.shape[0], :, None]

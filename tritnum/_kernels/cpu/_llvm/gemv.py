@@ -43,7 +43,19 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import F32, F64, I8, I32, broadcast, horizontal_sum, load, masked_load, pointer, vector
+from . import (
+    F32,
+    F64,
+    I8,
+    I32,
+    broadcast,
+    horizontal_sum,
+    load,
+    masked_load,
+    pointer,
+    store,
+    vector,
+)
 from .dot_float import accumulate_float, float_accumulators, float_total, sum_float, trit_vectors
 from .dot_int8 import SUM_INT8, sum_int8_vnni
 from .gemv_target import BLOCK_BYTES, TARGET, Target
@@ -276,6 +288,12 @@ def _lanes(builder, v, start, count):
                                                     list(range(start, start + count))))
 
 
+def _trap(builder):
+    """``llvm.trap``: code numba types for a branch the caller never takes with these types."""
+    builder.call(cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap"), [])
+
+
 def make_group_dot(target: Target, rows: int, group_lanes: int):
     """The int8 dot intrinsic of ``target`` for weights with a scale per group of inputs.
 
@@ -314,8 +332,7 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
 
         def codegen(context, builder, sig, args):
             if sig.args[3].dtype != types.int8:  # typed beside the float branches, never run
-                builder.call(cgutils.get_or_insert_function(
-                    builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap"), [])
+                _trap(builder)
                 return ir.Constant(context.get_value_type(sig.return_type), ir.Undefined)
             (_, woff, wstride, _, xoff, bpg, groups, _, soff, sstride, _, xnoff) = args
             ty = woff.type
@@ -413,6 +430,67 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
     return group_dot
 
 
+def make_lane_sums(target: Target):
+    """The lane sums intrinsic of ``target``: each block's dot, left in its SIMD lanes.
+
+    ``lane_sums(w, woff, x, xoff, nblocks, out, ooff)`` writes, for each of ``nblocks``
+    blocks k, the sums of the 4 codes of each lane from ``out[ooff + k * per]``: int8
+    ``x``: the int32 sums of ``code * q`` of the ``INT8_LANES`` lanes of its dot (each 16
+    consecutive inputs, 4 on the portable level; ``per = INT8_LANES``); float32 ``x``:
+    the float32 sums of ``trit * x`` of each byte's 4 inputs (``per = BLOCK_BYTES``). Scale
+    groups of any multiple of 32 inputs then add whole lanes: the GEMV's general path.
+    """
+    size, lanes = target.block, target.lanes
+    sum_int8 = (functools.partial(sum_int8_vnni, chains=1) if target.int8 == "vnni"
+                else SUM_INT8[target.int8])
+
+    @intrinsic
+    def lane_sums(typingctx, w, woff, x, xoff, nblocks, out, ooff):
+        if not (_operands_ok(w, x) and isinstance(out, types.Array)
+                and out.dtype in (types.float32, types.int32)):
+            return None
+        sig = types.none(w, types.intp, x, types.intp, types.intp, out, types.intp)
+
+        def codegen(context, builder, sig, args):
+            if (sig.args[2].dtype == types.float32) != (sig.args[5].dtype == types.float32):
+                _trap(builder)  # typed beside the other dtype's branch, never run
+                return context.get_dummy_value()
+            wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
+            ty = args[1].type
+            if sig.args[2].dtype == types.float32:
+                xp = pointer(context, builder, sig.args[2], args[2], args[3], F32)
+                op = pointer(context, builder, sig.args[5], args[5], args[6], F32)
+                vf = vector(F32, lanes)
+                parts = {}
+
+                def body(t, scale, n, part, offset):
+                    prod = builder.fmul(t, load(builder, xp, offset, vf, 1))
+                    parts[part] = prod if n == 0 else builder.fadd(parts[part], prod)
+                    if n == 3:  # offset is 4Bk + 3B + lanes * part: byte Bk + lanes * part
+                        block = builder.udiv(builder.sub(offset, ir.Constant(
+                            ty, 3 * size + lanes * part)), ir.Constant(ty, 4))
+                        store(builder, parts[part], op,
+                              builder.add(block, ir.Constant(ty, lanes * part)), 1)
+
+                trit_vectors(builder, wp, args[4], target, True, body)
+            else:
+                xp = pointer(context, builder, sig.args[2], args[2], args[3], I8)
+                op = pointer(context, builder, sig.args[5], args[5], args[6], I32)
+                per = _sum_lanes(target, False)
+                zero = ir.Constant(vector(I32, per), None)
+                with cgutils.for_range(builder, args[4]) as loop:
+                    k = loop.index
+                    v, = sum_int8(builder, [builder.gep(wp, [builder.mul(k, ir.Constant(
+                        ty, size))])], builder.gep(xp, [builder.mul(k, ir.Constant(ty, 4 * size))]),
+                        ir.Constant(ty, 1), size, [zero])
+                    store(builder, v, op, builder.mul(k, ir.Constant(ty, per)), 1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return lane_sums
+
+
 def make_decode(target: Target):
     """The decoder intrinsic of ``target``: float32 trits in its dot's layout."""
     @intrinsic
@@ -455,3 +533,4 @@ group_dot_2bit = {b: make_group_dot(TARGET, SCALED_ROWS, b * INT8_LANES // BLOCK
 # whole blocks, bpg a group: two rows a dot (with four, the 8 blocks of a step spilled)
 group_dot_2bit[BLOCK_BYTES] = make_group_dot(TARGET, SCALED_ROWS // 2, INT8_LANES)
 decode_2bit = make_decode(TARGET)
+lane_sums_2bit = make_lane_sums(TARGET)
