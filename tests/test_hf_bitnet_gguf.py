@@ -288,3 +288,79 @@ def test_bfloat16_kept_as_bits(model_dir, tmp_path):
     assert np.array_equal(tn.load(tmp_path / "m.npz")["model.embed_tokens.weight"], expected)
     with pytest.raises(ValueError, match="bfloat16 must be one of"):
         tn.io.read_safetensors(tmp_path / "m.safetensors", bfloat16="uint16")
+
+
+def _rope_pairs(x, theta):
+    """llama.cpp's "norm" RoPE: adjacent pairs (2i, 2i + 1) rotate together."""
+    n, d = x.shape[-2:]
+    angles = np.arange(n)[:, None] / theta ** (np.arange(0, d, 2) / d)
+    cos, sin = np.cos(angles), np.sin(angles)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = even * cos - odd * sin, even * sin + odd * cos
+    return out
+
+
+def llama_cpp_forward(t, tokens, heads, kv_heads, layers, theta, eps):
+    """llama.cpp's llama graph in NumPy float64 over a GGUF file's tensors (float activations)."""
+    x = t["token_embd.weight"][tokens[0]]
+    n = x.shape[0]
+    for i in range(layers):
+        def w(name, i=i):
+            return t[f"blk.{i}.{name}.weight"]
+        h = _rms(x, w("attn_norm"), eps)
+        q = _rope_pairs((h @ w("attn_q").T).reshape(n, heads, -1).transpose(1, 0, 2), theta)
+        k = _rope_pairs((h @ w("attn_k").T).reshape(n, kv_heads, -1).transpose(1, 0, 2), theta)
+        v = (h @ w("attn_v").T).reshape(n, kv_heads, -1).transpose(1, 0, 2)
+        k, v = np.repeat(k, heads // kv_heads, 0), np.repeat(v, heads // kv_heads, 0)
+        scores = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+        scores = np.where(np.tril(np.ones((n, n), bool)), scores, -np.inf)
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        x = x + ((p / p.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(n, -1) @ \
+            w("attn_output").T
+        h = _rms(x, w("ffn_norm"), eps)
+        gate = h @ w("ffn_gate").T
+        x = x + (gate / (1 + np.exp(-gate)) * (h @ w("ffn_up").T)) @ w("ffn_down").T
+    return _rms(x, t["output_norm.weight"], eps) @ t["output.weight"].T
+
+
+def test_llama_gguf_permutes_q_and_k_rows(tmp_path):
+    """A Llama with ternary projections (as tritnum.torch trains them) in llama.cpp's layout."""
+    torch.manual_seed(2)
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, rope_theta=10000.0,
+                                      rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
+    model = transformers.LlamaForCausalLM(config).float().eval()
+    tensors = {}
+    for name, value in model.state_dict().items():
+        if name.endswith("_proj.weight"):
+            t = tn.quantize(value.numpy())
+            t = tn.TernaryTensor(t.packed, np.float32(np.float16(t.scales)))  # TQ's float16
+            value.copy_(torch.from_numpy(t.dequantize()))  # the model computes with them
+            tensors[name] = t
+        else:
+            tensors[name] = value.numpy().copy()
+    report = tn.io.llama_to_gguf(tmp_path / "llama.gguf", tensors, config.to_dict())
+    assert report.counts()["TQ2_0"] == 14
+    reader = gguf.GGUFReader(tmp_path / "llama.gguf")
+    assert _field(reader, "general.architecture") == "llama"
+    assert _field(reader, "llama.attention.head_count_kv") == 2
+    assert _field(reader, "llama.rope.freq_base") == 10000.0
+    file = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+            .reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+    assert "output.weight" in file and "blk.1.ffn_gate.weight" in file
+    ours = llama_cpp_forward(file, TOKENS, 4, 2, 2, 10000.0, 1e-6)
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(TOKENS)).logits[0].double().numpy()
+    np.testing.assert_allclose(ours, theirs, atol=1e-4 * np.abs(theirs).max())
+    # the file's q rows are the model's, permuted within each head: pairs of the two halves
+    q = tensors["model.layers.0.self_attn.q_proj.weight"].dequantize()
+    np.testing.assert_array_equal(file["blk.0.attn_q.weight"][:4], q[[0, 32, 1, 33]])
+    config_bad = {**config.to_dict(), "hidden_act": "gelu"}
+    with pytest.raises(FormatError, match="silu"):
+        tn.io.llama_to_gguf(tmp_path / "bad.gguf", tensors, config_bad)
+    with pytest.raises(FormatError, match=r"no place.*model\.layers\.0\.mlp\.extra\.weight"):
+        tn.io.llama_to_gguf(tmp_path / "bad.gguf",
+                            {**tensors, "model.layers.0.mlp.extra.weight": np.ones(4)},
+                            config.to_dict())

@@ -12,10 +12,11 @@
 - :func:`read_hf_bitnet` / :func:`write_hf_bitnet`: whole transformers ``bitnet`` model
   directories (``config.json``, sharded safetensors).
 - :func:`convert` / :func:`hf_bitnet_to_gguf`: those models to and from tritnum's own
-  files, and to GGUF for llama.cpp (``python -m tritnum convert``).
+  files, and to GGUF for llama.cpp (``python -m tritnum convert``); :func:`llama_to_gguf`:
+  a Llama model with ternary projections (trained with :mod:`tritnum.torch`) to GGUF.
 """
 
-from .convert import convert, hf_bitnet_to_gguf
+from .convert import convert, hf_bitnet_to_gguf, llama_to_gguf
 from .gguf.blocks import QTYPES, from_gguf_blocks, to_gguf_blocks
 from .gguf.file import read_gguf, write_gguf
 from .gguf.i2s import LAYOUTS as I2S_LAYOUTS
@@ -28,6 +29,6 @@ from .safetensors_file import SafetensorsFile, read_safetensors, write_safetenso
 
 __all__ = ["I2S_LAYOUTS", "QTYPES", "GGUFBlocks", "GGUFModel", "GGUFReport", "GGUFValue",
            "SafetensorsFile", "TensorReport", "convert", "from_gguf_blocks", "from_hf_bitnet",
-           "hf_bitnet_to_gguf", "quantize_gguf", "read_gguf", "read_hf_bitnet",
+           "hf_bitnet_to_gguf", "llama_to_gguf", "quantize_gguf", "read_gguf", "read_hf_bitnet",
            "read_safetensors", "to_gguf_blocks", "to_hf_bitnet", "write_gguf", "write_hf_bitnet",
            "write_safetensors"]

@@ -22,14 +22,14 @@ from ..errors import FormatError
 from ..typing import I2SLayout
 from .arrays import bfloat16_to_float32
 from .files import load, save
-from .gguf.bitnet import gguf_metadata, gguf_names, gguf_qtypes, model_name
 from .gguf.file import write_gguf
+from .gguf.hf_models import gguf_metadata, gguf_names, gguf_qtypes, model_name, rope_rows
 from .gguf.model import GGUFBlocks, GGUFReport
 from .hf_checkpoint import CONFIG, bitnet_settings, read_hf_bitnet, write_hf_bitnet
 from .safetensors_file import read_safetensors, write_safetensors
 from .safetensors_header import json_object
 
-__all__ = ["CONFIG_KEY", "convert", "hf_bitnet_to_gguf"]
+__all__ = ["CONFIG_KEY", "convert", "hf_bitnet_to_gguf", "llama_to_gguf"]
 
 #: The safetensors metadata key that keeps a model's config.json in tritnum's own file.
 CONFIG_KEY = "hf_bitnet.config"
@@ -38,12 +38,18 @@ _TERNARY_QTYPES = ("TQ1_0", "TQ2_0", "I2_S")
 
 def _to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any], config: Mapping[str, Any],
              name: str, qtype: str, layout: str, requantize: bool,
-             progress: bool | None) -> GGUFReport:
+             progress: bool | None, arch: str = "bitnet") -> GGUFReport:
     qtype = choice(qtype, "qtype", _TERNARY_QTYPES, FormatError)
-    metadata = gguf_metadata(config, qtype, name)
-    names = gguf_names(list(tensors), config)
+    metadata = gguf_metadata(config, qtype, name, arch)
+    names = gguf_names(list(tensors), config, arch)
     renamed = {names[n]: _bfloat16(v, getattr(tensors, "dtypes", {}).get(n))
                for n, v in tensors.items()}
+    if arch == "llama":  # llama.cpp rotates adjacent pairs: permute the rows as LlamaModel does
+        heads = config["num_attention_heads"]
+        kv_heads = config.get("num_key_value_heads") or heads
+        for n in renamed:
+            if n.endswith((".attn_q.weight", ".attn_k.weight")):
+                renamed[n] = rope_rows(renamed[n], heads if ".attn_q." in n else kv_heads)
     return write_gguf(dst, renamed, metadata=metadata, qtype=gguf_qtypes(qtype),
                       layout=layout, requantize=requantize, progress=progress)
 
@@ -132,6 +138,77 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
     tensors, config = read_hf_bitnet(src)
     return _to_gguf(dst, tensors, config, model_name(src, config), qtype, layout, requantize,
                     progress)
+
+
+def llama_to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any],
+                  config: Mapping[str, Any], *, qtype: str = "TQ2_0", layout: I2SLayout = "x86",
+                  name: str = "tritnum", requantize: bool = False,
+                  progress: bool | None = None) -> GGUFReport:
+    """Write a Llama model with ternary projections as a GGUF file of llama.cpp's ``llama``.
+
+    For a model trained with :mod:`tritnum.torch` (``tritnum.torch.export`` of a
+    converted ``LlamaForCausalLM``) or any tensors under transformers' Llama names:
+    names from the ``gguf`` package's ``TensorNameMap``, hyperparameters from the
+    config under its ``Keys``, and the rows of the query and key projections
+    permuted as llama.cpp's ``LlamaModel.permute`` does (llama.cpp rotates
+    adjacent pairs where transformers rotates halves; without it the file loads
+    and computes wrong results). Float weights stay float (F32, F16 as stored).
+
+    Parameters
+    ----------
+    dst : path-like
+        The GGUF file to write (beside, then renamed).
+    tensors : mapping of str to TernaryTensor or numpy.ndarray
+        The model's tensors by transformers' Llama names (``model.embed_tokens.weight``,
+        ``model.layers.0.self_attn.q_proj.weight``, ..., ``lm_head.weight``).
+    config : mapping
+        The model's config (``LlamaConfig.to_dict()``, or ``config.json``).
+    qtype : {"TQ2_0", "TQ1_0", "I2_S"}
+        The ternary projections' type.
+    layout : {"x86", "x86-interleaved", "arm"}
+        I2_S's byte layout.
+    name : str
+        ``general.name``.
+    requantize : bool
+        Re-quantize tensors whose scales ``qtype`` cannot hold (per-row scales into
+        I2_S, groups finer than TQ's 256-value blocks); without it FormatError.
+    progress : bool, optional
+        Show a progress bar; by default only for many tensors.
+
+    Returns
+    -------
+    GGUFReport
+        Each tensor's name, type and size.
+
+    Raises
+    ------
+    FormatError
+        A tensor with no place in llama.cpp's ``llama`` architecture (named); a
+        missing or ill-typed hyperparameter, an activation other than SiLU, biases,
+        RoPE scaling; scales ``qtype`` cannot hold (without ``requantize``).
+    ShapeMismatchError
+        A projection whose rows ``qtype`` cannot hold (TQ: a multiple of 256).
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, tritnum as tn
+    >>> config = {"vocab_size": 8, "hidden_size": 256, "intermediate_size": 256,
+    ...           "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+    ...           "max_position_embeddings": 64, "hidden_act": "silu"}
+    >>> rng = np.random.default_rng(0)
+    >>> q = tn.quantize(rng.standard_normal((256, 256)), axis=-1)
+    >>> path = os.path.join(tempfile.mkdtemp(), "llama.gguf")
+    >>> report = tn.io.llama_to_gguf(path, {"model.layers.0.self_attn.q_proj.weight": q}, config)
+    >>> model = tn.io.read_gguf(path)
+    >>> model.architecture, model.qtypes["blk.0.attn_q.weight"]
+    ('llama', 'TQ2_0')
+    >>> rows = [0, 64, 1, 65]  # head 0's first pairs: row i of each half, side by side
+    >>> bool((model["blk.0.attn_q.weight"].packed.unpack()[:4] == q.packed.unpack()[rows]).all())
+    True
+    """
+    if not isinstance(config, Mapping):
+        raise FormatError(f"config must be a mapping, got {type(config).__name__}")
+    return _to_gguf(dst, tensors, config, name, qtype, layout, requantize, progress, "llama")
 
 
 def _config_of(config: Any) -> dict[str, Any]:

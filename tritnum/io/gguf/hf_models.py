@@ -1,12 +1,14 @@
-"""A transformers ``bitnet`` model as a GGUF file of llama.cpp's ``bitnet`` architecture.
+"""transformers models as GGUF files of llama.cpp's ``bitnet`` and ``llama`` architectures.
 
 The tensor names come from the ``gguf`` package's own tables (``TensorNameMap`` of
-``MODEL_ARCH.BITNET``, ``TENSOR_NAMES``), the metadata keys from its ``Keys``, the
-hyperparameters from the model's ``config.json``, as llama.cpp's
-``convert_hf_to_gguf.py`` (``BitnetModel``) writes them. The ternary projections
-keep their exact trits and scale (the one transformers' layer multiplies by, the
-convention of ``linear_class`` applied once, on reading); a tensor or a setting
-llama.cpp's architecture has no place for is refused by name.
+``MODEL_ARCH.BITNET`` or ``MODEL_ARCH.LLAMA``, ``TENSOR_NAMES``), the metadata keys
+from its ``Keys``, the hyperparameters from the model's ``config.json``, as llama.cpp's
+``convert_hf_to_gguf.py`` (``BitnetModel``, ``LlamaModel``) writes them. The ternary
+projections keep their exact trits and scale; a tensor or a setting the architecture
+has no place for is refused by name. llama.cpp's ``llama`` architecture rotates
+adjacent pairs (RoPE "norm"), transformers rotates halves: the rows of the query and
+key projections are permuted as ``LlamaModel.permute`` does (:func:`rope_rows`);
+``bitnet`` rotates halves, as transformers.
 """
 
 from __future__ import annotations
@@ -19,15 +21,17 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError
+from ...packing import pack
 from ...quantize import TernaryTensor
 from ..hf_checkpoint import bitnet_settings
 from .model import GGUFBlocks
 from .quantize import FILE_TYPES
 from .values import GGUFValue
 
-__all__ = ["gguf_metadata", "gguf_names", "gguf_qtypes", "model_name"]
+__all__ = ["ARCHS", "gguf_metadata", "gguf_names", "gguf_qtypes", "model_name", "rope_rows"]
 
-ARCH = "bitnet"
+#: llama.cpp architecture -> (gguf.MODEL_ARCH member, transformers' hidden_act).
+ARCHS = {"bitnet": ("BITNET", "relu2"), "llama": ("LLAMA", "silu")}
 # transformers' names of the two norms inside each block, which the gguf package's
 # TensorNameMap (0.19) knows only under their older names (inner_attn_ln, ffn_layernorm)
 _SUB_NORMS = {r"model\.layers\.(\d+)\.self_attn\.attn_sub_norm": "ATTN_SUB_NORM",
@@ -72,32 +76,38 @@ def _rope_theta(config: Mapping[str, Any]) -> float:
     return _float(config, "rope_theta", theta)
 
 
-def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str) -> dict[str, GGUFValue]:
-    """The GGUF metadata of a bitnet model of ``config`` whose projections are ``qtype``.
+def _heads(config: Mapping[str, Any]) -> tuple[int, int]:
+    """The query and key-value head counts of ``config``."""
+    heads = _int(config, "num_attention_heads")
+    kv_heads = config.get("num_key_value_heads") or heads
+    return heads, _int({"num_key_value_heads": kv_heads}, "num_key_value_heads")
+
+
+def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str,
+                  arch: str = "bitnet") -> dict[str, GGUFValue]:
+    """The GGUF metadata of an ``arch`` model of ``config`` whose projections are ``qtype``.
 
     FormatError for a hyperparameter that is missing or of the wrong type, or a
-    setting llama.cpp's bitnet architecture cannot express.
+    setting llama.cpp's architecture cannot express.
     """
     keys = _gguf().Keys
-    settings = bitnet_settings(config, "config.json")
-    if settings["use_rms_norm"]:
+    if arch == "bitnet" and bitnet_settings(config, "config.json")["use_rms_norm"]:
         raise FormatError("config.json: quantization_config.use_rms_norm is true: llama.cpp's "
                           "bitnet architecture has no norm inside each projection")
-    if config.get("hidden_act", "relu2") != "relu2":
+    act = ARCHS[arch][1]
+    if config.get("hidden_act", act) != act:
         raise FormatError(f"config.json: hidden_act is {config.get('hidden_act')!r:.60}; "
-                          "llama.cpp's bitnet architecture computes relu2")
-    if config.get("attention_bias"):
-        raise FormatError("config.json: attention_bias is true; llama.cpp's bitnet "
-                          "architecture has no attention biases")
+                          f"llama.cpp's {arch} architecture computes {act}")
+    if config.get("attention_bias") or config.get("mlp_bias"):
+        raise FormatError(f"config.json: attention_bias or mlp_bias is true; this converter "
+                          f"writes llama.cpp's {arch} architecture without biases")
     n = {key: _int(config, key) for key in _INTS}
-    heads = n["num_attention_heads"]
-    kv_heads = config.get("num_key_value_heads") or heads
-    kv_heads = _int({"num_key_value_heads": kv_heads}, "num_key_value_heads")
+    heads, kv_heads = _heads(config)
     head_dim = config.get("head_dim") or n["hidden_size"] // heads
     if head_dim * heads != n["hidden_size"] or heads % kv_heads:
         raise FormatError(f"config.json: hidden_size {n['hidden_size']}, "
                           f"{heads} heads of {head_dim}, {kv_heads} key-value heads do not fit "
-                          "llama.cpp's bitnet attention")
+                          f"llama.cpp's {arch} attention")
     eps = _float(config, "rms_norm_eps", config.get("rms_norm_eps", 1e-5))
 
     def u32(v: int) -> GGUFValue:
@@ -107,10 +117,10 @@ def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str) -> dict[str,
         return GGUFValue("float32", v)
 
     def key(k: str) -> str:
-        return k.format(arch=ARCH)
+        return k.format(arch=arch)
 
-    return {
-        keys.General.ARCHITECTURE: GGUFValue("string", ARCH),
+    out = {
+        keys.General.ARCHITECTURE: GGUFValue("string", arch),
         keys.General.NAME: GGUFValue("string", name),
         key(keys.LLM.VOCAB_SIZE): u32(n["vocab_size"]),
         key(keys.LLM.CONTEXT_LENGTH): u32(n["max_position_embeddings"]),
@@ -122,17 +132,39 @@ def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str) -> dict[str,
         key(keys.Rope.FREQ_BASE): f32(_rope_theta(config)),
         key(keys.Attention.LAYERNORM_RMS_EPS): f32(eps),
         key(keys.Rope.DIMENSION_COUNT): u32(head_dim),
-        key(keys.Rope.SCALING_TYPE): GGUFValue("string", "linear"),
-        key(keys.Rope.SCALING_FACTOR): f32(1.0),
         keys.General.FILE_TYPE: u32(FILE_TYPES[qtype]),
     }
+    if arch == "bitnet":  # as llama.cpp's BitnetModel writes them
+        out[key(keys.Rope.SCALING_TYPE)] = GGUFValue("string", "linear")
+        out[key(keys.Rope.SCALING_FACTOR)] = f32(1.0)
+    return out
 
 
-def gguf_names(names: list[str], config: Mapping[str, Any]) -> dict[str, str]:
+def rope_rows(value: Any, heads: int) -> Any:
+    """The rows of a query or key projection in llama.cpp's RoPE order (``LlamaModel.permute``).
+
+    Within each head, rows ``(h, half, i)`` go to ``(h, i, half)``: transformers
+    rotates the two halves of a head, llama.cpp's ``llama`` adjacent pairs. Scales
+    follow their rows.
+    """
+    out = value.shape[0]
+    if out % (2 * heads):
+        raise FormatError(f"a projection of {out} rows does not split into {heads} heads of "
+                          "an even size")
+    order = np.arange(out).reshape(heads, 2, out // heads // 2).swapaxes(1, 2).reshape(-1)
+    if not isinstance(value, TernaryTensor):
+        return np.asarray(value)[order]
+    scales = value.scales if value.group_size is None else np.asarray(value.scales)[order]
+    return TernaryTensor(pack(value.packed.unpack()[order], value.packed.format), scales,
+                         value.group_size)
+
+
+def gguf_names(names: list[str], config: Mapping[str, Any],
+               arch: str = "bitnet") -> dict[str, str]:
     """GGUF names of transformers' bitnet tensors ``names``; FormatError naming the rest."""
     gguf = _gguf()
     blocks = _int(config, "num_hidden_layers")
-    table = gguf.TensorNameMap(gguf.MODEL_ARCH.BITNET, blocks)
+    table = gguf.TensorNameMap(getattr(gguf.MODEL_ARCH, ARCHS[arch][0]), blocks)
     out: dict[str, str] = {}
     refused = []
     for name in names:
@@ -140,7 +172,7 @@ def gguf_names(names: list[str], config: Mapping[str, Any]) -> dict[str, str]:
         mapped = table.get_name(base) if dot else None
         for pattern, tensor in _SUB_NORMS.items():
             match = re.fullmatch(pattern, base)
-            if mapped is None and match and int(match.group(1)) < blocks:
+            if mapped is None and match and int(match.group(1)) < blocks and arch == "bitnet":
                 kind = getattr(gguf.MODEL_TENSOR, tensor)
                 mapped = gguf.TENSOR_NAMES[kind].format(bid=int(match.group(1)))
         if mapped is None or suffix != "weight":
@@ -150,7 +182,7 @@ def gguf_names(names: list[str], config: Mapping[str, Any]) -> dict[str, str]:
     if refused:
         tied = " (llama.cpp's bitnet architecture multiplies by token_embd for the output: " \
                "it takes models with tie_word_embeddings)" if "lm_head.weight" in refused else ""
-        raise FormatError(f"{len(refused)} tensors have no place in llama.cpp's bitnet "
+        raise FormatError(f"{len(refused)} tensors have no place in llama.cpp's {arch} "
                           f"architecture: {', '.join(refused[:6])}"
                           + (", ..." if len(refused) > 6 else "") + tied)
     return out
