@@ -75,15 +75,8 @@ def to_bitlinear(module: nn.Module) -> BitLinear:
         else:
             tw, bias = from_hf_bitnet(packed, scale, linear_class=linear_class,
                                       bias=module.bias.detach().cpu())
-        device = module.weight.device
-        layer = BitLinear(module.in_features, module.out_features, bias is not None,
-                          device=device)
-        state = {"weight_packed": torch.from_numpy(np.array(tw.packed.data)).to(device),
-                 "weight_scale": torch.from_numpy(np.array(tw.scales)).to(device)}
-        if bias is not None:
-            state["bias"] = torch.from_numpy(bias).to(device)
-        layer.load_state_dict(state)
-        layer.requires_grad_(False)
+        layer = BitLinear._from_ternary(tw, None if bias is None else torch.from_numpy(bias),
+                                        module.weight.device)
     if module.rms_norm is not None:
         layer.norm = "rms"
         layer.rms_norm = module.rms_norm

@@ -16,11 +16,10 @@ import torch
 from torch import nn
 
 from ..errors import FormatError, ShapeMismatchError
-from ..packing import pack, unpack
 from ..quantize import TernaryTensor
 from ..typing import Activations
 from . import _hf
-from .layers import BitLinear, _quant_lambda
+from .layers import BitLinear, _quant_lambda, packed_buffers
 
 __all__ = ["Selector", "convert", "export", "freeze", "load_exported", "set_quant_lambda",
            "unfreeze"]
@@ -237,10 +236,9 @@ def _packed_state(key: str, value: object, layer: BitLinear) -> dict[str, torch.
             f"{key!r}: the layer has group_size={layer.group_size}, the tensor "
             f"group_size={value.group_size} (make the layer with the tensor's)",
             expected=layer.group_size, actual=value.group_size)
-    packed = value.packed if value.format == "2bit" else pack(unpack(value.packed), "2bit")
     device = layer.weight.device if layer.weight is not None else layer.weight_packed.device
-    return {"weight_packed": torch.from_numpy(np.array(packed.data)).to(device),
-            "weight_scale": torch.from_numpy(np.array(value.scales, np.float32)).to(device)}
+    packed, scale = packed_buffers(value, device)
+    return {"weight_packed": packed, "weight_scale": scale}
 
 
 def load_exported(model: nn.Module, tensors: Mapping[str, TernaryTensor | np.ndarray], *,

@@ -25,7 +25,7 @@ from torch import nn
 from .._formats import get_format
 from .._validate import choice
 from ..errors import FormatError, ShapeMismatchError
-from ..packing import PackedTrits, ensure_valid, unpack
+from ..packing import PackedTrits, ensure_valid, pack, unpack
 from ..quantize import TernaryTensor, quantize
 from ..typing import Activations
 from . import _ops
@@ -75,6 +75,13 @@ def _rounded(t: TernaryTensor, scale_dtype: str) -> TernaryTensor:
                           f"(largest {torch.finfo(SCALE_DTYPES[scale_dtype]).max:g}): use "
                           "scale_dtype='float32' or 'bfloat16'")
     return TernaryTensor(t.packed, scales.numpy(), t.group_size)
+
+
+def packed_buffers(w: TernaryTensor, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(weight_packed, weight_scale)`` of ``w`` on ``device``: "2bit" bytes, float32 scales."""
+    packed = w.packed if w.format == "2bit" else pack(unpack(w.packed), "2bit")
+    return (torch.from_numpy(np.array(packed.data)).to(device),
+            torch.from_numpy(np.array(w.scales, np.float32)).to(device))
 
 
 def latent_from_trits(trits: np.ndarray, scales: np.ndarray,
@@ -357,6 +364,23 @@ class BitLinear(nn.Module):
         layer.weight = linear.weight
         layer.bias = linear.bias
         return layer.train(linear.training)
+
+    @classmethod
+    def _from_ternary(cls, w: TernaryTensor, bias: torch.Tensor | None,
+                      device: Any) -> BitLinear:
+        """A layer holding only ``w`` (packed) and ``bias``, in eval mode.
+
+        ``freeze(keep_latent=False)``'s state, made without latent weights to release.
+        """
+        out_features, in_features = w.shape
+        layer = cls(in_features, out_features, bias is not None, group_size=w.group_size,
+                    device="meta")
+        layer._quant_lambda = torch.ones((), device=device)
+        layer.weight_packed, layer.weight_scale = packed_buffers(w, device)
+        layer._persist_packed(True)
+        if bias is not None:
+            layer.bias = nn.Parameter(bias.to(device), requires_grad=False)
+        return layer.train(False)
 
     def reset_parameters(self) -> None:
         """Initialize the latent weight and bias as ``nn.Linear`` does (Kaiming uniform)."""
