@@ -145,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                             "speedup, bar, what the row measures)")
     bench.add_argument("--family", action="append",
                        choices=["packing", "quantize", "gguf", "matmul", "vsa", "dask",
-                                "compress", "torch"],
-                       help="only this family of rows (repeatable; default: all)")
+                                "compress", "torch", "hdc"],
+                       help="only this family of rows (repeatable; default: all but hdc, "
+                            "HDC classifiers against torch-hd's, accuracy and time, "
+                            "about 5 minutes, 1 with --quick, run only when named)")
     bench.add_argument("--rows", type=int, default=None,
                        help="rows of trits in the packing and quantize cases (default 4096; "
                             "1024 with --quick)")

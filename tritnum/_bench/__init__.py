@@ -22,6 +22,7 @@ from .dask import dask_cases
 from .gguf_files import gguf_file_cases
 from .gpu import on_gpu
 from .harness import ROUNDS, WARMUP_SECONDS, Result, measure, table
+from .hdc import hdc_results
 from .matmul import matmul_cases
 from .packing import packing_cases
 from .quantize import quantization_cases
@@ -69,6 +70,8 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
     for i, case in enumerate(cases, 1):
         print(f"[{i}/{len(cases)}] {case.family}: {case.name}", file=sys.stderr, flush=True)
         results.append(measure(case, repeats, warmup, 1 if quick else ROUNDS))
+    if "hdc" in families:  # minutes of torchhd per row: timed once each, run only when named
+        results += hdc_results(quick)
     return results
 
 
