@@ -230,6 +230,7 @@ def test_hostile_index(tmp_path):
     first = next(n for n, shard in index["weight_map"].items() if shards.count(shard) > 1)
     for weight_map, match in [
         ("shards", "weight_map.*not a dict"),
+        ({}, "names no tensors"),
         ({**index["weight_map"], first: "../model.safetensors"}, "not a file name"),
         ({**index["weight_map"], first: f"{tmp_path}/bad/model.safetensors"}, "not a file name"),
         ({**index["weight_map"], first: "model-00009-of-00009.safetensors"},

@@ -105,6 +105,8 @@ def _shards(path: str) -> dict[str, list[str] | None]:
         FILE.fail(f"{path!r} has neither {SINGLE} nor {INDEX}")
     where = repr(index)
     weight_map = field(FILE, _json_file(index, where), "weight_map", dict, where)
+    if not weight_map:
+        FILE.fail(f"{where}: its weight_map names no tensors")
     shards: dict[str, list[str] | None] = {}
     for tensor, shard in weight_map.items():
         shards.setdefault(_shard_name(shard, where), []).append(tensor)  # type: ignore[union-attr]
