@@ -303,13 +303,14 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
     m, out_rows = x.shape[0], w.shape[0]
     groups = scales.shape[1]
     segment = _gemv_segment(fmt, n, groups)
-    in_block = groups > 1 and segment == fmt.units(n)
+    gb = segment // groups  # weight bytes a group, in the whole-row layout
+    in_block = groups > 1 and segment == fmt.units(n) and gb % BLOCK_BYTES != 0
     if in_block and exact:  # integer sums by group: the plain order
         segment = in_block = 0
-    if in_block:  # the group of each laid-out position: byte m of block k is in (Bk + m) // gb
+    if in_block and BLOCK_BYTES % gb:  # the group of each laid-out position: (Bk + m) // gb
         byte = (BLOCK_BYTES * np.arange(segment // BLOCK_BYTES)[:, None, None]
                 + np.arange(BLOCK_BYTES)[None, None, :])
-        group_of = np.broadcast_to(byte // (segment // groups),
+        group_of = np.broadcast_to(byte // gb,
                                    (segment // BLOCK_BYTES, 4, BLOCK_BYTES)).reshape(-1)
     if segment:
         x = _laid_out(x, n, segment)
@@ -329,8 +330,12 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
         sums = np.empty((m, out_rows), np.float32)
         for o0 in range(0, out_rows, rows):
             t = decode(w[o0:o0 + rows], tile[:min(rows, out_rows - o0)])
-            if in_block:  # in the layout, byte m of block k (4 codes) is in group (Bk + m) // gb
-                t *= scales[o0:o0 + t.shape[0], group_of]
+            if in_block and BLOCK_BYTES % gb:  # in the layout, byte m of block k is in
+                t *= scales[o0:o0 + t.shape[0], group_of]  # group (Bk + m) // gb
+            elif in_block:  # groups inside blocks: a few per block, as runs of bytes
+                per = BLOCK_BYTES // gb
+                by_group = t.reshape(t.shape[0], -1, 4, per, gb)
+                by_group *= scales[o0:o0 + t.shape[0]].reshape(t.shape[0], -1, 1, per, 1)
             elif groups > 1:
                 by_group = t.reshape(t.shape[0], groups, size)
                 by_group *= scales[o0:o0 + t.shape[0], :, None]
