@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from . import errors, io, vsa
 from ._dispatch import cuda_available, get_device, set_device, use_device
+from ._threads import get_num_threads, limit_threads, set_num_threads
 from ._warmup import warmup
 from .compress import ErrorFeedback, Sketch, compress, decompress
 from .errors import (
@@ -49,7 +50,9 @@ __all__ = [
     "dequantize",
     "errors",
     "get_device",
+    "get_num_threads",
     "io",
+    "limit_threads",
     "linear",
     "load",
     "nbytes",
@@ -58,6 +61,7 @@ __all__ = [
     "quantize_activations",
     "save",
     "set_device",
+    "set_num_threads",
     "unpack",
     "use_device",
     "vsa",

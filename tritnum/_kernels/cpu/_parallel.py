@@ -56,6 +56,7 @@ torch (:func:`tritnum._threads.available`).
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import os
 import threading
@@ -66,6 +67,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from ... import _blas
 from ..._dispatch import register
 from ..._threads import threads
 from ._jit import jit
@@ -393,6 +395,28 @@ def _close_pool() -> None:
     """Close the pool of this process (a forked child's own, not its parent's), if any."""
     if _pool is not None:
         _pool.close()
+
+
+def blas_threads() -> int:
+    """The BLAS threads for a tritnum call made now: :func:`threads`, or 1 on a busy machine.
+
+    Busy: the pool's last call had no helper in time, or calls go alone (see the
+    module docstring). A BLAS thread would come as late, and OpenBLAS waits for all
+    of its own: a 64-row float GEMM at 4096 x 4096 with the other core busy took
+    300-1400 ms with 2 BLAS threads, 55-135 ms with 1 (NumPy's own 2-thread sgemm on
+    the dense matrix 200-280 ms).
+    """
+    return 1 if _pool is not None and (_pool.alone > 0 or _pool.misses > 0) else threads()
+
+
+def with_blas_limit(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` whose BLAS calls run on :func:`blas_threads` threads (:func:`_blas.limit`)."""
+    @functools.wraps(function)
+    def limited(*args: Any, **kwargs: Any) -> Any:
+        with _blas.limit(blas_threads()):
+            return function(*args, **kwargs)
+
+    return limited
 
 
 def _guided(tasks: int, parts: int) -> list[int]:
