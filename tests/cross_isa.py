@@ -6,15 +6,15 @@ never run here (an AVX-512 kernel on an AVX2 host dies of SIGILL). So a child pr
 this file run as ``compile OUTDIR [aarch64]`` in a target's environment
 (:func:`target_env`), runs :data:`WORKLOAD` through the public API with
 every tritnum kernel call replaced by its compilation for the arguments' types: no
-kernel runs, each returns zeros of its result type (the workload's answers are
-garbage, its kernels and their signatures those of the level). It writes each
+kernel runs, each returns zeros of its result type and leaves its outputs zero (the
+workload's answers are wrong, its kernels and their signatures those of the level). It writes each
 compiled kernel's assembly; with ``aarch64`` (the portable level), tritnum's Python code
 sees an ARM machine (its spin-waits pick their IR by it) and each kernel's LLVM IR is
 also lowered for AArch64 CPUs by :func:`retarget` (in the child: LLVM aborts the
 process on IR it cannot lower).
 
-:func:`compile_level` runs it from a test; :func:`inner_loops`, :func:`mnemonic` and
-:func:`vector_width` read the assembly.
+:func:`compile_levels` runs it for every level from a test; :func:`inner_loops`,
+:func:`mnemonic` and :func:`vector_width` read the assembly.
 """
 
 from __future__ import annotations
@@ -62,17 +62,30 @@ def target_env(level: str) -> dict[str, str]:
                 TRITNUM_ISA=level, TRITNUM_CACHE="0")
 
 
-def compile_level(level: str, outdir: Path, aarch64: bool = False
-                  ) -> dict[str, list[dict[str, str]]]:
-    """Compile the kernels :data:`WORKLOAD` calls for ``level``'s CPU, running none of them.
+def compile_levels(root: Path) -> dict[str, dict[str, list[dict[str, str]]]]:
+    """Compile the kernels :data:`WORKLOAD` calls for each level's CPU, running none of them.
 
-    Returns ``{"module:function": [{"signature": ..., "asm": ...}, ...]}`` (the texts), with
-    the assembly for each of :data:`AARCH64_CPUS` beside ``"asm"`` when ``aarch64``.
+    One child process a level, all at once (each compiles on one core). Returns
+    ``{level: {"module:function": [{"signature": ..., "asm": ...}, ...]}}`` (the texts); the
+    portable level's entries also hold the assembly for each of :data:`AARCH64_CPUS`.
     """
-    args = ["compile", str(outdir), *(["aarch64"] if aarch64 else [])]
-    child = subprocess.run([sys.executable, __file__, *args], env=target_env(level),
-                           capture_output=True, text=True, timeout=900, check=False)
-    assert child.returncode == 0, f"{level}:\n{child.stderr[-4000:]}"
+    from tritnum import _isa
+
+    children = {}
+    for level in _isa.LEVELS:
+        (root / level).mkdir()
+        args = ["compile", str(root / level), *(["aarch64"] if level == "portable" else [])]
+        with open(root / level / "stderr.txt", "w") as stderr:
+            children[level] = subprocess.Popen([sys.executable, __file__, *args],
+                                               env=target_env(level), stderr=stderr)
+    for level, child in children.items():
+        child.wait(timeout=1800)
+        stderr = (root / level / "stderr.txt").read_text()
+        assert child.returncode == 0, f"{level}:\n{stderr[-4000:]}"
+    return {level: _read(root / level) for level in children}
+
+
+def _read(outdir: Path) -> dict[str, list[dict[str, str]]]:
     manifest = json.loads((outdir / "manifest.json").read_text())
     return {key: [{name: (value if name == "signature" else (outdir / value).read_text())
                    for name, value in entry.items()} for entry in entries]
@@ -214,6 +227,7 @@ def _keep_ir_before_codegen() -> None:
 
 
 def _compile(outdir: str, machine: str | None = None) -> None:
+    import numpy as np
     from numba.core.registry import CPUDispatcher
 
     if machine:  # tritnum's Python code as it runs there
@@ -231,6 +245,9 @@ def _compile(outdir: str, machine: str | None = None) -> None:
         return call(kernel, *args, **kwargs)
 
     CPUDispatcher.__call__ = intercept
+    # the outputs that kernels would have filled read as zeros (not as what np.empty left
+    # there, which the Python code around the kernels may refuse, a scale overflowing)
+    np.empty, np.empty_like = np.zeros, np.zeros_like
     exec(WORKLOAD, {})
     out = Path(outdir)
     manifest: dict[str, list[dict[str, str]]] = {}
