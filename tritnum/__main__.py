@@ -145,10 +145,12 @@ def main(argv: list[str] | None = None) -> int:
                             "speedup, bar, what the row measures)")
     bench.add_argument("--family", action="append",
                        choices=["packing", "quantize", "gguf", "matmul", "vsa", "dask",
-                                "compress", "torch", "hdc"],
-                       help="only this family of rows (repeatable; default: all but hdc, "
-                            "HDC classifiers against torch-hd's, accuracy and time, "
-                            "about 5 minutes, 1 with --quick, run only when named)")
+                                "compress", "torch", "sweep", "hdc"],
+                       help="only this family of rows (repeatable; default: all but sweep, "
+                            "every public op over its modes against NumPy, about 10 "
+                            "minutes, a minute with --quick, run only when named; and "
+                            "hdc, HDC classifiers against torch-hd's, accuracy and "
+                            "time, about 5 minutes, 1 with --quick, only when named)")
     bench.add_argument("--rows", type=int, default=None,
                        help="rows of trits in the packing and quantize cases (default 4096; "
                             "1024 with --quick)")

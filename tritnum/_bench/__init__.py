@@ -26,6 +26,7 @@ from .hdc import hdc_results
 from .matmul import matmul_cases
 from .packing import packing_cases
 from .quantize import quantization_cases
+from .sweep import QUICK_TIMING, summary, sweep_cases
 from .torch_layers import torch_cases
 from .vsa import vsa_cases
 from .vsa_torch import batch_search_cases, fit_and_bind_cases
@@ -55,6 +56,7 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
         "dask": lambda: dask_cases(quick, stack) if device != "cuda" else [],
         "compress": lambda: compression_cases(quick, device),
         "torch": lambda: torch_cases(quick, device),
+        "sweep": lambda: sweep_cases(quick, device),
     }
     wanted = set(families)
     if "gguf" in wanted:  # the block codecs' cases are built with the quantization ones
@@ -65,11 +67,14 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
     warmup = 0.0 if quick else WARMUP_SECONDS
     cases = [case for case in cases if case.family in families]
     if quick:  # the bars are set for the full sizes: they do not apply to quick ones
-        cases = [replace(case, bar=None) for case in cases]
+        # (the sweep's floors are ratios at every size)
+        cases = [case if case.family == "sweep" else replace(case, bar=None) for case in cases]
     results = []
     for i, case in enumerate(cases, 1):
         print(f"[{i}/{len(cases)}] {case.family}: {case.name}", file=sys.stderr, flush=True)
-        results.append(measure(case, repeats, warmup, 1 if quick else ROUNDS))
+        timing = ((repeats, warmup, 1 if quick else ROUNDS)
+                  if not quick or case.family != "sweep" else QUICK_TIMING)
+        results.append(measure(case, *timing))
     if "hdc" in families:  # minutes of torchhd per row: timed once each, run only when named
         results += hdc_results(quick)
     return results
@@ -97,6 +102,8 @@ def main(args: Any) -> int:
         env["contention"] = asdict(busy)
         print(header.contention_line(busy))
     print(table(results))
+    if "sweep" in families:
+        print(summary(results))
     if args.json:
         load = {"before": load_before,
                 "after": list(os.getloadavg()) if hasattr(os, "getloadavg") else [0.0] * 3,
