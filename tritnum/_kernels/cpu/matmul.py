@@ -106,9 +106,11 @@ def _int8_groups(w, wo, ws, xl, xo, size, groups, scales, so, ss, xneg, xno):
     """The int8 group dot for groups of ``size`` weight bytes (in a block, or whole blocks)."""
     if size >= BLOCK_BYTES:
         bpg = size // BLOCK_BYTES
-        a = _GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)  # two rows a dot
-        b = _GB(w, wo + 2 * ws, ws, xl, xo, bpg, groups, scales, so + 2 * ss, ss, xneg, xno)
-        return a[0], a[1], b[0], b[1]
+        a = _GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
+        b = _GB(w, wo + ws, ws, xl, xo, bpg, groups, scales, so + ss, ss, xneg, xno)
+        c = _GB(w, wo + 2 * ws, ws, xl, xo, bpg, groups, scales, so + 2 * ss, ss, xneg, xno)
+        d = _GB(w, wo + 3 * ws, ws, xl, xo, bpg, groups, scales, so + 3 * ss, ss, xneg, xno)
+        return a[0], b[0], c[0], d[0]
     if size == 8:
         return _G8(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
     if size == 16:
