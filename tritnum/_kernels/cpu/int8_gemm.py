@@ -17,8 +17,10 @@ OpenBLAS 58). The portable level keeps BLAS.
 - a row of weights is cut into segments, one per scale group (or pieces of at
   most ``INT32_EXACT`` inputs when the whole row shares a scale), each padded to
   whole 16-input steps with zero activations: exact int32 sums per segment,
-  scaled and added in float64 by the micro-kernel, times the row's activation
-  scale at the end.
+  scaled and added in float64 by the micro-kernel in the GEMV's order (segment s
+  into slot ``s % 8``, the slots summed by halves: :func:`._llvm.gemv.make_group_dot`),
+  times the row's activation scale at the end: a row's output has the same bits
+  whatever the batch.
 
 Scale groups cost one flush per segment: per 16 int32 lanes of ``g / 4`` ``vpdpbusd``
 each, two float64 FMAs, two conversions and an extract. On Zen 5 the FMAs share
