@@ -25,6 +25,7 @@ PUBLIC = {
         "TritnumError", "__version__", "compress", "cuda_available", "decompress", "dequantize",
         "errors", "get_device", "io", "linear", "load", "nbytes", "pack", "quantize",
         "quantize_activations", "save", "set_device", "unpack", "use_device", "vsa", "warmup",
+        "set_num_threads", "get_num_threads", "limit_threads",
     },
     "tritnum.vsa": {
         "Centroid", "ItemMemory", "bind", "bundle", "bundle_sequence", "circular",
