@@ -316,6 +316,8 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
     """
     size, lanes = target.block, _sum_lanes(target, False)
     units = group_lanes  # vectors merged a step of `lanes` groups: blocks, or groups of bpg
+    # one chain a block (a step's blocks are independent); groups of several blocks loop
+    # with SUM_INT8's chains (one chain ran their multiply-adds at its latency)
     sum_int8 = (functools.partial(sum_int8_vnni, chains=1) if target.int8 == "vnni"
                 else SUM_INT8[target.int8])
 
@@ -353,7 +355,8 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
             def unit(u, per_unit):
                 """Each row's int32 lane sums of unit ``u`` (a block, or ``per_unit`` blocks)."""
                 first = builder.mul(u, per_unit)
-                return sum_int8(builder, [builder.gep(wp, [builder.mul(first, c(size))])
+                total = sum_int8 if isinstance(per_unit, ir.Constant) else SUM_INT8[target.int8]
+                return total(builder, [builder.gep(wp, [builder.mul(first, c(size))])
                                           for wp in wps],
                                 builder.gep(xp, [builder.mul(first, c(4 * size))]),
                                 per_unit, size, [zero] * rows)
