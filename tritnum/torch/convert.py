@@ -24,6 +24,10 @@ from .layers import BitLinear, _quant_lambda, packed_buffers
 __all__ = ["Selector", "convert", "export", "freeze", "load_exported", "set_quant_lambda",
            "unfreeze"]
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# schedule.py (the model argument checked as here).
+_INTERNAL_API = ("_module",)
+
 Selector = str | Iterable[str] | Callable[[str, nn.Module], bool] | None
 """Which modules: a glob on qualified names (``"encoder.*"``), several, or ``f(name, module)``."""
 

@@ -40,6 +40,10 @@ from ._quantize import (
 
 __all__ = ["ACTIVATIONS", "NORMS", "BitLinear"]
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# convert.py (set_quant_lambda checks its value), _hf.py (packed layers from trits).
+_INTERNAL_API = ("_quant_lambda", "BitLinear._from_ternary")
+
 ACTIVATIONS = ("int8", "float")
 NORMS = (None, "rms")
 _PACKED = ("weight_packed", "weight_scale")
