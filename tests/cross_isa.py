@@ -4,14 +4,14 @@ numba compiles for the CPU that ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` name, 
 ``TRITNUM_ISA`` picks the SIMD level; a kernel compiled for a level the host lacks must
 never run here (an AVX-512 kernel on an AVX2 host dies of SIGILL). So a child process,
 this file run as ``compile OUTDIR [aarch64]`` in a target's environment
-(:func:`target_env`), runs :data:`WORKLOAD` through the public API with
-every tritnum kernel call replaced by its compilation for the arguments' types: no
-kernel runs, each returns zeros of its result type and leaves its outputs zero (the
-workload's answers are wrong, its kernels and their signatures those of the level). It writes each
-compiled kernel's assembly; with ``aarch64`` (the portable level), tritnum's Python code
-sees an ARM machine (its spin-waits pick their IR by it) and each kernel's LLVM IR is
-also lowered for AArch64 CPUs by :func:`retarget` (in the child: LLVM aborts the
-process on IR it cannot lower).
+(:func:`target_env`), runs :data:`WORKLOAD` through the public API with every tritnum
+kernel call replaced by its compilation for the arguments' types: no kernel runs, each
+returns zeros of its result type and leaves its outputs zero (the workload's answers are
+wrong; its kernels and their signatures are the level's). It writes each compiled
+kernel's assembly; with ``aarch64`` (the portable level), tritnum's Python code sees an
+ARM machine (its spin-waits pick their IR by it) and each kernel's LLVM IR is also
+lowered for AArch64 CPUs by :func:`retarget` (in the child: LLVM aborts the process on
+IR it cannot lower).
 
 :func:`compile_levels` runs it for every level from a test; :func:`inner_loops`,
 :func:`mnemonic` and :func:`vector_width` read the assembly.
@@ -43,23 +43,17 @@ AARCH64_CPUS = ("generic", "neoverse-n1")  # Armv8.0 NEON; Graviton 2 (dot produ
 WORKLOAD = "import tritnum as tn; tn.warmup('cpu')"
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "TRITNUM_ISA",
-                        "NUMBA_ENABLE_CUDASIM")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    return {**env, **extra}
-
-
 def target_env(level: str) -> dict[str, str]:
-    """The environment that compiles ``level``'s kernels for its x86 CPU (cache off)."""
+    """This environment, set to compile ``level``'s kernels for its x86 CPU (cache off)."""
     from tritnum import _isa
 
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     features = sorted(_isa.REQUIRES[level] | set(EXTRA_FEATURES.get(level, ())))
     # numba adds the host's features to a named CPU unless given some: portable gets SSE2
-    return _env(NUMBA_CPU_NAME=X86_CPUS[level],
-                NUMBA_CPU_FEATURES=",".join(f"+{f}" for f in features or ["sse2"]),
-                TRITNUM_ISA=level, TRITNUM_CACHE="0")
+    return {**env, "NUMBA_CPU_NAME": X86_CPUS[level],
+            "NUMBA_CPU_FEATURES": ",".join(f"+{f}" for f in features or ["sse2"]),
+            "TRITNUM_ISA": level, "TRITNUM_CACHE": "0"}
 
 
 def compile_levels(root: Path) -> dict[str, dict[str, list[dict[str, str]]]]:
@@ -114,9 +108,10 @@ _BRANCH = re.compile(r"^\s+(j\w+|b(?:\.\w+)?|cbn?z|tbn?z)\s+(?:[^,]+,\s*)*(\.?L[
 def inner_loops(asm: str) -> list[list[str]]:
     """The instructions of each innermost loop of ``asm`` (x86 or AArch64, LLVM's syntax).
 
-    A loop is the text from a label to a later branch back to it (LLVM lays a loop's
-    blocks out together); innermost: no other loop inside it. Each instruction is a
-    line stripped, its comment dropped.
+    A loop is the text from a label to a later branch back to it (LLVM mostly lays a
+    loop's blocks out together, though a span may hold a block of code around the loop);
+    innermost: no other loop inside it. Each instruction is a line stripped, its comment
+    dropped.
     """
     lines = [_COMMENT.sub("", line).rstrip() for line in asm.splitlines()]
     labels: dict[str, int] = {}
