@@ -22,9 +22,8 @@ from sklearn.utils.multiclass import (
     unique_labels,
 )
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import threadpool_limits
 
-from .. import packing
+from .. import _blas, packing
 from . import _hdc_models as rules
 from .classify import Centroid
 from .similarity_search import similarity
@@ -51,9 +50,10 @@ def _small_products() -> Any:
     """One BLAS thread around the products of mini-batches with a few class vectors.
 
     They are too small to share: two OpenBLAS threads made them 40x slower on a busy
-    2-core host.
+    2-core host. (tritnum's own limiter: threadpoolctl's ``threadpool_limits`` scans the
+    process's libraries on every call, 4-9 ms a fit.)
     """
-    return threadpool_limits(limits=1, user_api="blas")
+    return _blas.limit(1)
 
 
 class _HDClassifier(ClassifierMixin, BaseEstimator):
