@@ -93,6 +93,25 @@ def test_blas_gets_one_thread_while_the_pool_sees_a_busy_machine(monkeypatch):
     assert _parallel.blas_threads() == 1
 
 
+@pytest.mark.parametrize("others, macs, expected", [
+    (2, _parallel.BLAS_CHECK_MACS, 1),  # other processes want both cores: one BLAS thread
+    (1, _parallel.BLAS_CHECK_MACS, 2),  # one core's worth: both still win
+    (0, _parallel.BLAS_CHECK_MACS, 2),
+    (2, _parallel.BLAS_CHECK_MACS - 1, 2),  # a small call does not ask
+])
+def test_a_large_blas_call_takes_one_thread_while_other_processes_want_every_core(
+        monkeypatch, others, macs, expected):
+    monkeypatch.setattr(_threads, "available", lambda: 2)
+    monkeypatch.setattr(_parallel, "_pool", None)
+    monkeypatch.setattr(_parallel, "_cores", lambda: 2)
+    monkeypatch.setattr(_parallel, "_others_running", lambda: others)
+    assert _parallel.blas_threads(macs) == expected
+
+
+def test_other_processes_running_is_a_count():
+    assert _parallel._others_running() >= 0
+
+
 def test_blas_limit_is_restored_by_the_outermost_call(blas_at_two):
     ones = [1] * len(_blas_counts())
     with _blas.limit(1):
