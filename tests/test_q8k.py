@@ -127,7 +127,9 @@ def round_f32(v, zero):
     if abs(v) >= 2**128 - 2**103:  # halfway past the largest float32 (odd): infinity
         return F32(np.inf) if v > 0 else F32(-np.inf)
     f = np.float32(np.clip(float(v), -3.4028234663852886e38, 3.4028234663852886e38))
-    near = [np.nextafter(f, F32(-np.inf)), f, np.nextafter(f, F32(np.inf))]
+    with np.errstate(over="ignore"):  # past the largest float32: infinity, never nearest
+        near = [c for c in (np.nextafter(f, F32(-np.inf)), f, np.nextafter(f, F32(np.inf)))
+                if np.isfinite(c)]
     return min(near, key=lambda c: (abs(Fraction(float(c)) - v), int(c.view(np.uint32)) & 1))
 
 

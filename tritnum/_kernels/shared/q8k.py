@@ -111,7 +111,7 @@ def fma32(a, b, c):
         even = (s.view(np.int64) & 1) == 0
         nudge = (e != 0) & even & np.isfinite(s)
         s = np.where(nudge, np.nextafter(s, np.copysign(np.inf, e)), s)
-    return s.astype(np.float32)
+        return s.astype(np.float32)  # past the float32 range: infinity, as fma
 
 
 def hsum8(a0, a1, a2, a3, a4, a5, a6, a7):
