@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
+from ._config import CACHE
 from ._dispatch import cuda_available, kernel
 from ._formats import FORMATS
 from .typing import Device
 
+WEIGHTS = np.ones((2, 256), np.float32)
+
 
 def warmup(device: Device = "auto") -> float:
     """Compile (or load from numba's cache) the kernels of every family.
+
+    With the disk cache on and more than one CPU thread, the CPU kernels compile in
+    as many processes at once (each family in one of them, into the cache); this
+    process then loads them all.
 
     Parameters
     ----------
@@ -30,46 +42,105 @@ def warmup(device: Device = "auto") -> float:
     >>> tn.warmup("cpu") >= 0
     True
     """
-    from .io import from_gguf_blocks, to_gguf_blocks
-    from .matmul import linear
-    from .packing import pack
-    from .quantize import quantize, quantize_activations
-
     devices = {"auto": ["cpu", *(["cuda"] if cuda_available() else [])]}.get(device, [device])
     start = time.perf_counter()
-    # rows that fill whole units of every format and rows that do not; int64 trits are
-    # what np.random.Generator.integers gives
-    for n, dtype in ((320, np.int8), (7, np.int8), (7, np.int64)):
-        trits = np.zeros((2, n), dtype)
+    if "cpu" in devices:
+        _compile_apart()
+    for step in STEPS:
         for dev in devices:
-            for name in FORMATS:
-                packed = pack(trits, name, device=dev)
-                packed.unpack(device=dev)
-                for other in FORMATS:
-                    packed.to(other, device=dev)
-    weights = np.ones((2, 256), np.float32)
-    for dev in devices:
-        for name in FORMATS:
-            quantize(weights, format=name, device=dev)
-        for x in (weights, weights.astype(np.float64)):  # float32 and float64 absmax kernels
-            for axis in (-1, None):  # per row (one fused pass) and per tensor
-                quantize_activations(x, axis=axis, device=dev)
-        for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
-            to_gguf_blocks(weights.astype(np.float16), qtype, device=dev)  # float16 widening
-            blocks = to_gguf_blocks(weights, qtype, device=dev)
-            for ternary in (False, True):
-                from_gguf_blocks(blocks, qtype, weights.shape, ternary=ternary, device=dev)
-        for name in FORMATS:  # one activation row, a few (GEMV) and many (GEMM), every path
-            w = quantize(weights, format=name, device=dev)
-            for rows in (1, 4, 64):
-                for activations in ("float", "int8", "q8_k"):
-                    linear(np.ones((rows, 256), np.float32), w, activations=activations,
-                           device=dev)
-        _warm_vsa(dev)
-        _warm_compress(dev)
+            step(dev)
     for dev in devices:  # the CPU thread pool's spin-waits: the inputs above are too small for it
         kernel("warm_threads", dev)()
     return time.perf_counter() - start
+
+
+def _compile_apart() -> None:
+    """Run the CPU steps in :func:`_parts` at once, all but the first in child processes.
+
+    Only with numba's disk cache on (the children compile into it) and more than one
+    thread; a child that fails leaves its kernels to this process's own pass.
+    """
+    from ._isa import CACHEABLE
+    from ._threads import threads
+
+    parts = min(threads(), len(STEPS))
+    if not (CACHE and CACHEABLE) or parts < 2:
+        return
+    children = [_start(i, parts) for i in range(1, parts)]
+    try:
+        _part(0, parts)
+    finally:
+        for child in children:
+            child.wait()
+
+
+def _start(index: int, parts: int) -> subprocess.Popen:
+    """A child process running :func:`_part` ``(index, parts)`` with this tritnum.
+
+    Run in the folder above this package, whose ``tritnum`` it imports first.
+    """
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen(
+        [sys.executable, "-c", f"from tritnum._warmup import _part; _part({index}, {parts})"],
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _part(index: int, parts: int) -> None:
+    """The CPU steps ``index``, ``index + parts``, ... of :data:`STEPS`."""
+    for step in STEPS[index::parts]:
+        step("cpu")
+
+
+def _warm_packing(dev: str) -> None:
+    """Rows that fill whole units of every format and rows that do not.
+
+    int64 trits are what ``np.random.Generator.integers`` gives.
+    """
+    from .packing import pack
+
+    for n, dtype in ((320, np.int8), (7, np.int8), (7, np.int64)):
+        trits = np.zeros((2, n), dtype)
+        for name in FORMATS:
+            packed = pack(trits, name, device=dev)
+            packed.unpack(device=dev)
+            for other in FORMATS:
+                packed.to(other, device=dev)
+
+
+def _warm_quantize(dev: str) -> None:
+    """Quantize in every format; float32 and float64 absmax, per row and per tensor."""
+    from .quantize import quantize, quantize_activations
+
+    for name in FORMATS:
+        quantize(WEIGHTS, format=name, device=dev)
+    for x in (WEIGHTS, WEIGHTS.astype(np.float64)):
+        for axis in (-1, None):  # per row (one fused pass) and per tensor
+            quantize_activations(x, axis=axis, device=dev)
+
+
+def _warm_gguf(dev: str) -> None:
+    """Every GGUF block type both ways, float16 input widened."""
+    from .io import from_gguf_blocks, to_gguf_blocks
+
+    for qtype in ("TQ2_0", "TQ1_0", "I2_S"):
+        to_gguf_blocks(WEIGHTS.astype(np.float16), qtype, device=dev)
+        blocks = to_gguf_blocks(WEIGHTS, qtype, device=dev)
+        for ternary in (False, True):
+            from_gguf_blocks(blocks, qtype, WEIGHTS.shape, ternary=ternary, device=dev)
+
+
+def _linear_step(name: str) -> Callable[[str], None]:
+    """``linear`` on weights in format ``name``: one activation row, a few (GEMV) and many."""
+    def step(dev: str) -> None:
+        from .matmul import linear
+        from .quantize import quantize
+
+        w = quantize(WEIGHTS, format=name, device=dev)
+        for rows in (1, 4, 64):
+            for activations in ("float", "int8", "q8_k"):
+                linear(np.ones((rows, 256), np.float32), w, activations=activations, device=dev)
+    return step
 
 
 def _warm_vsa(dev: str) -> None:
@@ -98,3 +169,9 @@ def _warm_compress(dev: str) -> None:
         g = np.ones(70, dtype)
         decompress(compress(g, 4, 0, device=dev), device=dev)
         ErrorFeedback(4, 0, device=dev)(g)
+
+
+# the steps, the heaviest (linear's) first: :func:`_part` deals them out in turn
+STEPS: tuple[Callable[[str], None], ...] = (
+    *(_linear_step(name) for name in FORMATS), _warm_quantize, _warm_gguf, _warm_packing,
+    _warm_vsa, _warm_compress)
