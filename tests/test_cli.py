@@ -202,3 +202,38 @@ def test_quantize_gguf_command_reads_big_endian_files(tmp_path):
                            str(tmp_path / f"{name}.tq2.gguf"), "--no-progress")
         assert done.returncode == 0, done.stderr
     assert (tmp_path / "be.tq2.gguf").read_bytes() == (tmp_path / "le.tq2.gguf").read_bytes()
+
+
+def test_convert_reads_a_hugging_face_directory(tmp_path):
+    """``convert SRC DST``: an HF bitnet directory to tritnum's .safetensors, trits and scale
+    kept; a missing source exits 1 naming it (the conversions' own tests: test_hf_bitnet*)."""
+    w = np.random.default_rng(0).integers(-1, 2, (8, 32)).astype(np.float32) * 0.5
+    tw = tn.quantize(w)
+    tn.io.write_hf_bitnet(tmp_path / "hf", {"model.layers.0.mlp.up_proj.weight": tw,
+                                            "model.norm.weight": np.ones(32, np.float32)},
+                          {"model_type": "bitnet", "hidden_size": 32},
+                          linear_class="autobitlinear", scale_dtype="float32")
+    out = tritnum_cli("convert", str(tmp_path / "hf"), str(tmp_path / "m.safetensors"))
+    assert out.returncode == 0, out.stderr
+    back = tn.load(tmp_path / "m.safetensors")["model.layers.0.mlp.up_proj.weight"]
+    assert np.array_equal(back.packed.unpack(), tw.packed.unpack())
+    assert back.scales == tw.scales
+    out = tritnum_cli("convert", str(tmp_path / "hf"), str(tmp_path / "sharded"),
+                      "--linear-class", "bitlinear", "--scale-dtype", "bfloat16",
+                      "--max-shard-size", "100", "--requantize")
+    assert out.returncode == 0, out.stderr
+    assert "model.safetensors.index.json" in os.listdir(tmp_path / "sharded")
+    config = json.loads((tmp_path / "sharded" / "config.json").read_text())
+    assert config["quantization_config"]["linear_class"] == "bitlinear"
+    out = tritnum_cli("convert", str(tmp_path / "missing"), str(tmp_path / "x.gguf"))
+    assert out.returncode == 1 and "no such file" in out.stderr
+
+
+def test_hdc_family_says_when_torchhd_is_missing(monkeypatch, capsys):
+    """In-process (torch-hd hidden from the import system): the family still exits 0."""
+    pytest.importorskip("sklearn")
+    from tritnum.__main__ import main
+
+    monkeypatch.setitem(sys.modules, "torchhd", None)  # import torchhd raises ImportError
+    assert main(["bench", "--family", "hdc", "--quick"]) == 0
+    assert "torch-hd not installed" in capsys.readouterr().out

@@ -39,9 +39,9 @@ def every_finite_half():
 
 
 @pytest.mark.parametrize("ratio", [1, 3, 100])
-def test_compress_of_float16_equals_float32_bit_for_bit(ratio):
+def test_compress_of_float16_equals_float32_bit_for_bit(ratio, backends):
     g = every_finite_half()
-    for device in ("cpu", "numpy"):
+    for device in backends:
         s = tn.compress(g, ratio, seed=5, device=device)
         ref = tn.compress(g.astype(np.float32), ratio, seed=5, device="numpy")
         assert s.values.tobytes() == ref.values.tobytes(), device
@@ -78,17 +78,19 @@ def test_error_feedback_peak_is_the_update_not_a_float32_copy():
     assert most < p.nbytes + 3 * MIB, most
 
 
-def test_quantize_of_float16_rows_equals_float32_and_peaks_at_a_block():
+def test_quantize_of_float16_rows_equals_float32_and_peaks_at_a_block(backends):
     w = np.random.default_rng(4).standard_normal((2048, 2048)).astype(np.float16)  # 8 MiB
-    tn.quantize(w, axis=-1, device="cpu")
     for kwargs in ({}, {"axis": -1}, {"group_size": 512}):
+        tn.quantize(w[:8], device="cpu", **kwargs)  # compiled first: numba's objects are traced
         t, most = peak(lambda kw=kwargs: tn.quantize(w, device="cpu", **kw))
         ref = tn.quantize(w.astype(np.float32), device="cpu", **kwargs)
         assert t.packed.data.tobytes() == ref.packed.data.tobytes()
         assert np.asarray(t.scales).tobytes() == np.asarray(ref.scales).tobytes()
-        assert most < t.packed.nbytes + 4 * HALF_BLOCK + 2 * MIB, (kwargs, most)  # not 16 MiB more
+        # the block buffer and one block-sized temporary of the packing kernel: a float32
+        # copy of the whole input would be 16 MiB more
+        assert most < t.packed.nbytes + 2 * 4 * HALF_BLOCK + 2 * MIB, (kwargs, most)
     small = w[:64].copy()
-    for device in ("cpu", "numpy"):
+    for device in backends:
         np.testing.assert_array_equal(tn.quantize(small, axis=-1, device=device).dequantize(),
                                       tn.quantize(small.astype(np.float32), axis=-1,
                                                   device=device).dequantize())

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import tritnum as tn
-from tritnum.__main__ import main
 from tritnum.errors import FormatError
 from tritnum.io.gguf.container import map_file
 
@@ -245,19 +244,6 @@ def test_bitlinear_scales_to_gguf(tmp_path, model_dir):
     entry = _tensors(gguf.GGUFReader(tmp_path / "tq.gguf"))["blk.1.ffn_up.weight"]
     values = gguf.quants.dequantize(entry.data, entry.tensor_type)
     np.testing.assert_array_equal(values, trits[name] * np.float32(np.float16(1 / 3)))
-
-
-def test_cli(model_dir, tmp_path, capsys):
-    path, _, _ = model_dir
-    assert main(["convert", str(path), str(tmp_path / "m.gguf"), "--qtype", "TQ1_0",
-                 "--no-progress"]) == 0
-    assert "14 TQ1_0" in capsys.readouterr().out
-    assert main(["convert", str(path), str(tmp_path / "sharded"), "--linear-class", "bitlinear",
-                 "--scale-dtype", "float32", "--max-shard-size", "200000",
-                 "--requantize"]) == 0
-    assert "model.safetensors.index.json" in os.listdir(tmp_path / "sharded")
-    assert main(["convert", str(tmp_path / "missing"), str(tmp_path / "x.gguf")]) == 1
-    assert "no such file" in capsys.readouterr().err
 
 
 def test_bfloat16_kept_as_bits(model_dir, tmp_path):

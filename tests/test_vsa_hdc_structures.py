@@ -13,7 +13,6 @@ import tritnum as tn
 from tritnum import vsa
 from tritnum.errors import InvalidTritsError, ShapeMismatchError
 
-DEVICES = ["numpy", "cpu"]
 KINDS = ["dense", "bitplane"]
 
 
@@ -88,7 +87,6 @@ def ref_resonator(p, books, rule, max_iter):
 
 # --- bind_sequence --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", KINDS)
 @pytest.mark.parametrize("rule", ["mul", "mod3"])
 @pytest.mark.parametrize("shape", [(1, 5), (4, 67), (2, 3, 130)])
@@ -116,7 +114,6 @@ def test_bind_sequence_errors():
 
 # --- graph ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", KINDS)
 @pytest.mark.parametrize("directed", [False, True])
 def test_graph_and_neighbors(directed, k, device):
@@ -171,7 +168,6 @@ def test_graph_errors():
 PATHS = ["l", "rl", "rrl", "rrr", "lr"]
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", KINDS)
 def test_tree_and_leaf(k, device):
     leaves, branches = trits((5, 66), 6), trits((2, 66), 7)
@@ -212,7 +208,6 @@ def test_tree_errors():
 
 # --- finite-state automaton -----------------------------------------------------------------
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", KINDS)
 def test_automaton_and_step(k, device):
     tok, src, dst = trits((4, 65), 8), trits((4, 65), 9), trits((4, 65), 10)
@@ -243,7 +238,6 @@ def test_automaton_errors():
 
 # --- cleanup --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", KINDS)
 def test_cleanup(k, device):
     memory, queries = trits((7, 70), 16), trits((2, 3, 70), 17)
@@ -282,7 +276,6 @@ def _product(books, truth, rule):
     return p
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", KINDS)
 @pytest.mark.parametrize("rule", ["mul", "mod3"])
 @pytest.mark.parametrize(("sizes", "density"), [((6, 5), 1.0), ((4, 5, 3), 1.0),
@@ -341,7 +334,6 @@ def ref_active(keys, addresses, radius):
     return (keys[..., None, :] != addresses).sum(axis=-1) <= radius
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", KINDS)
 @pytest.mark.parametrize("kappa", [None, 2])
 def test_sdm_matches_the_reference(kappa, k, device):
