@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 import tritnum as tn
 from tritnum.errors import FormatError, InvalidTritsError, ShapeMismatchError
 
-os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")  # transformers' unpack is @torch.compile'd
 torch = pytest.importorskip("torch")
 bitnet = pytest.importorskip("transformers.integrations.bitnet")
 
@@ -23,6 +20,15 @@ W8x3 = np.array([[1, 0, -1], [0, 1, 1], [-1, -1, 0], [1, 0, 0],
 P8x3 = np.array([[0b00_01_00_10, 0b01_01_00_01, 0b10_10_01_00],
                  [0b01_10_10_01, 0b00_10_01_10, 0b00_00_01_10]], np.uint8)
 BF16_HALF = np.array([0x3F00], np.uint16)  # 0.5 in bfloat16 bits
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _eager_transformers():
+    """transformers' bitnet code is @torch.compile'd: run it eagerly in this module only
+    (TORCH_COMPILE_DISABLE set here would leak into later modules' torch.compile tests)."""
+    with torch._dynamo.config.patch(disable=True):
+        yield
+
 
 
 def _hf_pack(t: np.ndarray) -> np.ndarray:

@@ -11,7 +11,6 @@ import pytest
 import tritnum as tn
 from tritnum.errors import FormatError
 
-os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")  # transformers' bitnet code is @torch.compile'd
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # transformers' bitnet quantizer needs it to load
@@ -20,6 +19,15 @@ from transformers.integrations.bitnet import WeightQuant, pack_weights  # noqa: 
 
 transformers.logging.set_verbosity_error()
 TOKENS = torch.arange(12).reshape(1, 12) % 128
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _eager_transformers():
+    """transformers' bitnet code is @torch.compile'd: run it eagerly in this module only
+    (TORCH_COMPILE_DISABLE set here would leak into later modules' torch.compile tests)."""
+    with torch._dynamo.config.patch(disable=True):
+        yield
+
 
 
 def tiny_config(**kwargs):

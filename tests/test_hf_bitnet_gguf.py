@@ -17,7 +17,6 @@ import tritnum as tn
 from tritnum.errors import FormatError
 from tritnum.io.gguf.container import map_file
 
-os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")  # transformers' bitnet code is @torch.compile'd
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -29,6 +28,15 @@ transformers.logging.set_verbosity_error()
 TOKENS = np.array([[3, 17, 0, 99, 42, 5, 127, 64]])
 PROJECTIONS = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
                "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _eager_transformers():
+    """transformers' bitnet code is @torch.compile'd: run it eagerly in this module only
+    (TORCH_COMPILE_DISABLE set here would leak into later modules' torch.compile tests)."""
+    with torch._dynamo.config.patch(disable=True):
+        yield
+
 
 
 def gguf_config(**kwargs):

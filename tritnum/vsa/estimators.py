@@ -86,7 +86,7 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         known = (t < len(self.classes_)) & (self.classes_[np.minimum(t, len(self.classes_) - 1)]
                                             == y)
         if not known.all():
-            raise ValueError(f"y holds labels {list(np.unique(y[~known]))} that are not among "
+            raise ValueError(f"y holds labels {np.unique(y[~known]).tolist()} that are not among "
                              f"the classes {list(self.classes_)} this classifier was given")
         return t
 
