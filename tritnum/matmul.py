@@ -9,11 +9,12 @@ bitnet.cpp does (``"int8"``) or as llama.cpp does (``"q8_k"``).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from ._dispatch import call, implements, kernel, place, resolve_device
+from ._dispatch import call, get_device, implements, kernel, place, resolve_device
 from ._interop import (
     as_rows,
     contiguous,
@@ -314,6 +315,9 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     >>> tn.linear(x256, w256, activations="q8_k")  # as llama.cpp, Q8_K blocks of 256
     array([0.18897533, 0.18897533], dtype=float32)
     """
+    fast = _host_call(x, w, bias, activations, x_scale, device, out, check_finite)
+    if fast is not None:
+        return fast
     like = origin(x)
     w = _weights(w)
     nout, n = w.shape
@@ -347,6 +351,65 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
         copy_into(target, y)
         return out
     return place(y, like, (*lead, nout))
+
+
+def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device: str,
+               out: Any, check_finite: bool) -> np.ndarray | None:
+    """:func:`linear`'s fast route, or None when the arguments need the general route.
+
+    Taken by plain NumPy arguments that pass every check as they are: a C-contiguous
+    float ``x`` (native byte order, ``in`` features, at least one row), a 2-D host
+    ``TernaryTensor`` whose codes are checked, a float32 ``(out,)`` bias, a float32
+    C-contiguous writeable ``out``, float or int8 activations without ``x_scale``, on
+    the CPU. Each argument is classified once here; anything else (and every bad
+    input) takes the general route, which raises the typed errors. Same kernels, same
+    arguments, so the same bits.
+    """
+    if (type(x) is not np.ndarray or type(w) is not TernaryTensor or x_scale is not None
+            or activations not in _HOST_MODES or x.ndim == 0 or not x.flags.c_contiguous):
+        return None
+    dt = x.dtype
+    packed = w.packed
+    if dt.kind != "f" or not dt.isnative or not packed._valid or w.ndim != 2:
+        return None
+    nout, n = w.shape
+    data = packed.data
+    if (type(data) is not np.ndarray or x.shape[-1] != n or x.size == 0 or nout == 0
+            or not (bias is None or _host_vector(bias, (nout,)))):
+        return None
+    lead = x.shape[:-1]
+    if out is not None and not (_host_vector(out, (*lead, nout)) and out.flags.writeable):
+        return None
+    if device != "cpu" and (device != "auto" or get_device() not in ("auto", "cpu")):
+        return None  # as resolve_device: "auto" runs on the CPU for host data
+    rows = x if x.ndim == 2 else x.reshape(-1, n)
+    data, scales = w._cached("cpu_weights", lambda: _resident(w, "cpu"))
+    into = {} if out is None else {"out": out.reshape(rows.shape[0], nout)}
+    if activations == "int8":
+        y, xs = kernel("linear_int8_fused", "cpu")(rows, data, packed._format, n, scales, bias,
+                                                   **into)
+        if check_finite and not _all_finite(xs):
+            _raise_not_finite(x, "x", in_float32=True)
+    else:
+        if dt != np.float32:
+            with np.errstate(over="ignore"):  # as _float32_rows
+                rows = rows.astype(np.float32)
+        y = kernel("linear_float", "cpu")(rows, data, packed._format, n, scales, bias, **into)
+    return out if into else y.reshape((*lead, nout))
+
+
+_HOST_MODES = ("float", "int8")
+
+
+def _all_finite(v: np.ndarray) -> bool:
+    """No NaN or infinity in the 1-D ``v`` (a few values: read in Python, no ufunc call)."""
+    return all(map(math.isfinite, v.tolist())) if v.size <= 64 else bool(np.isfinite(v).all())
+
+
+def _host_vector(a: Any, shape: tuple[int, ...]) -> bool:
+    """``a`` is a float32 C-contiguous NumPy array of ``shape``, taken as it is."""
+    return (type(a) is np.ndarray and a.dtype == np.float32 and a.shape == shape
+            and a.flags.c_contiguous)
 
 
 def _product(a: Any, rows: Any, x_scale: Any, mode: str, dev: str, weights: tuple[Any, ...],
@@ -468,6 +531,10 @@ class BitLinear:
         ``out`` and ``check_finite`` as in :func:`linear`. On CUDA the bias goes to
         the GPU once, with the weights (see :func:`linear`).
         """
+        fast = _host_call(x, self.weight, self.bias, self.activations, None, self.device, out,
+                          check_finite)
+        if fast is not None:  # plain NumPy in, on the CPU: the layer's weights and bias as kept
+            return fast
         bias = self.bias
         if bias is not None:  # on CUDA: copied to the GPU once
             dev = resolve_device(self.device, native(x), self.weight.packed.data)
