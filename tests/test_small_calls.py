@@ -1,0 +1,159 @@
+"""Small calls (issue 29 item 2): the fast route of plain NumPy arguments against the general one.
+
+``tn.linear`` and the NumPy ``BitLinear`` send plain C-contiguous NumPy arguments straight
+to the CPU kernels; every other argument, and every bad one, takes the general route.
+Each test runs the same inputs through both (the general route forced by turning the
+fast one off) and asks for the same bits, or the same typed error and message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tritnum as tn
+from tritnum import matmul as mm
+from tritnum.errors import ShapeMismatchError
+
+
+@pytest.fixture
+def general(monkeypatch):
+    """A function running its call with the fast route turned off."""
+
+    def run(fn, *args, **kwargs):
+        with monkeypatch.context() as m:
+            m.setattr(mm, "_host_call", lambda *a: None)
+            return fn(*args, **kwargs)
+
+    return run
+
+
+def _taken(monkeypatch) -> list[bool]:
+    """Record whether each call's fast route answered."""
+    seen: list[bool] = []
+    fast = mm._host_call
+
+    def spy(*args):
+        y = fast(*args)
+        seen.append(y is not None)
+        return y
+
+    monkeypatch.setattr(mm, "_host_call", spy)
+    return seen
+
+
+@given(
+    data=st.data(),
+    n_blocks=st.integers(1, 3),
+    nout=st.integers(1, 9),
+    lead=st.sampled_from([(), (1,), (3,), (2, 2)]),
+    group=st.sampled_from([None, 32, 64]),
+    fmt=st.sampled_from(["2bit", "base3", "bitplane"]),
+    activations=st.sampled_from(["float", "int8"]),
+    dtype=st.sampled_from([np.float32, np.float64, np.float16]),
+    with_bias=st.booleans(),
+    with_out=st.booleans(),
+)
+def test_fast_route_gives_the_general_routes_bits(data, n_blocks, nout, lead, group, fmt,
+                                                  activations, dtype, with_bias, with_out):
+    n = 64 * n_blocks
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    w = tn.quantize(rng.standard_normal((nout, n)), group_size=group, format=fmt)
+    x = rng.standard_normal((*lead, n)).astype(dtype)
+    bias = rng.standard_normal(nout).astype(np.float32) if with_bias else None
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(mm, "_host_call", lambda *a: None)
+        ref = tn.linear(x, w, bias, activations=activations)
+    out = np.full((*lead, nout), np.nan, np.float32) if with_out else None
+    seen: list[bool] = []
+    fast = mm._host_call
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(mm, "_host_call", lambda *a: seen.append(fast(*a)) or seen[-1])
+        y = tn.linear(x, w, bias, activations=activations, out=out)
+    assert seen[0] is not None  # the fast route answered
+    assert y.shape == ref.shape == (*lead, nout) and y.dtype == np.float32
+    np.testing.assert_array_equal(y.view(np.uint32), ref.view(np.uint32))
+    if with_out:
+        assert y is out
+
+
+@pytest.mark.parametrize("activations", ["int8", "float"])
+@pytest.mark.parametrize("d", [64, 256])
+def test_bitlinear_takes_the_fast_route_with_the_same_bits(monkeypatch, general, activations, d):
+    rng = np.random.default_rng(d)
+    layer = tn.BitLinear(rng.standard_normal((d, d)), bias=rng.standard_normal(d),
+                         activations=activations)
+    x = rng.standard_normal(d).astype(np.float32)
+    ref = general(layer, x)
+    seen = _taken(monkeypatch)
+    y = layer(x)
+    y2 = layer(x)
+    assert seen == [True, True]
+    assert y is not y2 and not np.shares_memory(y, y2)  # fresh arrays each call
+    np.testing.assert_array_equal(y.view(np.uint32), ref.view(np.uint32))
+    out = np.empty(d, np.float32)
+    assert layer(x, out=out) is out
+    np.testing.assert_array_equal(out.view(np.uint32), ref.view(np.uint32))
+
+
+def test_other_arguments_take_the_general_route(monkeypatch):
+    rng = np.random.default_rng(1)
+    w = tn.quantize(rng.standard_normal((4, 64)))
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    seen = _taken(monkeypatch)
+    tn.linear(x.T.copy().T, w)  # Fortran order
+    tn.linear(x.tolist(), w)
+    tn.linear(x, w, np.zeros(4))  # a float64 bias is converted by the general route
+    tn.linear(x, w, device="numpy")
+    tn.linear((x * 127).astype(np.int8), w, activations="int8", x_scale=np.float32(1 / 127))
+    assert seen == [False] * 5
+
+
+_W = tn.quantize(np.random.default_rng(2).standard_normal((4, 64)))
+_X = np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32)
+_NAN = _X.copy()
+_NAN[1, 5] = np.nan
+
+# (x, w, keyword arguments) -> the error the general route raises today
+BAD = [
+    pytest.param(_X[:, :63].copy(), _W, {}, ShapeMismatchError, id="features"),
+    pytest.param(np.float32(1.0), _W, {}, ShapeMismatchError, id="scalar x"),
+    pytest.param(_X.astype(np.int32), _W, {}, TypeError, id="int x"),
+    pytest.param(_X.astype(np.int8), _W, {}, TypeError, id="int8 x without scale"),
+    pytest.param(_X.astype(np.complex64), _W, {}, TypeError, id="complex x"),
+    pytest.param(_X, _W, {"x_scale": 1.0}, TypeError, id="x_scale with float x"),
+    pytest.param(_X, _W.T, {}, TypeError, id="w.T"),
+    pytest.param(_X, np.ones((4, 64)), {}, TypeError, id="dense w"),
+    pytest.param(_X, _W, {"bias": np.zeros(5, np.float32)}, ShapeMismatchError, id="bias shape"),
+    pytest.param(_X, _W, {"bias": np.zeros(4, bool) == 0}, TypeError, id="bool bias"),
+    pytest.param(_X, _W, {"activations": "int4"}, ValueError, id="activations"),
+    pytest.param(_X, _W, {"activations": "q8_k"}, ShapeMismatchError, id="q8_k blocks"),
+    pytest.param(_X, _W, {"device": "gpu"}, ValueError, id="device name"),
+    pytest.param(_NAN, _W, {"activations": "int8"}, ValueError, id="NaN, int8"),
+    pytest.param(_X, _W, {"out": np.empty((2, 4), np.float64)}, TypeError, id="out dtype"),
+    pytest.param(_X, _W, {"out": np.empty((2, 5), np.float32)}, ShapeMismatchError,
+                 id="out shape"),
+    pytest.param(_X, _W, {"out": np.empty((4, 2), np.float32).T}, ValueError,
+                 id="out strided"),
+]
+
+
+@pytest.mark.parametrize(("x", "w", "kwargs", "error"), BAD)
+def test_bad_inputs_raise_the_same_errors_both_ways(general, x, w, kwargs, error):
+    with pytest.raises(error) as fast:
+        tn.linear(x, w, **kwargs)
+    with pytest.raises(error) as slow:
+        general(tn.linear, x, w, **kwargs)
+    assert type(fast.value) is type(slow.value) and str(fast.value) == str(slow.value)
+
+
+def test_read_only_out_is_refused_both_ways(general):
+    out = np.empty((2, 4), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        tn.linear(_X, _W, out=out)
+    with pytest.raises(ValueError, match="writeable"):
+        general(tn.linear, _X, _W, out=out)
