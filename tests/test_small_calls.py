@@ -157,3 +157,83 @@ def test_read_only_out_is_refused_both_ways(general):
         tn.linear(_X, _W, out=out)
     with pytest.raises(ValueError, match="writeable"):
         general(tn.linear, _X, _W, out=out)
+
+
+# ------------------------------------------------------------------ hypervectors
+def _vsa_general(monkeypatch):
+    """Turn the hypervectors' fast route off (bind, unbind, negate, similarity)."""
+    from tritnum.vsa import algebra, similarity_search
+
+    monkeypatch.setattr(algebra, "_host_pair", lambda *a: None)
+    monkeypatch.setattr(similarity_search, "_host_pair", lambda *a: None)
+
+
+def _same(x, y):
+    if isinstance(x, tn.PackedTrits):
+        assert isinstance(y, tn.PackedTrits) and x.shape == y.shape
+        x, y = x.data, y.data
+    assert type(x) is type(y)
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y), strict=True)
+
+
+_VSA_OPS = [
+    ("bind", lambda a, b: tn.vsa.bind(a, b)),
+    ("bind mod3", lambda a, b: tn.vsa.bind(a, b, rule="mod3")),
+    ("unbind mod3", lambda a, b: tn.vsa.unbind(a, b, rule="mod3")),
+    ("negate", lambda a, b: tn.vsa.negate(a)),
+    ("cosine", lambda a, b: tn.vsa.similarity(a, b)),
+    ("dot", lambda a, b: tn.vsa.similarity(a, b, "dot")),
+    ("hamming", lambda a, b: tn.vsa.similarity(a, b, "hamming", device="cpu")),
+]
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "bitplane"])
+@pytest.mark.parametrize("lead", [(), (3,), (2, 2)])
+@pytest.mark.parametrize("name, op", _VSA_OPS, ids=[n for n, _ in _VSA_OPS])
+def test_hypervector_fast_route_gives_the_general_routes_results(monkeypatch, name, op, lead,
+                                                                 packed):
+    from tritnum.vsa import algebra
+
+    rng = np.random.default_rng(len(lead))
+    a, b = (rng.integers(-1, 2, (*lead, 200), dtype=np.int8) for _ in range(2))
+    if packed:
+        a, b = tn.pack(a, "bitplane"), tn.pack(b, "bitplane")
+    seen = []
+    fast = algebra._host_pair
+    with monkeypatch.context() as m:
+        m.setattr(algebra, "_host_pair", lambda *args: seen.append(fast(*args)) or seen[-1])
+        if name in ("cosine", "dot", "hamming"):
+            from tritnum.vsa import similarity_search
+
+            m.setattr(similarity_search, "_host_pair", algebra._host_pair)
+        got = op(a, b)
+    assert seen and seen[0] is not None  # the fast route answered
+    _vsa_general(monkeypatch)
+    _same(got, op(a, b))
+
+
+_A = np.array([1, -1, 0, 1], np.int8)
+_BAD_HV = [
+    pytest.param(lambda: tn.vsa.bind(_A, np.array([1, 2, 0, 1], np.int8)), id="bind value 2"),
+    pytest.param(lambda: tn.vsa.similarity(_A, np.array([1, 0, -3, 1], np.int8)),
+                 id="similarity value -3"),
+    pytest.param(lambda: tn.vsa.bind(_A, _A[:3].copy()), id="dimensions"),
+    pytest.param(lambda: tn.vsa.bind(_A, tn.pack(_A, "bitplane")), id="mixed kinds"),
+    pytest.param(lambda: tn.vsa.bind(tn.pack(_A, "2bit"), tn.pack(_A, "2bit")), id="2bit"),
+    pytest.param(lambda: tn.vsa.similarity(_A, _A, "euclid"), id="metric"),
+    pytest.param(lambda: tn.vsa.bind(_A, _A, rule="xor"), id="rule"),
+    pytest.param(lambda: tn.vsa.bind(_A, _A, device="gpu"), id="device name"),
+    pytest.param(lambda: tn.vsa.similarity(np.ones((2, 4), np.int8), np.ones((3, 4), np.int8)),
+                 id="leading shapes"),
+]
+
+
+@pytest.mark.parametrize("call", _BAD_HV)
+def test_bad_hypervectors_raise_the_same_errors_both_ways(monkeypatch, call):
+    with pytest.raises(Exception) as fast:
+        call()
+    _vsa_general(monkeypatch)
+    with pytest.raises(Exception) as slow:
+        call()
+    assert type(fast.value) is type(slow.value) and str(fast.value) == str(slow.value)
+    assert isinstance(fast.value, (TypeError, ValueError))  # the typed errors subclass these

@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import call
-from .._interop import dask_layer, to_host
+from .._dispatch import call, get_device, kernel
+from .._interop import HOST, dask_layer, to_host
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
 from ..errors import ShapeMismatchError
+from ..packing import PackedTrits
 from ..typing import BindRule, Device
 from ._hv import (
     BITPLANE,
@@ -30,7 +31,7 @@ from ._hv import wrap as _wrap
 
 # Internal API: the private names other modules use (tests/test_architecture_seams.py):
 # vsa/generation.py (_rule) and the Dask layer's VSA ops (_dask/vsa.py).
-_INTERNAL_API = ("_elementwise", "_rule", "_weights")
+_INTERNAL_API = ("_elementwise", "_host_pair", "_rule", "_weights")
 
 __all__ = ["bind", "bundle", "negate", "permute", "unbind"]
 
@@ -41,7 +42,47 @@ def _rule(rule: str) -> str:
     return choice(rule, "rule", _RULES)
 
 
+def _host_pair(a: Any, b: Any, device: str) -> tuple[Any, Any, np.ndarray, bool] | None:
+    """Rows of ``a`` and ``b`` for a CPU kernel, or None when they need the general route.
+
+    The fast route of one or a few hypervectors: both C-contiguous int8 NumPy arrays,
+    or both host "bitplane" PackedTrits with checked codes that unpack to NumPy, of the
+    same non-empty shape, on the CPU. Classified once here; anything else (and every
+    bad input) takes the general route and its typed errors. Returns the two ``(R, ...)``
+    row views, the row index ``arange(R)`` both sides read, and whether they are packed.
+    """
+    if device != "cpu" and (device != "auto" or get_device() not in ("auto", "cpu")):
+        return None  # as resolve_device: "auto" runs on the CPU for host data
+    ta = type(a)
+    if ta is not type(b):
+        return None
+    if ta is np.ndarray:
+        if (a.dtype is not _INT8 or b.dtype is not _INT8 or a.shape != b.shape or not a.size
+                or not a.ndim or not (a.flags.c_contiguous and b.flags.c_contiguous)):
+            return None
+        ra, rb, packed = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1]), False
+    elif ta is PackedTrits:  # rows of the data as _hv.hypervectors reads them (as_rows)
+        da, db = a.data, b.data
+        if (type(da) is not np.ndarray or type(db) is not np.ndarray or a.shape != b.shape
+                or not a.shape or not a.size or a.format != "bitplane" or b.format != "bitplane"
+                or not (a._valid and b._valid) or a._like is not HOST or b._like is not HOST):
+            return None
+        ra, rb, packed = da.reshape(-1, *da.shape[-2:]), db.reshape(-1, *db.shape[-2:]), True
+    else:
+        return None
+    return ra, rb, np.arange(ra.shape[0], dtype=np.int64), packed
+
+
+_INT8 = np.dtype(np.int8)
+
+
 def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervectors:
+    host = _host_pair(a, b, device)
+    if host is not None:
+        ra, rb, rows, packed = host
+        out, ok = kernel("vsa.op", "cpu")(ra, rb, rows, rows, code, packed, a.shape[-1])
+        if ok:  # else a value outside {-1, 0, 1}: the general route names it
+            return _wrap(out, a.shape[:-1], a.shape[-1], packed, HOST)
     if lazy(a, b):
         return dask_layer().elementwise(a, b, code, name, device)
     dev = resolve(device, a, b)

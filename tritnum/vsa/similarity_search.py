@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import call, place
+from .._dispatch import call, kernel, place
 from .._interop import dask_layer
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
@@ -25,6 +25,7 @@ from ._hv import (
     resolve,
 )
 from ._hv import same_kind as _same_kind
+from .algebra import _host_pair
 
 __all__ = ["search", "similarity"]
 
@@ -82,6 +83,13 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
            [0, 1]])
     """
     code = _metric(metric)
+    host = None if pairwise else _host_pair(a, b, device)
+    if host is not None:
+        ra, rb, rows, packed = host
+        check = kernel("vsa.check", "cpu")
+        if packed or (check(ra) and check(rb)):  # else the general route names the bad value
+            s = kernel("vsa.similarity", "cpu")(ra, rb, rows, rows, code, packed, a.shape[-1])
+            return s.reshape(a.shape[:-1])[()]  # as place_scores: a scalar for one pair
     if lazy(a, b):
         return dask_layer().similarity(a, b, metric, pairwise, device)
     dev = resolve(device, a, b)
