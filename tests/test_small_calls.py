@@ -150,6 +150,21 @@ def test_bad_inputs_raise_the_same_errors_both_ways(general, x, w, kwargs, error
     assert type(fast.value) is type(slow.value) and str(fast.value) == str(slow.value)
 
 
+def _corrupt() -> tn.TernaryTensor:
+    data = tn.pack(np.zeros((3, 64), np.int8)).data.copy()
+    data[2, 1] = 0xFF  # code 3
+    return tn.TernaryTensor(tn.PackedTrits(data, (3, 64), "2bit"), np.float32(1))
+
+
+@pytest.mark.parametrize("activations", ["float", "int8"])
+def test_corrupt_weights_are_refused_both_ways(general, activations):
+    w = _corrupt()
+    for run in (tn.linear, lambda *a, **k: general(tn.linear, *a, **k)):
+        for _ in range(2):  # never remembered as checked: every call refuses it
+            with pytest.raises(tn.InvalidTritsError, match=r"byte \(2, 1\) = 0xff"):
+                run(_X, w, activations=activations)
+
+
 def test_read_only_out_is_refused_both_ways(general):
     out = np.empty((2, 4), np.float32)
     out.flags.writeable = False

@@ -366,15 +366,14 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
     arguments, so the same bits.
     """
     if (type(x) is not np.ndarray or type(w) is not TernaryTensor or x_scale is not None
-            or activations not in _HOST_MODES or x.ndim == 0 or not x.flags.c_contiguous):
+            or activations not in _HOST_MODES or not x.flags.c_contiguous):
         return None
+    kept = w._cache.get("cpu_linear") or _host_weights(w)
+    if kept is None:
+        return None
+    data, fmt, scales, nout, n = kept
     dt = x.dtype
-    packed = w.packed
-    if dt.kind != "f" or not dt.isnative or not packed._valid or w.ndim != 2:
-        return None
-    nout, n = w.shape
-    data = packed.data
-    if (type(data) is not np.ndarray or x.shape[-1] != n or x.size == 0 or nout == 0
+    if (dt.kind != "f" or not dt.isnative or not x.ndim or x.shape[-1] != n or not x.size
             or not (bias is None or _host_vector(bias, (nout,)))):
         return None
     lead = x.shape[:-1]
@@ -383,19 +382,30 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
     if device != "cpu" and (device != "auto" or get_device() not in ("auto", "cpu")):
         return None  # as resolve_device: "auto" runs on the CPU for host data
     rows = x if x.ndim == 2 else x.reshape(-1, n)
-    data, scales = w._cached("cpu_weights", lambda: _resident(w, "cpu"))
     into = {} if out is None else {"out": out.reshape(rows.shape[0], nout)}
     if activations == "int8":
-        y, xs = kernel("linear_int8_fused", "cpu")(rows, data, packed._format, n, scales, bias,
-                                                   **into)
+        y, xs = kernel("linear_int8_fused", "cpu")(rows, data, fmt, n, scales, bias, **into)
         if check_finite and not _all_finite(xs):
             _raise_not_finite(x, "x", in_float32=True)
     else:
         if dt != np.float32:
             with np.errstate(over="ignore"):  # as _float32_rows
                 rows = rows.astype(np.float32)
-        y = kernel("linear_float", "cpu")(rows, data, packed._format, n, scales, bias, **into)
-    return out if into else y.reshape((*lead, nout))
+        y = kernel("linear_float", "cpu")(rows, data, fmt, n, scales, bias, **into)
+    return out if into else y if x.ndim == 2 else y.reshape((*lead, nout))
+
+
+def _host_weights(w: TernaryTensor) -> tuple[Any, ...] | None:
+    """What the CPU kernels read of ``w`` (packed data, format, scale rows, out, in), or None.
+
+    Kept with ``w`` once its codes are checked (the general route checks them on first
+    use): a 2-D tensor of at least one weight whose packed data is a NumPy array.
+    """
+    if (not w.packed._valid or w.ndim != 2 or type(w.packed.data) is not np.ndarray
+            or not w.packed.size):
+        return None
+    data, scales = _resident(w, "cpu")
+    return w._cached("cpu_linear", lambda: (data, w.packed._format, scales, *w.shape))
 
 
 _HOST_MODES = ("float", "int8")
