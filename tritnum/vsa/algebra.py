@@ -335,6 +335,13 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: Device = "auto") -> Hyp
     array([[ 1,  0, -1,  0,  0],
            [ 0,  0, -1,  1,  1]], dtype=int8)
     """
+    host = _host_pair(v, v, device)
+    if host is not None:
+        rows, _, _, packed = host
+        if packed or kernel("vsa.check", "cpu")(rows):  # else the general route names the value
+            d = v.shape[-1]
+            out = kernel("vsa.permute", "cpu")(rows, shift_rows(shifts, v.shape[:-1], d), packed, d)
+            return _wrap(out, v.shape[:-1], d, packed, HOST)
     if lazy(v):
         return dask_layer().permute(v, shifts, device)
     dev = resolve(device, v)
