@@ -267,6 +267,14 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     on GPU data with ``out=`` then allocates and copies nothing, and with
     ``check_finite=False`` (or float activations) does not synchronize.
 
+    Small calls. Plain NumPy arguments (a C-contiguous float ``x``, a float32 ``bias``
+    and ``out`` if any, ``"float"`` or ``"int8"`` activations, on the CPU) go straight
+    to the CPU kernels, each argument classified once; what the kernels read of ``w``
+    (packed data and scale rows) is kept with ``w`` after its first call, so repeated
+    calls on the same ``w`` (as :class:`BitLinear` makes them) prepare nothing again.
+    Other arguments (lists, float64 bias, torch tensors, GPU or Dask arrays) take the
+    general route to the same kernels: the same bits, a few microseconds more per call.
+
     On the float path NaN and infinity in ``x`` propagate as they do in BLAS:
     every output that reads them is NaN or infinite. Values beyond float32's range
     become infinite (the float path computes in float32).
