@@ -60,20 +60,27 @@ def _host_pair(a: Any, b: Any, device: str) -> tuple[Any, Any, np.ndarray, bool]
         if (a.dtype is not _INT8 or b.dtype is not _INT8 or a.shape != b.shape or not a.size
                 or not a.ndim or not (a.flags.c_contiguous and b.flags.c_contiguous)):
             return None
-        ra, rb, packed = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1]), False
+        ra, rb, packed = _rows(a, 1), _rows(b, 1), False
     elif ta is PackedTrits:  # rows of the data as _hv.hypervectors reads them (as_rows)
         da, db = a.data, b.data
         if (type(da) is not np.ndarray or type(db) is not np.ndarray or a.shape != b.shape
                 or not a.shape or not a.size or a.format != "bitplane" or b.format != "bitplane"
                 or not (a._valid and b._valid) or a._like is not HOST or b._like is not HOST):
             return None
-        ra, rb, packed = da.reshape(-1, *da.shape[-2:]), db.reshape(-1, *db.shape[-2:]), True
+        ra, rb, packed = _rows(da, 2), _rows(db, 2), True
     else:
         return None
     return ra, rb, np.arange(ra.shape[0], dtype=np.int64), packed
 
 
 _INT8 = np.dtype(np.int8)
+
+
+def _rows(a: np.ndarray, tail: int) -> np.ndarray:
+    """``a`` as ``(rows, *a.shape[-tail:])`` (as ``as_rows``; one vector by a cheaper view)."""
+    if a.ndim == tail:
+        return a[None]
+    return a if a.ndim == tail + 1 else a.reshape(-1, *a.shape[-tail:])
 
 
 def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervectors:

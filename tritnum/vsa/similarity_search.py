@@ -37,6 +37,12 @@ def _scores_out(s: Any, metric: int) -> Any:
     return s.astype(np.int64) if metric == _hv_math.DOT and isinstance(s, np.ndarray) else s
 
 
+def _checked(*rows: np.ndarray) -> bool:
+    """Whether every int8 row holds only -1, 0 and 1 (the CPU kernel's check)."""
+    check = kernel("vsa.check", "cpu")
+    return all(check(r) for r in rows)
+
+
 def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
                pairwise: bool = False, device: Device = "auto") -> Any:
     """Similarity of hypervectors pair by pair (leading shapes broadcast), or of all pairs.
@@ -86,10 +92,10 @@ def similarity(a: Hypervectors, b: Hypervectors, metric: Metric = "cosine", *,
     host = None if pairwise else _host_pair(a, b, device)
     if host is not None:
         ra, rb, rows, packed = host
-        check = kernel("vsa.check", "cpu")
-        if packed or (check(ra) and check(rb)):  # else the general route names the bad value
+        if packed or _checked(ra, rb):  # else the general route names the bad value
             s = kernel("vsa.similarity", "cpu")(ra, rb, rows, rows, code, packed, a.shape[-1])
-            return s.reshape(a.shape[:-1])[()]  # as place_scores: a scalar for one pair
+            lead = a.shape[:-1]
+            return s.reshape(lead) if lead else s[0]  # as place_scores: a scalar for one pair
     if lazy(a, b):
         return dask_layer().similarity(a, b, metric, pairwise, device)
     dev = resolve(device, a, b)
