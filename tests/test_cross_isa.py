@@ -50,9 +50,10 @@ def compiled(tmp_path_factory):
 
 
 def _gemv_loops(kernels, activations, asm="asm"):
-    """The innermost loops of the 2bit GEMV's row kernel for int8 or float32 activations."""
+    """The innermost loops of the 2bit GEMV's path kernels for int8 or float32 activations."""
     dtype = {"int8": "int8", "float": "float32"}[activations]
-    entries = [e for e in kernels["tritnum._kernels.cpu.matmul:_gemv_rows"]
+    entries = [e for key, found in kernels.items()
+               if key.startswith("tritnum._kernels.cpu.matmul:_gemv_") for e in found
                if e["signature"].startswith(f"(Array({dtype}, ")]
     assert entries, f"no {activations} GEMV compiled"
     return [loop for e in entries for loop in inner_loops(e[asm])]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -77,28 +78,62 @@ def layout(n: int, segment: int) -> np.ndarray:
     return np.where(idx < n, idx, n).reshape(-1).astype(np.intp)
 
 
+@jit(inline="always")
+def _prefetch(w, o, step, end, prefetch):
+    """With ``prefetch``, rows ``o + ahead`` .. ``o + step + ahead`` of ``w`` before ``end``."""
+    ahead = rows_ahead(w)
+    for i in range(step):
+        if prefetch and o + i + ahead < end:
+            prefetch_row(w, o + i + ahead)
+
+
+@jit(inline="always")
+def _next(ctl, t1, o, end):
+    """Row ``o`` and its chunk's end, or the next chunk claimed once ``o`` reaches ``end``."""
+    return (o, end) if o < end else claim(ctl, t1)
+
+
+# The GEMV's paths, a kernel each, picked by :func:`_gemv_kernel` before the call
+# (numba compiles every branch of a kernel: a call compiles only the path it takes).
+# Each computes rows of ``y`` over the chunks it claims (:func:`.run_claimed`): per
+# segment, the SIMD dot of its codes with the laid-out x. ``prefetch`` says ``x`` is
+# int8: each weight row is then prefetched ``rows_ahead`` rows early (on the
+# memory-bound int8 path 15-20% faster beyond the cache, 16384 x 8192; the float path
+# is compute-bound and loses 2-4% to it). ``xneg`` is minus each group's sum of ``x``
+# (int8 ``x``, whose dot sums ``code * q = (trit + 1) * q``) or zeros.
+
+
 @jit()
-def _gemv_2bit(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
-    """:func:`_gemv_rows` over the chunks of rows this thread claims (:func:`.run_claimed`)."""
+def _gemv_scaled(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+    """One scale a row: the scaled dot of each row with ``x``.
+
+    int8 ``x`` takes ``SCALED_ROWS`` rows at a time, sharing each load of ``x`` (float
+    ``x``: the 8 accumulators a row fill the registers); a chunk's last few rows take
+    one at a time.
+    """
+    units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
     o, end = claim(ctl, t1)
     while o < t1:
-        _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, o, end)
-        o, end = claim(ctl, t1)
+        step = SCALED_ROWS if prefetch and o + SCALED_ROWS <= end else 1
+        _prefetch(w, o, step, end, prefetch)
+        for r in range(xl.shape[0]):
+            xo = r * xl.shape[1]
+            if step == SCALED_ROWS:
+                sums = scaled_dot_2bit_rows(w, o * units, units, xl, xo, full, groups,
+                                            scales, o * groups, groups, xneg, r * groups)
+                for i in range(SCALED_ROWS):
+                    y[r, o + i] = xscale[r] * sums[i]
+            else:
+                y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, units, xl, xo, full,
+                                                      groups, scales, o * groups, groups,
+                                                      xneg, r * groups)
+        o, end = _next(ctl, t1, o + step, end)
     leave(ctl)
     return 0
 
 
-@jit(inline="always")
-def _slot_total(slots):
-    """The slots of the int8 rescale summed by halves, as :func:`.make_group_dot` does."""
-    return (((slots[0] + slots[4]) + (slots[2] + slots[6]))
-            + ((slots[1] + slots[5]) + (slots[3] + slots[7])))
-
-
 _G8, _G16 = group_dot_2bit[8], group_dot_2bit[16]
 _G32, _GB = group_dot_2bit[SUB_BLOCK[-1]], group_dot_2bit[BLOCK_BYTES]  # [-1]: 32 on AVX-512
-_F8, _F16 = grouped_dot_2bit_in[8], grouped_dot_2bit_in[16]
-_F32 = grouped_dot_2bit_in[SUB_BLOCK[-1]]
 
 
 @jit(inline="always")
@@ -118,6 +153,35 @@ def _int8_groups(w, wo, ws, xl, xo, size, groups, scales, so, ss, xneg, xno):
     return _G32(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
 
 
+@jit()
+def _gemv_int8_groups(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+    """int8 ``x``, scale groups of whole blocks or inside a block: exact group sums.
+
+    Rescaled in the order every int8 path keeps (:func:`.make_group_dot`), for
+    ``SCALED_ROWS`` weight rows at a time (a chunk's last few rows: the same row read
+    ``SCALED_ROWS`` times).
+    """
+    units, groups = w.shape[1], scales.shape[1]
+    size = units // groups  # weight bytes a group
+    o, end = claim(ctl, t1)
+    while o < t1:
+        step = SCALED_ROWS if o + SCALED_ROWS <= end else 1
+        stride = units if step == SCALED_ROWS else 0
+        _prefetch(w, o, step, end, prefetch)
+        for r in range(xl.shape[0]):
+            sums = _int8_groups(w, o * units, stride, xl, r * xl.shape[1], size, groups,
+                                scales, o * groups, stride // size, xneg, r * groups)
+            for i in range(step):
+                y[r, o + i] = xscale[r] * sums[i]
+        o, end = _next(ctl, t1, o + step, end)
+    leave(ctl)
+    return 0
+
+
+_F8, _F16 = grouped_dot_2bit_in[8], grouped_dot_2bit_in[16]
+_F32 = grouped_dot_2bit_in[SUB_BLOCK[-1]]
+
+
 @jit(inline="always")
 def _float_in_block(w, wo, xl, xo, blocks, size, scales, so, xneg, xno):
     """The float dot for scale groups of ``size`` (in ``SUB_BLOCK``) weight bytes."""
@@ -129,53 +193,51 @@ def _float_in_block(w, wo, xl, xo, blocks, size, scales, so, xneg, xno):
 
 
 @jit()
-def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
-    """Rows t0..t1 of y: per segment, the SIMD dot of its codes with the laid-out x.
+def _gemv_float_groups(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+    """Float ``x``, scale groups of whole blocks or inside a block: one dot a row.
 
-    ``prefetch`` says ``x`` is int8. int8 ``x`` with scale groups takes the group dot
-    (exact group sums, rescaled in the order every int8 path keeps, :func:`.make_group_dot`)
-    for ``SCALED_ROWS`` weight rows at a time (a last few rows: the same row read
-    ``SCALED_ROWS`` times); one scale a row, the scaled dot, whose rows share each load
-    of ``x``. Float ``x`` takes one dot a row, its trits times their groups' scales.
-    Segments that are not whole blocks (groups of other sizes) take a dot per segment
-    plus one for its last, partial block (copied to ``tail``), rescaled in the same
-    order. ``xneg`` is minus each group's sum of ``x`` (int8 ``x``, whose dot sums
-    ``code * q = (trit + 1) * q``) or zeros.
-
-    With ``prefetch`` each weight row is prefetched ``rows_ahead`` rows early:
-    on the memory-bound int8 path that is 15-20% faster beyond the cache
-    (16384 x 8192); the float path is compute-bound and loses 2-4% to it.
+    Its trits times their groups' scales: a scale per run of whole blocks, or the
+    dot for groups of ``SUB_BLOCK`` sizes.
     """
-    units = w.shape[1]
-    groups = scales.shape[1]
-    full = segment // BLOCK_BYTES
-    rest = segment - BLOCK_BYTES * full
-    per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
-    tail = np.zeros(BLOCK_BYTES, np.uint8)  # the last, partial block: zeros meet x's zeros
-    slots = np.zeros(SLOTS)
-    ahead = rows_ahead(w)
-    size = units // groups  # weight bytes a group (whole rows of whole blocks)
-    blocks = size // BLOCK_BYTES  # whole blocks a group, or 0 (groups in a block)
-    in_block = groups > 1 and rest == 0 and blocks == 0 and BLOCK_BYTES % size == 0
-    general = groups > 1 and rest == 0 and not in_block and size % BLOCK_BYTES != 0
-    if general:  # other groups of whole lanes: each block's lane sums, then each group's
-        lane_i = np.empty(units // BLOCK_BYTES * INT8_LANES, np.int32)
-        lane_f = np.empty(units, np.float32)
-    else:
-        lane_i, lane_f = np.empty(0, np.int32), np.empty(0, np.float32)
-    o = t0
+    units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
+    size = units // groups  # weight bytes a group
+    o, end = claim(ctl, t1)
     while o < t1:
-        # int8 x: rows share x's loads (float: the 8 accumulators a row fill the registers)
-        step = (SCALED_ROWS if prefetch and rest == 0 and not general and o + SCALED_ROWS <= t1
-                else 1)
-        for i in range(step):
-            if prefetch and o + i + ahead < t1:
-                prefetch_row(w, o + i + ahead)
+        _prefetch(w, o, 1, end, prefetch)
+        for r in range(xl.shape[0]):
+            wo, xo, so, xno = o * units, r * xl.shape[1], o * groups, r * groups
+            if size < BLOCK_BYTES:
+                dot = _float_in_block(w, wo, xl, xo, full, size, scales, so, xneg, xno)
+            else:
+                dot = grouped_dot_2bit(w, wo, units, xl, xo, size // BLOCK_BYTES, groups,
+                                       scales, so, groups, xneg, xno)
+            y[r, o] = xscale[r] * dot
+        o, end = _next(ctl, t1, o + 1, end)
+    leave(ctl)
+    return 0
+
+
+@jit()
+def _gemv_lanes(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+    """Other groups of whole lanes: each block's lane sums, then each group's.
+
+    int8 ``x`` (``prefetch``): exact group sums from the int32 lanes, rescaled in
+    the order of the other int8 paths; float ``x``: each byte's 4 products summed,
+    then each group's bytes.
+    """
+    units, groups = w.shape[1], scales.shape[1]
+    size = units // groups  # weight bytes a group
+    per = size * INT8_LANES // BLOCK_BYTES  # int32 lanes a group
+    slots = np.zeros(SLOTS)
+    lane_i = np.empty(units // BLOCK_BYTES * INT8_LANES if prefetch else 0, np.int32)
+    lane_f = np.empty(0 if prefetch else units, np.float32)
+    o, end = claim(ctl, t1)
+    while o < t1:
+        _prefetch(w, o, 1, end, prefetch)
         for r in range(xl.shape[0]):
             xo = r * xl.shape[1]
-            if general and prefetch:  # int8: exact group sums from lanes, the same order
+            if prefetch:
                 lane_sums_2bit(w, o * units, xl, xo, units // BLOCK_BYTES, lane_i, 0)
-                per = size * INT8_LANES // BLOCK_BYTES  # lanes a group
                 slots[:] = 0.0
                 for g in range(groups):
                     total = xneg[r, g]
@@ -183,7 +245,7 @@ def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
                         total += lane_i[i]
                     slots[g % SLOTS] += np.float64(scales[o, g]) * total
                 y[r, o] = xscale[r] * _slot_total(slots)
-            elif general:  # float: each byte's 4 products summed, then each group's bytes
+            else:
                 lane_sums_2bit(w, o * units, xl, xo, units // BLOCK_BYTES, lane_f, 0)
                 acc = 0.0
                 for g in range(groups):
@@ -192,41 +254,65 @@ def _gemv_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, t0, t1):
                         part += lane_f[i]
                     acc += np.float64(scales[o, g]) * part
                 y[r, o] = xscale[r] * acc
-            elif prefetch and rest == 0 and groups > 1:  # int8 groups: exact sums, one order
-                stride = units if step == SCALED_ROWS else 0
-                sums = _int8_groups(w, o * units, stride, xl, xo, size, groups, scales,
-                                    o * groups, stride // size, xneg, r * groups)
-                for i in range(step):
-                    y[r, o + i] = xscale[r] * sums[i]
-            elif step == SCALED_ROWS:  # one scale a row: the rows share each load of x
-                sums = scaled_dot_2bit_rows(w, o * units, units, xl, xo, full, groups, scales,
-                                            o * groups, groups, xneg, r * groups)
-                for i in range(SCALED_ROWS):
-                    y[r, o + i] = xscale[r] * sums[i]
-            elif in_block:  # float x, groups inside blocks
-                y[r, o] = xscale[r] * _float_in_block(w, o * units, xl, xo, full, size, scales,
-                                                      o * groups, xneg, r * groups)
-            elif rest == 0 and groups > 1 and not prefetch:  # float x, a scale per run
-                y[r, o] = xscale[r] * grouped_dot_2bit(w, o * units, units, xl, xo, blocks,
-                                                       groups, scales, o * groups, groups, xneg,
-                                                       r * groups)
-            elif rest == 0:
-                y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, units, xl, xo, full, groups,
-                                                      scales, o * groups, groups, xneg,
-                                                      r * groups)
-            else:
-                slots[:] = 0.0
-                for g in range(groups):
-                    start = g * segment
-                    part = dot_2bit(w, o * units + start, xl, xo + g * per_segment, full)
-                    for i in range(rest):
-                        tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                    part += dot_2bit(tail, 0, xl, xo + g * per_segment + 4 * BLOCK_BYTES * full,
-                                     1)
-                    slots[g % SLOTS] += np.float64(scales[o, g]) * (part + xneg[r, g])
-                y[r, o] = xscale[r] * _slot_total(slots)
-        o += step
+        o, end = _next(ctl, t1, o + 1, end)
+    leave(ctl)
     return 0
+
+
+@jit(inline="always")
+def _slot_total(slots):
+    """The slots of the int8 rescale summed by halves, as :func:`.make_group_dot` does."""
+    return (((slots[0] + slots[4]) + (slots[2] + slots[6]))
+            + ((slots[1] + slots[5]) + (slots[3] + slots[7])))
+
+
+@jit()
+def _gemv_segments(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+    """Segments that are not whole blocks (groups of other sizes), any ``x``.
+
+    A dot per segment plus one for its last, partial block (copied to ``tail``),
+    rescaled in the order of the int8 paths.
+    """
+    units, groups = w.shape[1], scales.shape[1]
+    full = segment // BLOCK_BYTES
+    rest = segment - BLOCK_BYTES * full
+    per_segment = 4 * BLOCK_BYTES * (full + 1)
+    tail = np.zeros(BLOCK_BYTES, np.uint8)  # the last, partial block: zeros meet x's zeros
+    slots = np.zeros(SLOTS)
+    o, end = claim(ctl, t1)
+    while o < t1:
+        _prefetch(w, o, 1, end, prefetch)
+        for r in range(xl.shape[0]):
+            xo = r * xl.shape[1]
+            slots[:] = 0.0
+            for g in range(groups):
+                start = g * segment
+                part = dot_2bit(w, o * units + start, xl, xo + g * per_segment, full)
+                for i in range(rest):
+                    tail[i] = w[o, start + BLOCK_BYTES * full + i]
+                part += dot_2bit(tail, 0, xl, xo + g * per_segment + 4 * BLOCK_BYTES * full,
+                                 1)
+                slots[g % SLOTS] += np.float64(scales[o, g]) * (part + xneg[r, g])
+            y[r, o] = xscale[r] * _slot_total(slots)
+        o, end = _next(ctl, t1, o + 1, end)
+    leave(ctl)
+    return 0
+
+
+def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> Any:
+    """The GEMV kernel of the path a call takes, the only one it then compiles.
+
+    For segments of ``segment`` weight bytes, rows of ``units`` bytes in ``groups``
+    scale groups, int8 (``int8``) or float activations.
+    """
+    if segment % BLOCK_BYTES:
+        return _gemv_segments
+    if groups == 1:
+        return _gemv_scaled
+    size = units // groups  # weight bytes a group (whole rows of whole blocks)
+    if size % BLOCK_BYTES and BLOCK_BYTES % size:  # neither whole blocks nor inside one
+        return _gemv_lanes
+    return _gemv_int8_groups if int8 else _gemv_float_groups
 
 
 def _gemv_segment(fmt: Format, n: int, groups: int) -> int:
@@ -253,8 +339,9 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
     xneg = (-x.reshape(rows, groups, -1).sum(axis=-1, dtype=np.int32) if x.dtype == np.int8
             else np.zeros((rows, groups), np.int32))
     y = np.empty((rows, w.shape[0]), np.float32)
-    run_claimed(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment,
-                x.dtype == np.int8, y)
+    int8 = x.dtype == np.int8
+    run_claimed(_gemv_kernel(segment, w.shape[1], groups, int8), w.shape[0], w.nbytes, xl, xneg,
+                xscale, w, scales, segment, int8, y)
     return y
 
 
@@ -496,8 +583,8 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
                             xscale)
         y = np.empty((m, w.shape[0]), np.float32)
         # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
-        run_claimed(_gemv_2bit, w.shape[0], w.nbytes, xl, xneg, xscale, w, scales, segment, True,
-                    y)
+        run_claimed(_gemv_kernel(segment, w.shape[1], scales.shape[1], True), w.shape[0],
+                    w.nbytes, xl, xneg, xscale, w, scales, segment, True, y)
         xscale = xscale.copy()  # out of the scratch before it is given back
     finally:
         _release(kept)

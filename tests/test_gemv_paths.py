@@ -1,0 +1,63 @@
+"""The 2bit GEMV's paths are kernels of their own: a call compiles only the one it takes.
+
+issue 29 item 4: the GEMV's row driver held every path (one scale a row, groups of
+whole blocks or inside a block, other groups of whole lanes, segments that are not
+whole blocks; int8 and float activations) as branches, so the first call compiled all
+of them. A fresh process runs one GEMV a path and reports which ``_gemv_*`` kernels
+gained a signature (compiled, or loaded from the disk cache) with each call, and how
+far each result is from the NumPy reference route.
+"""
+
+import json
+
+import pytest
+from test_dispatch import run_python
+
+# (inputs, group size, activations) -> the only GEMV kernel the call may add: shapes
+# whose path is the same whether the SIMD block is 32 (AVX2) or 64 bytes (AVX-512)
+CASES = [
+    (512, None, "int8", "_gemv_scaled"),
+    (512, None, "float", "_gemv_scaled"),
+    (512, 32, "int8", "_gemv_int8_groups"),  # 8 weight bytes a group: inside a block
+    (512, 32, "float", "_gemv_float_groups"),
+    (768, 96, "int8", "_gemv_lanes"),  # 24 bytes: neither whole blocks nor inside one
+    (768, 96, "float", "_gemv_lanes"),
+    (1056, None, "int8", "_gemv_segments"),  # 264 bytes a row: a partial last block
+    (1056, None, "float", "_gemv_segments"),
+]
+
+CODE = """
+import json, sys
+import numpy as np
+import tritnum as tn
+from tritnum._kernels.cpu import matmul
+
+kernels = {name: k for name, k in vars(matmul).items()
+           if name.startswith("_gemv_") and hasattr(k, "signatures")}
+rng = np.random.default_rng(0)
+report = []
+for n, g, act, _ in json.loads(sys.argv[1]):
+    w = tn.quantize(rng.standard_normal((37, n)).astype(np.float32), group_size=g)
+    x = rng.standard_normal((3, n)).astype(np.float32)
+    before = {name: len(k.signatures) for name, k in kernels.items()}
+    y = tn.linear(x, w, activations=act, device="cpu")
+    added = sorted(name for name, k in kernels.items() if len(k.signatures) > before[name])
+    want = tn.linear(x, w, activations=act, device="numpy")
+    report.append([added, float(np.max(np.abs(y - want)) / np.max(np.abs(want)))])
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def report():
+    """``[[kernels the call added, its largest error relative to the reference], ...]``."""
+    out = run_python(CODE.replace("sys.argv[1]", repr(json.dumps(CASES))))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+def test_a_gemv_compiles_only_its_path(report, case):
+    added, error = report[case]
+    assert added == [CASES[case][3]]
+    assert error < 1e-5
