@@ -80,35 +80,15 @@ def run_all(d: dict[str, Any], start: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
-# The float GEMM's sgemm runs on as many BLAS threads as the machine has free now
-# (tritnum._kernels.cpu._parallel.blas_threads: one while other threads want every core),
-# and OpenBLAS's bits depend on its thread count: its rows agree to float32 rounding, as
-# NumPy's own matmul under different thread counts. Every other op is bit for bit.
-BLAS_THREAD_BITS = {"linear-gemm"}
-
-
-def digests(results: dict[str, np.ndarray]) -> dict[str, Any]:
-    """What a child sends back: a hash of each result (the array where bits may differ)."""
-    return {k: v if k in BLAS_THREAD_BITS
-            else hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest() + str(v.shape)
+def digests(results: dict[str, np.ndarray]) -> dict[str, str]:
+    return {k: hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest() + str(v.shape)
             for k, v in results.items()}
-
-
-def assert_digests(got: dict[str, Any], want: dict[str, np.ndarray]) -> None:
-    assert_same({k: v for k, v in got.items() if k in BLAS_THREAD_BITS},
-                {k: v for k, v in want.items() if k in BLAS_THREAD_BITS})
-    exact = digests({k: v for k, v in want.items() if k not in BLAS_THREAD_BITS})
-    assert {k: v for k, v in got.items() if k not in BLAS_THREAD_BITS} == exact
 
 
 def assert_same(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
     assert got.keys() == want.keys()
     for k in want:
-        if k in BLAS_THREAD_BITS:
-            np.testing.assert_allclose(got[k], want[k], rtol=2e-6,
-                                       atol=2e-6 * np.abs(want[k]).max(), err_msg=k)
-        else:
-            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
 
 
 @pytest.fixture(scope="module")
@@ -184,11 +164,11 @@ def test_fork_after_the_pool_was_used(serial):
     assert _parallel._pool is not None
     reset, results = _in_child("fork", True)
     assert reset, "the at-fork handler did not reset the pool in the child"
-    assert_digests(results, want)
+    assert results == digests(want)
     assert_same(run_all(d), want)  # and the parent's pool still works
 
 
 def test_spawn(serial):
     _, want = serial[0]
     _, results = _in_child("spawn", False)
-    assert_digests(results, want)
+    assert results == digests(want)

@@ -397,63 +397,26 @@ def _close_pool() -> None:
         _pool.close()
 
 
-# A GEMM of at least this many multiply-adds (about 1 ms of sgemm on 2 cores) also asks the
-# kernel how many threads of other processes run now (:func:`_others_running`, ~85 µs).
-BLAS_CHECK_MACS = 1 << 27
+def blas_threads() -> int:
+    """The BLAS threads for a tritnum call: :func:`threads`, the limit the user set.
 
-
-def _others_running() -> int:
-    """Threads of other processes running or waiting for a core now (Linux; 0 elsewhere).
-
-    The kernel's count of runnable threads (``/proc/loadavg``) less this process's own
-    (``/proc/self/task/*/stat`` in state R): unlike the load average, what runs now.
+    Not the machine's load: OpenBLAS sums in another order on each thread count, so a
+    count chosen by load (one thread while other work wants every core: a 64-row float
+    GEMM at 4096 x 4096 at load 3-7 took 270-1260 ms with 2 BLAS threads, 36-135 ms with
+    1) gave the same call on the same data other bits from one moment to the next, and
+    a Dask chunk computed in a worker thread other bits than the same rows in memory.
+    On a busy machine, ``tn.set_num_threads(1)`` (or ``tn.limit_threads(1)``) gives
+    the BLAS one thread, and fixed bits.
     """
-    try:
-        with open("/proc/loadavg", "rb") as f:
-            running = int(f.read().split()[3].split(b"/")[0])
-        own = 0
-        for task in os.scandir("/proc/self/task"):
-            with open(os.path.join(task.path, "stat"), "rb") as f:
-                stat = f.read()
-            own += stat[stat.rindex(b")") + 2:][:1] == b"R"
-    except (OSError, ValueError, IndexError):
-        return 0
-    return max(0, running - own)
-
-
-def blas_threads(macs: int = 0) -> int:
-    """The BLAS threads for a tritnum call of ``macs`` multiply-adds made now.
-
-    :func:`threads`, or 1 on a busy machine: the pool's last call had no helper in
-    time, or calls go alone (see the module docstring); and for a call of at least
-    :data:`BLAS_CHECK_MACS`, when other processes' threads want every core now. A BLAS
-    thread would come as late as a helper, and OpenBLAS waits for all of its own: a
-    64-row float GEMM at 4096 x 4096 at load 3-7 took 270-1260 ms with 2 BLAS threads,
-    36-135 ms with 1 (NumPy's own 2-thread sgemm on the dense matrix 200-280 ms). With
-    one other process on one of 2 cores, 2 threads still won (9-14 ms against 18).
-    """
-    n = threads()
-    if n <= 1 or (_pool is not None and (_pool.alone > 0 or _pool.misses > 0)):
-        return 1
-    if macs >= BLAS_CHECK_MACS and _others_running() >= _cores():
-        return 1
-    return n
-
-
-@functools.cache
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return threads()
 
 
 def with_blas_limit(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function(x, w, ...)`` whose BLAS calls run on :func:`blas_threads` threads.
-
-    ``x`` (rows, inputs) and ``w`` (outputs, ...) give the call's multiply-adds.
-    """
+    """``function`` whose BLAS calls run on :func:`blas_threads` threads."""
     @functools.wraps(function)
-    def limited(x: np.ndarray, w: np.ndarray, *args: Any, **kwargs: Any) -> Any:
-        with _blas.limit(blas_threads(x.shape[0] * x.shape[-1] * w.shape[0])):
-            return function(x, w, *args, **kwargs)
+    def limited(*args: Any, **kwargs: Any) -> Any:
+        with _blas.limit(blas_threads()):
+            return function(*args, **kwargs)
 
     return limited
 
