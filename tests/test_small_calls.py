@@ -230,6 +230,25 @@ def test_hypervector_fast_route_gives_the_general_routes_results(monkeypatch, na
     _same(got, op(a, b))
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "bitplane"])
+@pytest.mark.parametrize("axis", [0, -2])
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_bundle_fast_route_gives_the_general_routes_results(monkeypatch, n, axis, packed):
+    from tritnum.vsa import algebra
+
+    vs = np.random.default_rng(n).integers(-1, 2, (n, 130), dtype=np.int8)
+    if packed:
+        vs = tn.pack(vs, "bitplane")
+    seen = []
+    fast = algebra._host_pair
+    with monkeypatch.context() as m:
+        m.setattr(algebra, "_host_pair", lambda *args: seen.append(fast(*args)) or seen[-1])
+        got = tn.vsa.bundle(vs, axis)
+    assert seen and seen[0] is not None
+    _vsa_general(monkeypatch)
+    _same(got, tn.vsa.bundle(vs, axis))
+
+
 _A = np.array([1, -1, 0, 1], np.int8)
 _BAD_HV = [
     pytest.param(lambda: tn.vsa.bind(_A, np.array([1, 2, 0, 1], np.int8)), id="bind value 2"),
@@ -238,6 +257,10 @@ _BAD_HV = [
     pytest.param(lambda: tn.vsa.bind(_A, _A[:3].copy()), id="dimensions"),
     pytest.param(lambda: tn.vsa.permute(np.array([1, 0, 5], np.int8)), id="permute value 5"),
     pytest.param(lambda: tn.vsa.permute(_A, 1.5), id="float shift"),
+    pytest.param(lambda: tn.vsa.bundle(np.array([[1, 0], [7, 1]], np.int8)), id="bundle value 7"),
+    pytest.param(lambda: tn.vsa.bundle(_A), id="bundle 1-D"),
+    pytest.param(lambda: tn.vsa.bundle(_A[None], axis=1), id="bundle trit axis"),
+    pytest.param(lambda: tn.vsa.bundle(_A[None], axis=True), id="bundle bool axis"),
     pytest.param(lambda: tn.vsa.permute(_A, [1, 2]), id="shifts shape"),
     pytest.param(lambda: tn.vsa.bind(_A, tn.pack(_A, "bitplane")), id="mixed kinds"),
     pytest.param(lambda: tn.vsa.bind(tn.pack(_A, "2bit"), tn.pack(_A, "2bit")), id="2bit"),

@@ -295,6 +295,15 @@ def bundle(vs: Hypervectors, axis: int = 0, *, weights: Any = None,
     >>> tn.vsa.bundle(vs, weights=[1, 1, 3])
     array([-1,  0,  1,  1], dtype=int8)
     """
+    host = (_host_pair(vs, vs, device)
+            if weights is None and type(axis) is int and axis in (0, -2) and len(vs.shape) == 2
+            else None)
+    if host is not None:  # one stack of (n, d) hypervectors, unweighted
+        rows, _, _, packed = host
+        if packed or kernel("vsa.check", "cpu")(rows):  # else the general route names the value
+            d = vs.shape[-1]
+            out = kernel("vsa.bundle", "cpu")(rows[:, None], None, packed, d)
+            return _wrap(out, (), d, packed, HOST)
     if lazy(vs):
         return dask_layer().bundle(vs, axis, weights, device)
     dev = resolve(device, vs)
