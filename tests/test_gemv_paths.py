@@ -14,12 +14,15 @@ import pytest
 from test_dispatch import run_python
 
 # (inputs, group size, activations) -> the only GEMV kernel the call may add: shapes
-# whose path is the same whether the SIMD block is 32 (AVX2) or 64 bytes (AVX-512)
+# whose path is the same whether the SIMD block is 32 (AVX2) or 64 bytes (AVX-512); the
+# kernels of scale groups are one a size of the dot, the group's weight bytes
 CASES = [
     (512, None, "int8", "_gemv_scaled"),
     (512, None, "float", "_gemv_scaled"),
-    (512, 32, "int8", "_gemv_int8_groups"),  # 8 weight bytes a group: inside a block
-    (512, 32, "float", "_gemv_float_groups"),
+    (512, 32, "int8", "_gemv_int8_groups[8]"),  # 8 weight bytes a group: inside a block
+    (512, 32, "float", "_gemv_float_groups[8]"),
+    (512, 64, "int8", "_gemv_int8_groups[16]"),
+    (512, 64, "float", "_gemv_float_groups[16]"),
     (768, 96, "int8", "_gemv_lanes"),  # 24 bytes: neither whole blocks nor inside one
     (768, 96, "float", "_gemv_lanes"),
     (1056, None, "int8", "_gemv_segments"),  # 264 bytes a row: a partial last block
@@ -32,8 +35,12 @@ import numpy as np
 import tritnum as tn
 from tritnum._kernels.cpu import matmul
 
-kernels = {name: k for name, k in vars(matmul).items()
-           if name.startswith("_gemv_") and hasattr(k, "signatures")}
+kernels = {}
+for name, k in vars(matmul).items():  # a kernel, or a dict of them by the bytes of a dot
+    if name.startswith("_gemv_"):
+        for key, kernel in (k.items() if isinstance(k, dict) else [(None, k)]):
+            if hasattr(kernel, "signatures"):
+                kernels[name if key is None else f"{name}[{key}]"] = kernel
 rng = np.random.default_rng(0)
 report = []
 for n, g, act, _ in json.loads(sys.argv[1]):

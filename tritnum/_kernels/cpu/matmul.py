@@ -136,85 +136,93 @@ _G8, _G16 = group_dot_2bit[8], group_dot_2bit[16]
 _G32, _GB = group_dot_2bit[SUB_BLOCK[-1]], group_dot_2bit[BLOCK_BYTES]  # [-1]: 32 on AVX-512
 
 
-@jit(inline="always")
-def _int8_groups(w, wo, ws, xl, xo, size, groups, scales, so, ss, xneg, xno):
-    """The int8 group dot for groups of ``size`` weight bytes (in a block, or whole blocks)."""
-    if size >= BLOCK_BYTES:
-        bpg = size // BLOCK_BYTES
-        a = _GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)
-        b = _GB(w, wo + ws, ws, xl, xo, bpg, groups, scales, so + ss, ss, xneg, xno)
-        c = _GB(w, wo + 2 * ws, ws, xl, xo, bpg, groups, scales, so + 2 * ss, ss, xneg, xno)
-        d = _GB(w, wo + 3 * ws, ws, xl, xo, bpg, groups, scales, so + 3 * ss, ss, xneg, xno)
-        return a[0], b[0], c[0], d[0]
-    if size == 8:
-        return _G8(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
-    if size == 16:
-        return _G16(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
-    return _G32(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
+def _int8_groups_kernel(dot: int) -> Any:
+    """The GEMV kernel of int8 ``x`` for scale groups of ``dot`` weight bytes.
 
-
-@jit()
-def _gemv_int8_groups(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
-    """int8 ``x``, scale groups of whole blocks or inside a block: exact group sums.
-
-    Rescaled in the order every int8 path keeps (:func:`.make_group_dot`), for
-    ``SCALED_ROWS`` weight rows at a time (a chunk's last few rows: the same row read
-    ``SCALED_ROWS`` times).
+    ``dot`` is a size of ``SUB_BLOCK`` (groups inside a block) or ``BLOCK_BYTES``
+    (groups of whole blocks): numba takes it as a constant and compiles that dot only.
+    Exact group sums, rescaled in the order every int8 path keeps
+    (:func:`.make_group_dot`), for ``SCALED_ROWS`` weight rows at a time (a chunk's
+    last few rows: the same row read ``SCALED_ROWS`` times).
     """
-    units, groups = w.shape[1], scales.shape[1]
-    size = units // groups  # weight bytes a group
-    o, end = claim(ctl, t1)
-    while o < t1:
-        step = SCALED_ROWS if o + SCALED_ROWS <= end else 1
-        stride = units if step == SCALED_ROWS else 0
-        _prefetch(w, o, step, end, prefetch)
-        for r in range(xl.shape[0]):
-            sums = _int8_groups(w, o * units, stride, xl, r * xl.shape[1], size, groups,
-                                scales, o * groups, stride // size, xneg, r * groups)
-            for i in range(step):
-                y[r, o + i] = xscale[r] * sums[i]
-        o, end = _next(ctl, t1, o + step, end)
-    leave(ctl)
-    return 0
+    whole = dot >= BLOCK_BYTES
+
+    @jit()
+    def gemv_int8_groups(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+        units, groups = w.shape[1], scales.shape[1]
+        size = units // groups  # weight bytes a group
+        o, end = claim(ctl, t1)
+        while o < t1:
+            step = SCALED_ROWS if o + SCALED_ROWS <= end else 1
+            ws = units if step == SCALED_ROWS else 0  # the rows' stride: 0 reads one row
+            _prefetch(w, o, step, end, prefetch)
+            for r in range(xl.shape[0]):
+                wo, xo, so, ss, xno = o * units, r * xl.shape[1], o * groups, ws // size, r * groups
+                if whole:  # one row a dot, its blocks in groups of bpg
+                    bpg = size // BLOCK_BYTES
+                    sums = (_GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)[0],
+                            _GB(w, wo + ws, ws, xl, xo, bpg, groups, scales, so + ss, ss, xneg,
+                                xno)[0],
+                            _GB(w, wo + 2 * ws, ws, xl, xo, bpg, groups, scales, so + 2 * ss, ss,
+                                xneg, xno)[0],
+                            _GB(w, wo + 3 * ws, ws, xl, xo, bpg, groups, scales, so + 3 * ss, ss,
+                                xneg, xno)[0])
+                elif dot == 8:
+                    sums = _G8(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
+                elif dot == 16:
+                    sums = _G16(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
+                else:
+                    sums = _G32(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
+                for i in range(step):
+                    y[r, o + i] = xscale[r] * sums[i]
+            o, end = _next(ctl, t1, o + step, end)
+        leave(ctl)
+        return 0
+
+    return gemv_int8_groups
 
 
 _F8, _F16 = grouped_dot_2bit_in[8], grouped_dot_2bit_in[16]
 _F32 = grouped_dot_2bit_in[SUB_BLOCK[-1]]
 
 
-@jit(inline="always")
-def _float_in_block(w, wo, xl, xo, blocks, size, scales, so, xneg, xno):
-    """The float dot for scale groups of ``size`` (in ``SUB_BLOCK``) weight bytes."""
-    if size == 8:
-        return _F8(w, wo, 0, xl, xo, blocks, 1, scales, so, 0, xneg, xno)
-    if size == 16:
-        return _F16(w, wo, 0, xl, xo, blocks, 1, scales, so, 0, xneg, xno)
-    return _F32(w, wo, 0, xl, xo, blocks, 1, scales, so, 0, xneg, xno)
+def _float_groups_kernel(dot: int) -> Any:
+    """The GEMV kernel of float ``x`` for scale groups of ``dot`` weight bytes: one dot a row.
 
-
-@jit()
-def _gemv_float_groups(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
-    """Float ``x``, scale groups of whole blocks or inside a block: one dot a row.
-
-    Its trits times their groups' scales: a scale per run of whole blocks, or the
-    dot for groups of ``SUB_BLOCK`` sizes.
+    ``dot`` as in :func:`_int8_groups_kernel`: its trits times their groups' scales,
+    a scale per run of whole blocks, or the dot for groups of that ``SUB_BLOCK`` size.
     """
-    units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
-    size = units // groups  # weight bytes a group
-    o, end = claim(ctl, t1)
-    while o < t1:
-        _prefetch(w, o, 1, end, prefetch)
-        for r in range(xl.shape[0]):
-            wo, xo, so, xno = o * units, r * xl.shape[1], o * groups, r * groups
-            if size < BLOCK_BYTES:
-                dot = _float_in_block(w, wo, xl, xo, full, size, scales, so, xneg, xno)
-            else:
-                dot = grouped_dot_2bit(w, wo, units, xl, xo, size // BLOCK_BYTES, groups,
-                                       scales, so, groups, xneg, xno)
-            y[r, o] = xscale[r] * dot
-        o, end = _next(ctl, t1, o + 1, end)
-    leave(ctl)
-    return 0
+    whole = dot >= BLOCK_BYTES
+
+    @jit()
+    def gemv_float_groups(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+        units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
+        size = units // groups  # weight bytes a group
+        o, end = claim(ctl, t1)
+        while o < t1:
+            _prefetch(w, o, 1, end, prefetch)
+            for r in range(xl.shape[0]):
+                wo, xo, so, xno = o * units, r * xl.shape[1], o * groups, r * groups
+                if whole:
+                    total = grouped_dot_2bit(w, wo, units, xl, xo, size // BLOCK_BYTES, groups,
+                                             scales, so, groups, xneg, xno)
+                elif dot == 8:
+                    total = _F8(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
+                elif dot == 16:
+                    total = _F16(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
+                else:
+                    total = _F32(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
+                y[r, o] = xscale[r] * total
+            o, end = _next(ctl, t1, o + 1, end)
+        leave(ctl)
+        return 0
+
+    return gemv_float_groups
+
+
+# by the weight bytes of a dot: the sizes of SUB_BLOCK, BLOCK_BYTES for whole blocks
+_gemv_int8_groups = {b: _int8_groups_kernel(b) for b in (*SUB_BLOCK, BLOCK_BYTES)}
+_gemv_float_groups = {b: _float_groups_kernel(b) for b in (*SUB_BLOCK, BLOCK_BYTES)}
 
 
 @jit()
@@ -312,7 +320,7 @@ def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> Any:
     size = units // groups  # weight bytes a group (whole rows of whole blocks)
     if size % BLOCK_BYTES and BLOCK_BYTES % size:  # neither whole blocks nor inside one
         return _gemv_lanes
-    return _gemv_int8_groups if int8 else _gemv_float_groups
+    return (_gemv_int8_groups if int8 else _gemv_float_groups)[min(size, BLOCK_BYTES)]
 
 
 def _gemv_segment(fmt: Format, n: int, groups: int) -> int:
