@@ -140,6 +140,12 @@ def _linear_step(name: str) -> Callable[[str], None]:
         for rows in (1, 4, 64):
             for activations in ("float", "int8", "q8_k"):
                 linear(np.ones((rows, 256), np.float32), w, activations=activations, device=dev)
+        if name == "2bit":  # the GEMV's group paths of their own: groups of whole lanes
+            for n, size in ((768, 96), (320, 32)):  # (96 inputs), rows not of whole blocks
+                w = quantize(np.resize(WEIGHTS, (8, n)), format=name, group_size=size,
+                             device=dev)
+                for activations in ("float", "int8"):
+                    linear(np.ones((1, n), np.float32), w, activations=activations, device=dev)
     return step
 
 
