@@ -376,6 +376,8 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
     if (type(x) is not np.ndarray or type(w) is not TernaryTensor or x_scale is not None
             or activations not in _HOST_MODES or not x.flags.c_contiguous):
         return None
+    if device != "cpu" and (device != "auto" or get_device() not in ("auto", "cpu")):
+        return None  # as resolve_device: "auto" runs on the CPU for host data
     kept = w._cache.get("cpu_linear") or _host_weights(w)
     if kept is None:
         return None
@@ -387,8 +389,6 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
     lead = x.shape[:-1]
     if out is not None and not (_host_vector(out, (*lead, nout)) and out.flags.writeable):
         return None
-    if device != "cpu" and (device != "auto" or get_device() not in ("auto", "cpu")):
-        return None  # as resolve_device: "auto" runs on the CPU for host data
     rows = x if x.ndim == 2 else x.reshape(-1, n)
     into = {} if out is None else {"out": out.reshape(rows.shape[0], nout)}
     if activations == "int8":
