@@ -8,18 +8,13 @@ sums, mod-3 arithmetic), on every host device and both kinds of hypervectors.
 
 import numpy as np
 import pytest
+from ternary_data import trits
 
 import tritnum as tn
 from tritnum import vsa
 from tritnum.errors import InvalidTritsError, ShapeMismatchError
 
 KINDS = ["dense", "bitplane"]
-
-
-def trits(shape, seed, density=2 / 3):
-    rng = np.random.default_rng(seed)
-    v = rng.choice(np.array([-1, 1], np.int8), size=shape)
-    return np.where(rng.random(shape) < density, v, 0).astype(np.int8)
 
 
 def kind(a, k):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from numba import cuda
+from ternary_data import trits
 
 import tritnum as tn
 from tritnum import vsa
@@ -18,12 +19,6 @@ from tritnum import vsa
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 
 KINDS = ["dense", "bitplane"]
-
-
-def trits(shape, seed, density=2 / 3):
-    rng = np.random.default_rng(seed)
-    v = rng.choice(np.array([-1, 1], np.int8), size=shape)
-    return np.where(rng.random(shape) < density, v, 0).astype(np.int8)
 
 
 def gpu(a, k):
