@@ -2,13 +2,17 @@
 
 The oracles: the gguf package (its reader, its TQ1_0/TQ2_0 decoders), tritnum's own
 I2_S encoder, and transformers' BitNetForCausalLM, whose logits a NumPy forward pass
-over the GGUF file's tensors reproduces.
+over the GGUF file's tensors reproduces. The tokenizer keys are checked against a tiny
+BPE tokenizer built with the ``tokenizers`` package, whose tokens, ids and merges are
+known here, typed by hand as llama.cpp's ``get_vocab_base`` types them; bitnet.cpp's
+I2_S architecture against a transcription of microsoft's own 2B-4T I2_S file.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -24,7 +28,17 @@ gguf = pytest.importorskip("gguf")
 from safetensors.torch import save_file  # noqa: E402
 from transformers.integrations.bitnet import pack_weights  # noqa: E402
 
+tokenizers = pytest.importorskip("tokenizers")
 transformers.logging.set_verbosity_error()
+# Llama 3's split (tokenizer.json's Split regex), as microsoft/bitnet-b1.58-2B-4T has it
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+BASE = [*"abcdefghijklmnopqrstuvwxyz!.", "\u0120"]  # \u0120: the byte-level space
+MERGES = [("h", "e"), ("l", "l"), ("he", "ll"), ("\u0120", "w")]
+# the added tokens and the types llama.cpp's get_vocab_base gives them: special -> CONTROL
+# (3), not special -> USER_DEFINED (4), unless it looks special ("<|...|>") -> CONTROL
+ADDED = [("<|begin_of_text|>", True, 3), ("<|end_of_text|>", True, 3), ("<tool>", False, 4),
+         ("<|reserved_0|>", False, 3)]
 TOKENS = np.array([[3, 17, 0, 99, 42, 5, 127, 64]])
 PROJECTIONS = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
                "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
@@ -45,6 +59,40 @@ def gguf_config(**kwargs):
                                      num_hidden_layers=2, num_attention_heads=4,
                                      num_key_value_heads=2, bos_token_id=0, eos_token_id=1,
                                      tie_word_embeddings=True, dtype="float32", **kwargs)
+
+
+def write_tokenizer(path, pre="llama3", **config):
+    """A tiny byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json) in ``path``."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {t: i for i, t in enumerate(BASE)}
+    for a, b in MERGES:
+        vocab[a + b] = len(vocab)
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=MERGES, ignore_merges=True))
+    tokenizer.pre_tokenizer = {
+        "llama3": pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3_SPLIT), "isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
+        "gpt2": pre_tokenizers.ByteLevel(add_prefix_space=False),
+        "whitespace": pre_tokenizers.Whitespace()}[pre]
+    tokenizer.decoder = decoders.ByteLevel()
+    for text, special, _ in ADDED:
+        tokenizer.add_tokens([AddedToken(text, special=special, normalized=False)])
+    os.makedirs(path, exist_ok=True)
+    tokenizer.save(os.path.join(path, "tokenizer.json"))
+    config = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>",
+              "add_bos_token": True, "chat_template": "{{ bos_token }}{{ messages }}",
+              "tokenizer_class": "PreTrainedTokenizerFast", **config}
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump(config, f)
+
+
+def expected_tokens(vocab_size=128):
+    """The token list and types llama.cpp writes for write_tokenizer's tokenizer."""
+    tokens = [*BASE, *("".join(m) for m in MERGES), *(t for t, _, _ in ADDED)]
+    types = [1] * (len(BASE) + len(MERGES)) + [k for _, _, k in ADDED]
+    pads = range(len(tokens), vocab_size)  # ids the tokenizer lacks: [PAD{id}], UNUSED
+    return tokens + [f"[PAD{i}]" for i in pads], types + [5] * len(pads)
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +121,7 @@ def model_dir(tmp_path_factory):
     config.quantization_config = {"quant_method": "bitnet", "linear_class": "autobitlinear",
                                   "quantization_mode": "offline"}
     config.save_pretrained(path)
+    write_tokenizer(path)
     return path, trits, state
 
 
@@ -135,6 +184,120 @@ def test_i2s_bytes_are_tritnums_encoder(model_dir, tmp_path):
     back = model["blk.0.ffn_down.weight"]
     assert back.packed.unpack().tolist() == w.packed.unpack().tolist()
     assert back.scales == w.scales
+
+
+def test_tokenizer_keys(model_dir, tmp_path):
+    """tokenizer.ggml.*: llama.cpp's _set_vocab_gpt2 keys for the directory's BPE tokenizer."""
+    path, _, _ = model_dir
+    tn.io.convert(path, tmp_path / "m.gguf")
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    tokens, types = expected_tokens()
+    assert _field(reader, "tokenizer.ggml.model") == "gpt2"
+    assert _field(reader, "tokenizer.ggml.pre") == "llama-bpe"
+    assert _field(reader, "tokenizer.ggml.tokens") == tokens
+    assert _field(reader, "tokenizer.ggml.token_type") == types
+    assert reader.fields["tokenizer.ggml.token_type"].types == [
+        gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32]
+    assert _field(reader, "tokenizer.ggml.merges") == [" ".join(m) for m in MERGES]
+    begin, end = tokens.index("<|begin_of_text|>"), tokens.index("<|end_of_text|>")
+    assert (_field(reader, "tokenizer.ggml.bos_token_id"),
+            _field(reader, "tokenizer.ggml.eos_token_id")) == (begin, end) == (33, 34)
+    assert _field(reader, "tokenizer.ggml.add_bos_token") is True
+    assert _field(reader, "tokenizer.chat_template") == "{{ bos_token }}{{ messages }}"
+    # the tokenizer keys follow the model's, as llama.cpp writes them (set_vocab after them)
+    keys = list(reader.fields)
+    assert keys.index("general.file_type") < keys.index("tokenizer.ggml.model")
+
+
+def test_tokenizer_pre_tokenizers(model_dir, tmp_path):
+    """GPT-2's byte-level split is "gpt-2"; a split llama.cpp has no name for is refused."""
+    path, _, _ = model_dir
+    write_tokenizer(tmp_path / "gpt2", pre="gpt2")
+    tn.io.convert(path, tmp_path / "m.gguf", tokenizer=tmp_path / "gpt2")
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    assert _field(reader, "tokenizer.ggml.pre") == "gpt-2"
+    assert _field(reader, "tokenizer.ggml.tokens") == expected_tokens()[0]
+    write_tokenizer(tmp_path / "ws", pre="whitespace")
+    with pytest.raises(FormatError, match=r"no pre-tokenizer.*tokenizer=False"):
+        tn.io.convert(path, tmp_path / "ws.gguf", tokenizer=tmp_path / "ws")
+    assert not (tmp_path / "ws.gguf").exists()
+
+
+def test_without_a_tokenizer(model_dir, tmp_path):
+    """No tokenizer.json: a warning and no tokenizer keys; tokenizer=False: silently none."""
+    path, _, state = model_dir
+    bare = tmp_path / "bare"
+    os.makedirs(bare)
+    save_file(state, os.path.join(bare, "model.safetensors"))
+    (bare / "config.json").write_text((path / "config.json").read_text())
+    with pytest.warns(UserWarning, match=r"no tokenizer\.json.*cannot run it on text"):
+        tn.io.convert(bare, tmp_path / "m.gguf")
+    fields = gguf.GGUFReader(tmp_path / "m.gguf").fields
+    assert not any(k.startswith("tokenizer.") for k in fields)
+    with pytest.raises(FormatError, match=r"has no tokenizer\.json"):
+        tn.io.hf_bitnet_to_gguf(path, tmp_path / "x.gguf", tokenizer=bare)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tn.io.hf_bitnet_to_gguf(path, tmp_path / "n.gguf", tokenizer=False)
+        tn.io.llama_to_gguf(tmp_path / "l.gguf", {}, {**json.loads(
+            (path / "config.json").read_text()), "hidden_act": "silu"}, tokenizer=path)
+    assert "tokenizer.ggml.tokens" not in gguf.GGUFReader(tmp_path / "n.gguf").fields
+    assert _field(gguf.GGUFReader(tmp_path / "l.gguf"), "tokenizer.ggml.pre") == "llama-bpe"
+
+
+@pytest.mark.parametrize("damage", ["not json", "a list", "ids past vocab_size", "wordpiece",
+                                    "vocab not a map", "bad config"])
+def test_hostile_tokenizer_files(model_dir, tmp_path, damage):
+    path, _, _ = model_dir
+    tok = tmp_path / "tok"
+    write_tokenizer(tok)
+    data = json.loads((tok / "tokenizer.json").read_text())
+    if damage == "not json":
+        (tok / "tokenizer.json").write_text('{"model": ')
+    elif damage == "a list":
+        (tok / "tokenizer.json").write_text("[1, 2]")
+    elif damage == "ids past vocab_size":
+        data["model"]["vocab"]["zz"] = 500
+        (tok / "tokenizer.json").write_text(json.dumps(data))
+    elif damage == "wordpiece":
+        data["model"]["type"] = "WordPiece"
+        (tok / "tokenizer.json").write_text(json.dumps(data))
+    elif damage == "vocab not a map":
+        data["model"]["vocab"] = "abc"
+        (tok / "tokenizer.json").write_text(json.dumps(data))
+    else:
+        (tok / "tokenizer_config.json").write_text("{bos")
+    with pytest.raises(FormatError, match="tokenizer"):
+        tn.io.convert(path, tmp_path / "m.gguf", tokenizer=tok)
+    assert sorted(os.listdir(tmp_path)) == ["tok"]  # nothing written
+
+
+def test_i2s_is_bitnet_cpps_architecture(model_dir, tmp_path):
+    """I2_S files as bitnet.cpp reads them: microsoft's bitnet-b1.58-2B-4T-gguf file's keys.
+
+    Transcribed from that file's metadata (bitnet.cpp's llama.cpp printing it, microsoft/BitNet
+    issues 226 and 373: 24 keys, 332 tensors for 30 layers) and from bitnet.cpp's
+    utils/convert-hf-to-gguf-bitnet.py (BitnetModel: MODEL_ARCH.BITNET_B158, file type 40).
+    """
+    path, _, _ = model_dir
+    tn.io.convert(path, tmp_path / "m.gguf", qtype="I2_S")
+    model = tn.io.read_gguf(tmp_path / "m.gguf")
+    arch = "bitnet-b1.58"
+    assert model.architecture == arch
+    hparams = {"vocab_size": 128, "context_length": 2048, "embedding_length": 256,
+               "block_count": 2, "feed_forward_length": 512, "rope.dimension_count": 64,
+               "attention.head_count": 4, "attention.head_count_kv": 2}
+    for key, value in hparams.items():
+        assert model.metadata[f"{arch}.{key}"] == tn.io.GGUFValue("uint32", value), key
+    assert model.metadata[f"{arch}.rope.freq_base"] == tn.io.GGUFValue("float32", 500000.0)
+    assert model.metadata[f"{arch}.attention.layer_norm_rms_epsilon"].type == "float32"
+    assert model.metadata["general.file_type"] == tn.io.GGUFValue("uint32", 40)
+    assert not [k for k in model.metadata if ".rope.scaling" in k or k.startswith("bitnet.")]
+    per_block = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_sub_norm",
+                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", "ffn_sub_norm"]
+    assert set(model) == {"token_embd.weight", "output_norm.weight"} | {
+        f"blk.{i}.{n}.weight" for i in range(2) for n in per_block}  # 2 + 11 * blocks
+    assert model.metadata["tokenizer.ggml.pre"].value == "llama-bpe"
 
 
 def _rms(x, w, eps=1e-5):
@@ -244,11 +407,11 @@ def test_bitlinear_scales_to_gguf(tmp_path, model_dir):
                           scale_dtype="bfloat16")
     name = "model.layers.1.mlp.up_proj.weight"
     assert tn.io.read_hf_bitnet(tmp_path / "bl")[0][name].scales == np.float32(1 / 3)
-    tn.io.convert(tmp_path / "bl", tmp_path / "i2s.gguf", qtype="I2_S")
+    tn.io.convert(tmp_path / "bl", tmp_path / "i2s.gguf", qtype="I2_S", tokenizer=path)
     model = tn.io.read_gguf(tmp_path / "i2s.gguf")
     assert model["blk.1.ffn_up.weight"].scales == np.float32(1 / 3)
     assert np.array_equal(model["blk.1.ffn_up.weight"].packed.unpack(), trits[name])
-    tn.io.convert(tmp_path / "bl", tmp_path / "tq.gguf")
+    tn.io.convert(tmp_path / "bl", tmp_path / "tq.gguf", tokenizer=False)
     entry = _tensors(gguf.GGUFReader(tmp_path / "tq.gguf"))["blk.1.ffn_up.weight"]
     values = gguf.quants.dequantize(entry.data, entry.tensor_type)
     np.testing.assert_array_equal(values, trits[name] * np.float32(np.float16(1 / 3)))
@@ -269,7 +432,7 @@ def test_bfloat16_kept_as_bits(model_dir, tmp_path):
     floats, _ = tn.io.read_hf_bitnet(tmp_path / "bf16")
     expected = (bits.astype(np.uint32) << 16).view(np.float32)
     assert np.array_equal(floats["model.embed_tokens.weight"], expected)
-    tn.io.convert(tmp_path / "bf16", tmp_path / "m.gguf", progress=False)
+    tn.io.convert(tmp_path / "bf16", tmp_path / "m.gguf", progress=False, tokenizer=False)
     entry = _tensors(gguf.GGUFReader(tmp_path / "m.gguf"))["token_embd.weight"]
     assert entry.tensor_type.name == "BF16"
     np.testing.assert_array_equal(gguf.quants.dequantize(entry.data, entry.tensor_type),

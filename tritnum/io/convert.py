@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,8 +24,16 @@ from ..typing import I2SLayout
 from .arrays import bfloat16_to_float32
 from .files import load, save
 from .gguf.file import write_gguf
-from .gguf.hf_models import gguf_metadata, gguf_names, gguf_qtypes, model_name, rope_rows
+from .gguf.hf_models import (
+    bitnet_arch,
+    gguf_metadata,
+    gguf_names,
+    gguf_qtypes,
+    model_name,
+    rope_rows,
+)
 from .gguf.model import GGUFBlocks, GGUFReport
+from .gguf.vocab import TOKENIZER_FILE, tokenizer_metadata
 from .hf_checkpoint import CONFIG, bitnet_settings, read_hf_bitnet, write_hf_bitnet
 from .safetensors_file import read_safetensors, write_safetensors
 from .safetensors_header import json_object
@@ -36,11 +45,39 @@ CONFIG_KEY = "hf_bitnet.config"
 _TERNARY_QTYPES = ("TQ1_0", "TQ2_0", "I2_S")
 
 
+def _tokenizer_dir(tokenizer: Any, default: Any) -> str | None:
+    """The directory whose tokenizer goes into the file, or None (with a warning if unasked).
+
+    ``tokenizer``: True (``default``'s, a warning where it has none), False (none)
+    or a directory (FormatError where it has no tokenizer).
+    """
+    if tokenizer is False or (tokenizer is True and default is None):
+        if tokenizer is True:
+            warnings.warn("no tokenizer given: the GGUF file has none, and llama.cpp cannot "
+                          "run it on text (tokenizer= names a model directory with "
+                          f"{TOKENIZER_FILE}; tokenizer=False says none is wanted)",
+                          stacklevel=3)
+        return None
+    path = os.fspath(default if tokenizer is True else tokenizer)
+    if os.path.isfile(os.path.join(path, TOKENIZER_FILE)):
+        return path
+    if tokenizer is not True:
+        raise FormatError(f"tokenizer={path!r} has no {TOKENIZER_FILE}")
+    warnings.warn(f"{path!r} has no {TOKENIZER_FILE}: the GGUF file has no tokenizer, and "
+                  "llama.cpp cannot run it on text (tokenizer= names a directory with one; "
+                  "tokenizer=False says none is wanted)", stacklevel=3)
+    return None
+
+
 def _to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any], config: Mapping[str, Any],
              name: str, qtype: str, layout: str, requantize: bool,
-             progress: bool | None, arch: str = "bitnet") -> GGUFReport:
+             progress: bool | None, tokenizer: str | None, arch: str | None = None
+             ) -> GGUFReport:
     qtype = choice(qtype, "qtype", _TERNARY_QTYPES, FormatError)
+    arch = arch or bitnet_arch(qtype)
     metadata = gguf_metadata(config, qtype, name, arch)
+    if tokenizer is not None:
+        metadata.update(tokenizer_metadata(tokenizer, config["vocab_size"], arch))
     names = gguf_names(list(tensors), config, arch)
     renamed = {names[n]: _bfloat16(v, getattr(tensors, "dtypes", {}).get(n))
                for n, v in tensors.items()}
@@ -72,16 +109,19 @@ def _float_bfloat16(tensors: Mapping[str, Any]) -> dict[str, Any]:
 
 def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
                       qtype: str = "TQ2_0", layout: I2SLayout = "x86", requantize: bool = False,
+                      tokenizer: bool | str | os.PathLike[str] = True,
                       progress: bool | None = None) -> GGUFReport:
     """Convert a Hugging Face ``bitnet`` model directory to a GGUF file for llama.cpp.
 
     The file has llama.cpp's ``bitnet`` architecture (``convert_hf_to_gguf.py``'s
-    ``BitnetModel``): tensor names from the ``gguf`` package's ``TensorNameMap``,
-    the hyperparameters of ``config.json`` under its ``Keys``, the projections in
-    ``qtype`` with their exact trits and scale, the token embeddings in their stored
-    dtype (bfloat16 kept), the norms in F32. Tensors are encoded one at a time
-    into a file written beside ``dst`` and renamed when complete. The tokenizer is
-    not converted.
+    ``BitnetModel``), or for I2_S bitnet.cpp's ``bitnet-b1.58`` (the same tensors;
+    see ``tritnum.io.gguf.hf_models``): tensor names from the ``gguf`` package's
+    ``TensorNameMap``, the hyperparameters of ``config.json`` under its ``Keys``, the
+    projections in ``qtype`` with their exact trits and scale, the token embeddings in
+    their stored dtype (bfloat16 kept), the norms in F32, and the tokenizer as
+    llama.cpp's ``tokenizer.ggml.*`` keys (byte-level BPE, as the 2B-4T model's; see
+    ``tritnum.io.gguf.vocab``). Tensors are encoded one at a time into a file
+    written beside ``dst`` and renamed when complete.
 
     Parameters
     ----------
@@ -97,6 +137,9 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
         Re-quantize tensors whose scales ``qtype`` cannot hold (see
         :func:`~tritnum.io.write_gguf`); a projection has one scale, which TQ1_0 and
         TQ2_0 keep rounded to float16 (their block scale) and I2_S exactly.
+    tokenizer : bool or path-like
+        True: the tokenizer of ``src`` (``tokenizer.json``; without one the file has
+        no tokenizer, with a warning); a directory: its tokenizer; False: none.
     progress : bool, optional
         Show a progress bar; by default only for many tensors.
 
@@ -111,9 +154,19 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
         What :func:`~tritnum.io.read_hf_bitnet` refuses; a tensor or setting
         llama.cpp's bitnet architecture has no place for (an untied ``lm_head``,
         ``use_rms_norm``, an activation other than relu2, RoPE scaling), named; a
-        missing or ill-typed hyperparameter.
+        missing or ill-typed hyperparameter; a tokenizer file that cannot be read,
+        is not byte-level BPE, or whose pre-tokenizer llama.cpp has no name for; a
+        ``tokenizer`` directory without ``tokenizer.json``.
     ShapeMismatchError
         A projection whose rows ``qtype`` cannot hold (TQ: a multiple of 256).
+    ImportError
+        A tokenizer to write without transformers installed (it loads the
+        tokenizer, as in llama.cpp's converter).
+
+    Warns
+    -----
+    UserWarning
+        ``src`` has no tokenizer (and ``tokenizer`` is True).
 
     Examples
     --------
@@ -128,7 +181,8 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
     ...            "model.layers.0.self_attn.q_proj.weight": w,
     ...            "model.norm.weight": np.ones(256, np.float32)}
     >>> tn.io.write_hf_bitnet(os.path.join(d, "hf"), tensors, config)
-    >>> report = tn.io.hf_bitnet_to_gguf(os.path.join(d, "hf"), os.path.join(d, "m.gguf"))
+    >>> report = tn.io.hf_bitnet_to_gguf(os.path.join(d, "hf"), os.path.join(d, "m.gguf"),
+    ...                                  tokenizer=False)  # this model has no tokenizer
     >>> print(report)  # doctest: +ELLIPSIS
     GGUFReport('...m.gguf', 26944 bytes, 3 tensors: 2 F32, 1 TQ2_0)
       token_embd.weight  [8x256]  float32 -> F32  8192 bytes
@@ -137,12 +191,13 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
     """
     tensors, config = read_hf_bitnet(src)
     return _to_gguf(dst, tensors, config, model_name(src, config), qtype, layout, requantize,
-                    progress)
+                    progress, _tokenizer_dir(tokenizer, src))
 
 
 def llama_to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any],
                   config: Mapping[str, Any], *, qtype: str = "TQ2_0", layout: I2SLayout = "x86",
                   name: str = "tritnum", requantize: bool = False,
+                  tokenizer: str | os.PathLike[str] | None = None,
                   progress: bool | None = None) -> GGUFReport:
     """Write a Llama model with ternary projections as a GGUF file of llama.cpp's ``llama``.
 
@@ -172,6 +227,10 @@ def llama_to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any],
     requantize : bool
         Re-quantize tensors whose scales ``qtype`` cannot hold (per-row scales into
         I2_S, groups finer than TQ's 256-value blocks); without it FormatError.
+    tokenizer : path-like, optional
+        A model directory whose tokenizer (``tokenizer.json``) goes into the file as
+        llama.cpp's ``tokenizer.ggml.*`` keys (see ``tritnum.io.gguf.vocab``);
+        without it the file has no tokenizer, and llama.cpp cannot run it on text.
     progress : bool, optional
         Show a progress bar; by default only for many tensors.
 
@@ -185,9 +244,13 @@ def llama_to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any],
     FormatError
         A tensor with no place in llama.cpp's ``llama`` architecture (named); a
         missing or ill-typed hyperparameter, an activation other than SiLU, biases,
-        RoPE scaling; scales ``qtype`` cannot hold (without ``requantize``).
+        RoPE scaling; scales ``qtype`` cannot hold (without ``requantize``); a
+        ``tokenizer`` directory without ``tokenizer.json``, or a tokenizer
+        :func:`hf_bitnet_to_gguf` refuses.
     ShapeMismatchError
         A projection whose rows ``qtype`` cannot hold (TQ: a multiple of 256).
+    ImportError
+        A tokenizer to write without transformers installed.
 
     Examples
     --------
@@ -208,7 +271,8 @@ def llama_to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any],
     """
     if not isinstance(config, Mapping):
         raise FormatError(f"config must be a mapping, got {type(config).__name__}")
-    return _to_gguf(dst, tensors, config, name, qtype, layout, requantize, progress, "llama")
+    return _to_gguf(dst, tensors, config, name, qtype, layout, requantize, progress,
+                    _tokenizer_dir(tokenizer is not None and tokenizer, None), "llama")
 
 
 def _config_of(config: Any) -> dict[str, Any]:
@@ -244,7 +308,8 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
             config: Mapping[str, Any] | str | os.PathLike[str] | None = None,
             qtype: str = "TQ2_0", layout: I2SLayout = "x86", linear_class: str | None = None,
             scale_dtype: str | None = None, max_shard_size: int | None = None,
-            requantize: bool = False, progress: bool | None = None) -> GGUFReport | None:
+            requantize: bool = False, tokenizer: bool | str | os.PathLike[str] = True,
+            progress: bool | None = None) -> GGUFReport | None:
     """Convert a ternary model between Hugging Face ``bitnet``, tritnum's files and GGUF.
 
     The formats follow from the paths: a directory (or a path without one of the
@@ -281,6 +346,10 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
     requantize : bool
         Round scales the target cannot hold exactly; without it they raise
         FormatError.
+    tokenizer : bool or path-like
+        The tokenizer a GGUF file gets (see :func:`hf_bitnet_to_gguf`): True, that
+        of the model directory (``src``, or the directory of a ``config`` path),
+        with a warning where there is none; a directory, its tokenizer; False, none.
     progress : bool, optional
         Show a progress bar writing GGUF; by default only for many tensors.
 
@@ -295,6 +364,12 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
         What the readers and writers named above refuse; a tritnum file without a
         config where one is needed; a tritnum source written to tritnum's format
         (nothing to convert).
+
+    Warns
+    -----
+    UserWarning
+        A GGUF file written without a tokenizer because the model directory has
+        none (``tokenizer=True``).
 
     Examples
     --------
@@ -331,7 +406,12 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
     bitnet_settings({**model_config, "quantization_config": model_config.get(
         "quantization_config") or {"quant_method": "bitnet"}}, "config")
     if kind == "gguf":
-        return _to_gguf(dst, tensors, model_config, name, qtype, layout, requantize, progress)
+        home = src if os.path.isdir(src) else None
+        if home is None and config is not None and not isinstance(config, Mapping):
+            home = os.fspath(config)
+            home = home if os.path.isdir(home) else os.path.dirname(os.path.abspath(home))
+        return _to_gguf(dst, tensors, model_config, name, qtype, layout, requantize, progress,
+                        _tokenizer_dir(tokenizer, home))
     if kind == "safetensors":
         write_safetensors(dst, tensors, {"format": "pt", CONFIG_KEY: json.dumps(model_config)},
                           dtypes=getattr(tensors, "dtypes", None))

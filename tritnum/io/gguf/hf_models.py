@@ -9,6 +9,16 @@ has no place for is refused by name. llama.cpp's ``llama`` architecture rotates
 adjacent pairs (RoPE "norm"), transformers rotates halves: the rows of the query and
 key projections are permuted as ``LlamaModel.permute`` does (:func:`rope_rows`);
 ``bitnet`` rotates halves, as transformers.
+
+I2_S files are for bitnet.cpp, whose llama.cpp fork reads a BitNet b1.58 model as
+``bitnet-b1.58`` (:func:`bitnet_arch`): the architecture of microsoft's own
+``bitnet-b1.58-2B-4T-gguf`` file and of bitnet.cpp's ``utils/convert-hf-to-gguf-bitnet.py``
+(``BitnetModel.model_arch = gguf.MODEL_ARCH.BITNET_B158``), whose graph
+(``build_bitnet_158``: relu², the two sub-norms, rotate-half RoPE, the output by
+``token_embd``) is transformers' ``BitNetForCausalLM``. Its ``bitnet`` is the older
+3B graph, and mainline llama.cpp, which computes ``bitnet``, has no I2_S. The tensor
+names are the same; the hyperparameters are those bitnet.cpp's converter writes
+(no RoPE scaling keys).
 """
 
 from __future__ import annotations
@@ -28,10 +38,16 @@ from .model import GGUFBlocks
 from .quantize import FILE_TYPES
 from .values import GGUFValue
 
-__all__ = ["ARCHS", "gguf_metadata", "gguf_names", "gguf_qtypes", "model_name", "rope_rows"]
+__all__ = ["ARCHS", "BITNET_I2S_ARCH", "bitnet_arch", "gguf_metadata", "gguf_names",
+           "gguf_qtypes", "model_name", "rope_rows"]
 
-#: llama.cpp architecture -> (gguf.MODEL_ARCH member, transformers' hidden_act).
-ARCHS = {"bitnet": ("BITNET", "relu2"), "llama": ("LLAMA", "silu")}
+#: bitnet.cpp's architecture for BitNet b1.58 (its gguf-py's MODEL_ARCH.BITNET_B158).
+BITNET_I2S_ARCH = "bitnet-b1.58"
+#: llama.cpp architecture -> (gguf.MODEL_ARCH member whose tensor names it uses,
+#: transformers' hidden_act). The gguf package has no BITNET_B158: bitnet.cpp's list of
+#: its tensors is BITNET's with an optional output and rope_freqs, under the same names.
+ARCHS = {"bitnet": ("BITNET", "relu2"), BITNET_I2S_ARCH: ("BITNET", "relu2"),
+         "llama": ("LLAMA", "silu")}
 # transformers' names of the two norms inside each block, which the gguf package's
 # TensorNameMap (0.19) knows only under their older names (inner_attn_ln, ffn_layernorm)
 _SUB_NORMS = {r"model\.layers\.(\d+)\.self_attn\.attn_sub_norm": "ATTN_SUB_NORM",
@@ -83,6 +99,11 @@ def _heads(config: Mapping[str, Any]) -> tuple[int, int]:
     return heads, _int({"num_key_value_heads": kv_heads}, "num_key_value_heads")
 
 
+def bitnet_arch(qtype: str) -> str:
+    """The architecture of a BitNet model's file: bitnet.cpp's for I2_S, llama.cpp's else."""
+    return BITNET_I2S_ARCH if qtype == "I2_S" else "bitnet"
+
+
 def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str,
                   arch: str = "bitnet") -> dict[str, GGUFValue]:
     """The GGUF metadata of an ``arch`` model of ``config`` whose projections are ``qtype``.
@@ -91,7 +112,7 @@ def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str,
     setting llama.cpp's architecture cannot express.
     """
     keys = _gguf().Keys
-    if arch == "bitnet" and bitnet_settings(config, "config.json")["use_rms_norm"]:
+    if arch != "llama" and bitnet_settings(config, "config.json")["use_rms_norm"]:
         raise FormatError("config.json: quantization_config.use_rms_norm is true: llama.cpp's "
                           "bitnet architecture has no norm inside each projection")
     act = ARCHS[arch][1]
@@ -134,7 +155,7 @@ def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str,
         key(keys.Rope.DIMENSION_COUNT): u32(head_dim),
         keys.General.FILE_TYPE: u32(FILE_TYPES[qtype]),
     }
-    if arch == "bitnet":  # as llama.cpp's BitnetModel writes them
+    if arch == "bitnet":  # as llama.cpp's BitnetModel writes them (bitnet.cpp's does not)
         out[key(keys.Rope.SCALING_TYPE)] = GGUFValue("string", "linear")
         out[key(keys.Rope.SCALING_FACTOR)] = f32(1.0)
     return out
@@ -172,7 +193,7 @@ def gguf_names(names: list[str], config: Mapping[str, Any],
         mapped = table.get_name(base) if dot else None
         for pattern, tensor in _SUB_NORMS.items():
             match = re.fullmatch(pattern, base)
-            if mapped is None and match and int(match.group(1)) < blocks and arch == "bitnet":
+            if mapped is None and match and int(match.group(1)) < blocks and arch != "llama":
                 kind = getattr(gguf.MODEL_TENSOR, tensor)
                 mapped = gguf.TENSOR_NAMES[kind].format(bid=int(match.group(1)))
         if mapped is None or suffix != "weight":
