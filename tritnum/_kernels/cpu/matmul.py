@@ -51,6 +51,10 @@ from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack
 from .quantize import _absmax_quantize_rows
 
+# Internal API: the private names other modules use (tests/test_architecture_seams.py):
+# base3_gemv.py (the int8 rescale's slot order).
+_INTERNAL_API = ("_slot_total",)
+
 GEMV_MAX_ROWS = 16
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
 TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
@@ -478,6 +482,13 @@ def rescale(sums: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return slots[..., 0]
 
 
+def _base3() -> Any:
+    """The "base3" GEMV's module (imported at first use: it builds on this one's helpers)."""
+    from . import base3_gemv
+
+    return base3_gemv
+
+
 def _finish(y, bias):
     if bias is not None:
         y += bias
@@ -489,6 +500,8 @@ def linear_float(x, w, fmt, n, scales, bias, out=None):
     segment = _gemv_segment(fmt, n, scales.shape[1])
     if segment and x.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(x, np.ones(x.shape[0], np.float32), w, fmt, n, scales, segment)
+    elif fmt.name == "base3" and x.shape[0] <= GEMV_MAX_ROWS:
+        y = _base3().gemv_base3(x, np.ones(x.shape[0], np.float32), w, n, scales)
     else:
         y = _gemm(x, w, fmt, n, scales, np.ones(x.shape[0], np.float32), exact=False)
     return into(_finish(y, bias), out)
@@ -499,6 +512,8 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
     segment = _gemv_segment(fmt, n, scales.shape[1])
     if segment and q.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(q, xscale, w, fmt, n, scales, segment)
+    elif fmt.name == "base3" and q.shape[0] <= GEMV_MAX_ROWS:
+        y = _base3().gemv_base3(q, xscale, w, n, scales)
     elif applies(n, scales.shape[1]):
         y = gemm_int8(q, xscale, w, fmt, n, scales)
     else:

@@ -1,0 +1,127 @@
+"""The "base3" GEMV (tritnum/_kernels/cpu/base3_gemv.py): 5 trits a byte, never unpacked.
+
+int8 activations: the exact group sums rescaled in the int8 order, so the same bits as
+the NumPy reference backend, as the same weights in "2bit", and as the integer GEMM a
+row takes in a batch of more than 16 (batch invariance). Float activations: within
+float32 rounding of a float64 oracle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_group_sizes import rescaled
+
+import tritnum as tn
+from tritnum._kernels.cpu import _parallel, base3_gemv
+from tritnum._kernels.cpu import matmul as cpu_matmul
+
+# (in, out, group size): rows not of whole bytes (n % 5), groups straddling bytes
+SHAPES = [(13, 3, None), (1000, 7, None), (960, 5, 32), (960, 6, 960), (1280, 9, 64),
+          (4096, 8, 128), (640, 4, 160)]
+
+
+def _weights(n, out, group_size, seed):
+    w = np.random.default_rng(seed).standard_normal((out, n)).astype(np.float32)
+    return tn.quantize(w, format="base3", group_size=group_size)
+
+
+def _x(rows, n, seed):
+    return np.random.default_rng(seed).standard_normal((rows, n)).astype(np.float32)
+
+
+@pytest.fixture
+def no_decode(monkeypatch):
+    """The float GEMM (decode the matrix, then BLAS) fails: batch-1 calls must not take it."""
+    def decoded(*args, **kwargs):
+        raise AssertionError("a GEMV call decoded the whole matrix")
+    monkeypatch.setattr(cpu_matmul, "_gemm", decoded)
+
+
+@pytest.mark.parametrize(("n", "out", "group_size"), SHAPES)
+@pytest.mark.parametrize("rows", [1, 3, 16])
+def test_int8_bits_equal_the_reference_and_2bit(n, out, group_size, rows, no_decode):
+    w3 = _weights(n, out, group_size, n + out)
+    w2 = tn.TernaryTensor(tn.pack(tn.unpack(w3.packed), "2bit"), w3.scales,
+                          group_size=group_size)
+    assert np.array_equal(tn.unpack(w2.packed), tn.unpack(w3.packed))
+    x = _x(rows, n, rows)
+    y = tn.linear(x, w3, activations="int8", device="cpu")
+    assert np.array_equal(y, tn.linear(x, w3, activations="int8", device="numpy"))
+    assert np.array_equal(y, tn.linear(x, w2, activations="int8", device="cpu"))
+
+
+@pytest.mark.parametrize("size", [5, 32, 37])
+def test_int8_rescale_order(size, no_decode):
+    """Group products 5 * 2**60, 1, -5 * 2**60: the slot order keeps the 1, a sequence loses it.
+
+    In slots (group g into slot g % 8, then halves) the two large products cancel before
+    the 1 is added; added one after the other, 5 * 2**60 + 1 rounds to 5 * 2**60 in float64.
+    """
+    trits = np.zeros((1, 3 * size), np.int8)
+    trits[0, :size], trits[0, size], trits[0, 2 * size:] = 1, 1, -1
+    scales = np.array([[2.0 ** 60, 1.0, 2.0 ** 60]], np.float32)
+    w = tn.TernaryTensor(tn.pack(trits, "base3"), scales, size)
+    q = np.ones((1, 3 * size), np.int8)
+    xscale = np.array([0.5], np.float32)
+    expected = rescaled(q, xscale, trits, scales)
+    assert expected.tolist() == [[0.5]]
+    np.testing.assert_array_equal(tn.linear(q, w, x_scale=xscale, device="cpu"), expected)
+
+
+@pytest.mark.parametrize(("n", "out", "group_size"), SHAPES)
+def test_int8_row_bits_do_not_depend_on_the_batch(n, out, group_size):
+    w = _weights(n, out, group_size, 7)
+    x = _x(40, n, 8)
+    batch = tn.linear(x, w, activations="int8")  # more than 16 rows: the integer GEMM
+    for r in (0, 17, 39):
+        assert np.array_equal(tn.linear(x[r], w, activations="int8"), batch[r])
+
+
+@pytest.mark.parametrize(("n", "out", "group_size"), SHAPES)
+@pytest.mark.parametrize("rows", [1, 5])
+def test_float_within_float32_rounding_of_float64(n, out, group_size, rows, no_decode):
+    w = _weights(n, out, group_size, 3)
+    x = _x(rows, n, 4)
+    y = tn.linear(x, w, activations="float", device="cpu")
+    dense = tn.dequantize(w).astype(np.float64)  # trit * scale: exact
+    expected = x.astype(np.float64) @ dense.T
+    bound = np.abs(x).astype(np.float64) @ np.abs(dense).T
+    assert np.all(np.abs(y - expected) <= 4e-7 * n ** 0.5 * bound + 1e-30)
+
+
+def test_integer_sums_for_groups_past_float32s_exact_range(monkeypatch, no_decode):
+    """Groups longer than float32 sums exactly take the int64 kernel: the same bits."""
+    w = _weights(1000, 7, None, 11)
+    x = _x(2, 1000, 12)
+    expected = tn.linear(x, w, activations="int8", device="numpy")
+    monkeypatch.setattr(base3_gemv, "K_EXACT", 0)
+    assert np.array_equal(tn.linear(x, w, activations="int8", device="cpu"), expected)
+
+
+@pytest.mark.parametrize("activations", ["int8", "float"])
+def test_two_threads_give_the_same_bits(monkeypatch, activations):
+    w = _weights(1280, 64, 64, 5)
+    x = _x(2, 1280, 6)
+    with tn.limit_threads(1):
+        alone = tn.linear(x, w, activations=activations)
+    monkeypatch.setattr(_parallel, "MIN_PARALLEL_BYTES", 0)  # share even this small call
+    with tn.limit_threads(2):
+        assert np.array_equal(tn.linear(x, w, activations=activations), alone)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 9), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_any_shape_int8_equals_the_reference(n, out, rows, seed):
+    w = _weights(n, out, None, seed)
+    x = _x(rows, n, seed + 1)
+    assert np.array_equal(tn.linear(x, w, activations="int8", device="cpu"),
+                          tn.linear(x, w, activations="int8", device="numpy"))
+
+
+def test_planes_lay_out_each_digit_contiguously():
+    x = np.arange(1, 13, dtype=np.float32)[None]  # 12 values: 3 bytes, 3 zeros of padding
+    assert base3_gemv.planes(x, 3).tolist() == [[1, 6, 11, 2, 7, 12, 3, 8, 0, 4, 9, 0,
+                                                 5, 10, 0]]
