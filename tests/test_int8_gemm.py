@@ -136,6 +136,22 @@ def test_group_scales_are_applied_exactly(group, fmt):
 
 
 @needs_tile
+@pytest.mark.parametrize("group", [4, 12, 20])
+def test_groups_ending_inside_a_step_of_whole_rows(group):
+    """Groups of a size not a multiple of 16 in rows that are (n % 16 == 0): each group's
+    last, partial step is laid out by a kernel of its own, which these rows need too."""
+    rng = np.random.default_rng(group)
+    out, n, rows = 19, 16 * group, 9
+    trits = rng.integers(-1, 2, (out, n), dtype=np.int8)
+    scales = rng.integers(1, 64, (out, n // group)).astype(np.float32) / 16
+    w = tn.TernaryTensor(tn.pack(trits), scales, group_size=group)
+    q = rng.integers(-128, 128, (rows, n), dtype=np.int8)
+    sums = np.einsum("rgj,ogj->rog", q.astype(np.int64).reshape(rows, -1, group),
+                     trits.astype(np.int64).reshape(out, -1, group))
+    np.testing.assert_array_equal(gemm_int8(q, w), (sums * scales).sum(-1).astype(np.float32))
+
+
+@needs_tile
 @pytest.mark.parametrize("limit", [16, 64, 1024])
 def test_long_rows_are_cut_into_exact_pieces(monkeypatch, limit):
     """Rows longer than INT32_EXACT inputs (here lowered) take several int32 segments."""

@@ -139,11 +139,44 @@ def _as_2bit(w: np.ndarray, fmt: Format, n: int, groups: int,
     return out
 
 
+@jit(inline="always")
+def _segment_steps(n, seg, s, row, rows, steps, words):
+    """Segment ``s`` of activation row ``row``: ``(first input, steps, rest, at)``.
+
+    Its whole steps of 16 inputs, the inputs left past them (fewer than 16) and where
+    its first step goes in the layout.
+    """
+    lo = s * 4 * seg
+    inputs = min(lo + 4 * seg, n) - lo
+    first = (((row // rows) * steps + s * words) * rows + row % rows) * 16
+    return lo, inputs // 16, inputs % 16, first
+
+
 @jit()
 def _activation_rows(q, seg, a, xsum, t0, t1):
-    """Rows ``t0..t1`` of ``q`` into ``a``, their segments' sums into ``xsum``.
+    """Rows ``t0..t1`` of ``q`` into ``a``, their segments' sums into ``xsum``: whole steps.
 
-    Both come zeroed: padding stays 0.
+    Both come zeroed: padding stays 0. A segment's last, partial step is
+    :func:`_activation_tails`' (a kernel of its own: its slice of ``q`` took 2-4 s of
+    the first call's compile when it was a branch here, for the calls that never need it).
+    """
+    n = q.shape[1]
+    steps, rows = a.shape[1], a.shape[2]
+    nseg = xsum.shape[1]
+    words = steps // nseg
+    for row in range(t0, t1):
+        for s in range(nseg):
+            lo, whole, _, first = _segment_steps(n, seg, s, row, rows, steps, words)
+            xsum[row // rows, s, row % rows] = lay_out(q, row * n + lo, a, first, whole,
+                                                       rows * 16)
+    return 0
+
+
+@jit()
+def _activation_tails(q, seg, a, xsum, t0, t1):
+    """The last, partial step of each segment of rows ``t0..t1``, after :func:`_activation_rows`.
+
+    Its inputs, zero-padded to 16, go into ``a`` and their sum is added to ``xsum``.
     """
     n = q.shape[1]
     steps, rows = a.shape[1], a.shape[2]
@@ -151,18 +184,13 @@ def _activation_rows(q, seg, a, xsum, t0, t1):
     words = steps // nseg
     part = np.zeros(16, np.int8)
     for row in range(t0, t1):
-        mb, r = divmod(row, rows)
         for s in range(nseg):
-            lo = s * 4 * seg
-            whole = (min(lo + 4 * seg, n) - lo) // 16
-            first = ((mb * steps + s * words) * rows + r) * 16
-            total = lay_out(q, row * n + lo, a, first, whole, rows * 16)
-            rest = min(lo + 4 * seg, n) - lo - 16 * whole
-            if rest:  # a last, partial step
-                part[:] = 0
-                part[:rest] = q[row, lo + 16 * whole:lo + 16 * whole + rest]
-                total += lay_out(part, 0, a, first + whole * rows * 16, 1, 0)
-            xsum[mb, s, r] = total
+            lo, whole, rest, first = _segment_steps(n, seg, s, row, rows, steps, words)
+            if rest:
+                for i in range(16):
+                    part[i] = q[row, lo + 16 * whole + i] if i < rest else 0
+                xsum[row // rows, s, row % rows] += lay_out(part, 0, a,
+                                                            first + whole * rows * 16, 1, 0)
     return 0
 
 
@@ -176,6 +204,8 @@ def _activation_panel(q: np.ndarray, seg: int, nseg: int,
     a = np.zeros((blocks, nseg * words, TILE.rows, 16), np.int8)
     xsum = np.zeros((blocks, nseg, TILE.rows), np.int32)
     run(_activation_rows, q.shape[0], q.nbytes, q, seg, a, xsum)
+    if seg % 4 or q.shape[1] % 16:  # a segment ends inside a step of 16 inputs
+        run(_activation_tails, q.shape[0], q.nbytes, q, seg, a, xsum)
     return a, xsum
 
 
