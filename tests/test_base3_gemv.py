@@ -92,13 +92,13 @@ def test_float_within_float32_rounding_of_float64(n, out, group_size, rows, no_d
     assert np.all(np.abs(y - expected) <= 4e-7 * n ** 0.5 * bound + 1e-30)
 
 
-def test_integer_sums_for_groups_past_float32s_exact_range(monkeypatch, no_decode):
-    """Groups longer than float32 sums exactly take the int64 kernel: the same bits."""
-    w = _weights(1000, 7, None, 11)
-    x = _x(2, 1000, 12)
-    expected = tn.linear(x, w, activations="int8", device="numpy")
-    monkeypatch.setattr(base3_gemv, "K_EXACT", 0)
-    assert np.array_equal(tn.linear(x, w, activations="int8", device="cpu"), expected)
+def test_rows_longer_than_a_dot_run(no_decode):
+    """A digit plane longer than ``RUN`` bytes is summed run by run: still exact."""
+    n = 5 * base3_gemv.RUN + 7
+    w = _weights(n, 2, None, 11)
+    q = np.full((1, n), 127, np.int8)  # the largest sums
+    assert np.array_equal(tn.linear(q, w, x_scale=np.ones(1, np.float32), device="cpu"),
+                          tn.linear(q, w, x_scale=np.ones(1, np.float32), device="numpy"))
 
 
 @pytest.mark.parametrize("activations", ["int8", "float"])

@@ -13,7 +13,9 @@ BLAS's 1.4-2 ms on the dense float matrix.
 A scale group ``[e0, e1)`` is, in digit plane ``d``, the bytes ``ceil((e0 - d) / 5)``
 up to ``ceil((e1 - d) / 5)``; the rescale is the int8 kernels' own (group ``k``'s sum
 times its scale into float64 slot ``k % 8``, the slots summed by halves, times the row's
-activation scale): int8 activations give the same bits as every other int8 path.
+activation scale): int8 activations, summed in int32 lanes, give the same bits as every
+other int8 path; float activations are summed in float32 in any order (vectorized), and
+like every float path may differ from another in the last bits.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import numpy as np
 
 from ._jit import jit
 from ._parallel import run
-from .matmul import K_EXACT, _slot_total
+from .matmul import _slot_total
 
 _POWERS = (1, 3, 9, 27, 81)
+RUN = 1 << 16  # trits a dot run: its int8 sum stays far inside int32
 
 
 def planes(x: np.ndarray, nb: int) -> np.ndarray:
@@ -47,8 +50,26 @@ def _decode(w, o, trits):
 
 
 @jit(inline="always")
-def _rows(xp, xscale, w, scales, n, y, one, t0, t1):
-    """Rows ``t0..t1`` of ``y``; ``one`` (1 in the dot's accumulator type): int or float sums."""
+def _int_run(tj, xj):
+    """``sum tj * xj`` of int8 trits and int8 ``x``, int32 lanes (exact: under 2**24 a run)."""
+    run = np.int32(0)
+    for j in range(tj.shape[0]):
+        run = np.int32(run + np.int32(tj[j]) * np.int32(xj[j]))
+    return run
+
+
+@jit(inline="always")
+def _float_run(tj, xj):
+    """``sum tj * xj`` of int8 trits and float32 ``x``, in float32."""
+    run = np.float32(0)
+    for j in range(tj.shape[0]):
+        run += np.float32(tj[j]) * xj[j]
+    return run
+
+
+@jit(inline="always")
+def _rows(xp, xscale, w, scales, n, y, t0, t1, dot):
+    """Rows ``t0..t1`` of ``y``, each group's digit runs summed by ``dot`` in runs of ``RUN``."""
     nb = w.shape[1]
     groups = scales.shape[1]
     size = n // groups
@@ -60,30 +81,29 @@ def _rows(xp, xscale, w, scales, n, y, one, t0, t1):
             slots[:] = 0.0
             for k in range(groups):
                 e0 = k * size
-                part = one - one
+                part = 0.0  # float64: exact for int8 runs' sums
                 for d in range(5):
                     lo = d * nb + (e0 - d + 4) // 5
                     hi = d * nb + min((e0 + size - d + 4) // 5, nb)
-                    # slices indexed from 0: an index numba cannot prove >= 0 is not vectorized
-                    tj, xj = trits[lo:hi], xp[r, lo:hi]
-                    for j in range(hi - lo):
-                        part += (one * tj[j]) * xj[j]
+                    for c0 in range(lo, hi, RUN):
+                        c1 = min(c0 + RUN, hi)
+                        # slices indexed from 0: an index numba cannot prove >= 0 is not
+                        # vectorized
+                        part += np.float64(dot(trits[c0:c1], xp[r, c0:c1]))
                 slots[k % 8] += np.float64(scales[o, k]) * part
             y[r, o] = xscale[r] * _slot_total(slots)
     return 0
 
 
 @jit()
-def _rows_int(xp, xscale, w, scales, n, y, t0, t1):
-    return _rows(xp, xscale, w, scales, n, y, np.int32(1), t0, t1)
+def _rows_int8(xp, xscale, w, scales, n, y, t0, t1):
+    return _rows(xp, xscale, w, scales, n, y, t0, t1, _int_run)
 
 
-# float32 sums in any order, vectorized: as BLAS, the float path may differ in the last
-# bits; int8 activations come here as float32 too (their products and group sums are
-# integers below 2**24, so exact in any order: the same sums as _rows_int, twice as fast)
+# float sums in any order, vectorized: as BLAS, the float path may differ in the last bits
 @jit(fastmath={"reassoc", "nsz"})
 def _rows_float(xp, xscale, w, scales, n, y, t0, t1):
-    return _rows(xp, xscale, w, scales, n, y, np.float32(1), t0, t1)
+    return _rows(xp, xscale, w, scales, n, y, t0, t1, _float_run)
 
 
 def gemv_base3(x: np.ndarray, xscale: np.ndarray, w: np.ndarray, n: int,
@@ -93,9 +113,8 @@ def gemv_base3(x: np.ndarray, xscale: np.ndarray, w: np.ndarray, n: int,
     ``x`` int8 (quantized activations) or float32, ``w`` the ``(out, ceil(n / 5))``
     base3 bytes, ``scales`` ``(out, groups)``.
     """
-    exact_in_float = x.dtype != np.int8 or n // scales.shape[1] <= K_EXACT
-    xp = planes(x.astype(np.float32) if exact_in_float else x, w.shape[1])
+    xp = planes(x, w.shape[1])
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
-    run(_rows_float if exact_in_float else _rows_int, w.shape[0], w.nbytes, xp, xscale, w,
-        scales, n, y)
+    run(_rows_int8 if x.dtype == np.int8 else _rows_float, w.shape[0], w.nbytes, xp, xscale,
+        w, scales, n, y)
     return y
