@@ -1,0 +1,89 @@
+"""A first call compiles only what it runs (issue 29 item 4): the quantizer, the thread pool.
+
+Each test runs a fresh process (numba's signatures are per process; the disk cache
+may fill them, which counts too: a kernel loaded from the cache is one the call took)
+and reports which kernels gained a signature with each call.
+"""
+
+import json
+
+import pytest
+from test_dispatch import run_python
+
+FORMATS = ("2bit", "base3", "bitplane")
+
+QUANTIZE = """
+import json
+import numpy as np
+import tritnum as tn
+from tritnum._kernels.cpu import packing, quantize
+
+kernels = {f"_quantize_pack_rows[{code}]": k for code, k in quantize._quantize_pack_rows.items()}
+kernels.update({name: getattr(packing, name) for name in ("_pack2", "_pack3", "_packbp")})
+rng = np.random.default_rng(0)
+report = []
+for fmt in FORMATS:
+    # 70 rows of 131: blocks of whole rows in the scratch, a last one short, odd widths
+    w = rng.standard_normal((70, 131)).astype(np.float32)
+    before = {name: len(k.signatures) for name, k in kernels.items()}
+    got = tn.quantize(w, format=fmt, device="cpu")
+    added = sorted(name for name, k in kernels.items() if len(k.signatures) > before[name])
+    want = tn.quantize(w, format=fmt, device="numpy")
+    report.append([added, bool(np.array_equal(got.packed.data, want.packed.data)
+                               and np.array_equal(got.scales, want.scales))])
+print(json.dumps(report))
+""".replace("FORMATS", repr(FORMATS))
+
+
+@pytest.fixture(scope="module")
+def quantized():
+    """``[[kernels a quantize to a format added, whether its bytes equal NumPy's], ...]``."""
+    out = run_python(QUANTIZE)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize(("case", "packer"), list(enumerate(("_pack2", "_pack3", "_packbp"))),
+                         ids=FORMATS)
+def test_a_quantize_compiles_only_its_format_s_packer(quantized, case, packer):
+    """Its own kernel, and its packer where the kernel compiles (not loaded from the cache)."""
+    added, equal = quantized[case]
+    assert set(added) - {packer} == {f"_quantize_pack_rows[{case}]"}
+    assert equal
+
+
+POOL = """
+import json
+import numpy as np
+import tritnum as tn
+from tritnum._kernels.cpu import _parallel
+
+def compiled():  # but claim and leave: compiled into the GEMV kernels that call them
+    return {name: len(k.signatures) for name, k in vars(_parallel).items()
+            if hasattr(k, "signatures") and len(k.signatures) and name not in ("claim", "leave")}
+
+rng = np.random.default_rng(0)
+small = rng.standard_normal((256, 256)).astype(np.float32)  # 256 KiB: on the calling thread
+tn.dequantize(tn.quantize(small))
+tn.quantize_activations(small)
+report = [_parallel._pool is None, compiled()]
+big = rng.standard_normal((1024, 512)).astype(np.float32)  # 2 MiB: on the pool's threads
+assert big.nbytes >= _parallel.MIN_PARALLEL_BYTES
+tn.quantize(big)
+tn.quantize_activations(big)
+report += [_parallel._pool is not None, compiled()]
+print(json.dumps(report))
+"""
+
+
+def test_the_pool_starts_with_the_first_parallel_call_and_compiles_one_wait():
+    """Small calls leave the pool unstarted and its kernel uncompiled; every wait is one kernel.
+
+    The helpers' idle spin, the caller's wait and the clock's rate were four kernels
+    (0.5-1.5 s of compiling at the first parallel call); now ``_spin`` once.
+    """
+    out = run_python(POOL, NUMBA_NUM_THREADS="2")
+    assert out.returncode == 0, out.stderr
+    unstarted, before, started, after = json.loads(out.stdout)
+    assert unstarted and before == {}
+    assert started and after == {"_spin": 1}
