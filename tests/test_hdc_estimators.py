@@ -89,7 +89,7 @@ def ref_adapt_pass(W, H, t, lr, batch):
     return wrong
 
 
-@pytest.mark.parametrize("encoder", ["record", "projection", "thermometer"])
+@pytest.mark.parametrize("encoder", ["record", "projection", "thermometer", "nonlinear"])
 def test_centroid_sums_and_wraps_centroid(encoder):
     X, y = blobs()
     clf = CentroidClassifier(n_dimensions=256, encoder=encoder, random_state=3).fit(X, y)
@@ -228,6 +228,43 @@ def test_projection_and_thermometer_encoders():
     levels = rules.thermometer(5, 8)
     assert levels.tolist() == [[-1] * 8, [1, 1] + [-1] * 6, [1] * 4 + [-1] * 4,
                                [1] * 6 + [-1] * 2, [1] * 8]
+
+
+def test_nonlinear_encoder_is_cosine_signs():
+    """The ``"nonlinear"`` trits against ``cos`` of the projection computed in float64."""
+    X, _ = blobs(10)
+    enc = rules.Encoder("nonlinear", 300, 2, 9).fit(X)
+    z = (X - X.mean(axis=0)) / X.std(axis=0)
+    rng = np.random.default_rng(9)
+    G = rng.normal(0.0, rules.BANDWIDTH / math.sqrt(5), (5, 300)).astype(np.float32)
+    b = 2 * math.pi * rng.random(300, dtype=np.float32).astype(np.float64)
+    v = np.cos(z @ G.astype(np.float64) + b)
+    got = enc.transform(X)
+    assert got.dtype == np.int8 and set(np.unique(got)) == {-1, 1}
+    # float32 products: a phase right at a quarter turn may fall either way
+    assert np.array_equal(got[np.abs(v) > 1e-3], np.sign(v)[np.abs(v) > 1e-3])
+    # the columns asked for only, and regenerated columns drawn afresh
+    dims = np.array([3, 17, 250])
+    assert np.array_equal(enc.transform(X, dims), got[:, dims])
+    enc.regenerate(dims, 4)
+    again = enc.transform(X)
+    assert np.array_equal(np.delete(again, dims, axis=1), np.delete(got, dims, axis=1))
+    assert not np.array_equal(again[:, dims], got[:, dims])
+
+
+def test_phase_trits_zero_band():
+    from tritnum._kernels.cpu import hdc
+
+    turns = np.linspace(-2, 2, 4001, dtype=np.float32)[None, :]
+    phase = np.zeros(4001, np.float32)
+    out = np.empty((1, 4001), np.int8)
+    hdc.phase_trits(turns, phase, np.float32(0.2), out)
+    c = np.cos(2 * np.pi * turns.astype(np.float64))
+    edge = np.cos(2 * np.pi * 0.2)
+    clear = np.abs(np.abs(c) - edge) > 1e-5
+    expect = np.where(c > edge, 1, np.where(c < -edge, -1, 0))
+    assert np.array_equal(out[clear], expect[clear])
+    assert {-1, 0, 1} == set(np.unique(out))
 
 
 @pytest.mark.parametrize("cls", ALL)

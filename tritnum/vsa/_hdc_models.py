@@ -7,10 +7,12 @@ as the papers (and torchhd 5.8's ``torchhd.models.Centroid``) write them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from .._kernels.cpu import hdc as kernels
 from .encoders import encode_features
 from .generation import level, random
 
@@ -18,6 +20,12 @@ from .generation import level, random
 # probability 1/3, so projected rows hold about tn.vsa.random's 2/3 non-zero trits
 PROJECTION_ZERO = 0.43
 DENSITY = 2 / 3  # of the projection's random trits
+# the nonlinear encoder: its Gaussian projection's standard deviation times sqrt(features)
+# (the kernel's bandwidth on standardized features) and its trits' zero band, the phases
+# within EDGE turns of a quarter turn (none: 1/4)
+BANDWIDTH = 1.5
+EDGE = 0.25
+ROWS = 64  # rows projected at a time by the nonlinear encoder (its floats stay in cache)
 
 
 def thermometer(n_levels: int, d: int) -> np.ndarray:
@@ -41,10 +49,13 @@ class Encoder:
     def fit(self, X: np.ndarray) -> Encoder:
         """Feature bounds (record, thermometer) or scales (projection) from ``X``; the vectors."""
         features = X.shape[1]
+        if self.kind == "nonlinear":
+            self.low, self.high = X.mean(axis=0), _spread(X)
+            self.proj, self.phase = self._gaussian(features, self.d, self.seed)
+            return self
         if self.kind == "projection":
             self.low = X.mean(axis=0)
-            spread = X.std(axis=0)
-            self.high = np.where(spread > 0, spread, 1.0)
+            self.high = _spread(X)
             self.proj = random(features, self.d, density=DENSITY, seed=self.seed).astype(np.float32)
             return self
         self.low = X.min(axis=0)
@@ -54,8 +65,26 @@ class Encoder:
                        if self.kind == "record" else thermometer(self.n_levels, self.d))
         return self
 
+    @staticmethod
+    def _gaussian(features: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``d`` Gaussian projection columns (in turns) and phases, float32, from ``seed``."""
+        rng = np.random.default_rng(seed)
+        scale = BANDWIDTH / (2 * math.pi * math.sqrt(features))
+        return (rng.normal(0.0, scale, (features, d)).astype(np.float32),
+                rng.random(d, dtype=np.float32))
+
     def transform(self, X: np.ndarray, dims: Any = slice(None)) -> np.ndarray:
         """Rows ``X`` encoded, int8 ``(n, d)``; only the columns ``dims`` when given."""
+        if self.kind == "nonlinear":
+            z = ((X - self.low) / self.high).astype(np.float32)
+            proj, phase = self.proj[:, dims], self.phase[dims]
+            out = np.empty((len(X), proj.shape[1]), np.int8)
+            turns = np.empty((min(ROWS, len(X)), proj.shape[1]), np.float32)
+            for r in range(0, len(X), ROWS):
+                part = turns[:len(z[r:r + ROWS])]
+                np.matmul(z[r:r + ROWS], proj, out=part)
+                kernels.phase_trits(part, phase, np.float32(EDGE), out[r:r + ROWS])
+            return out
         if self.kind == "projection":
             z = ((X - self.low) / self.high).astype(np.float32)
             h = z @ self.proj[:, dims]
@@ -69,6 +98,9 @@ class Encoder:
 
     def regenerate(self, dims: np.ndarray, seed: int) -> None:
         """New random columns ``dims`` of the keys (or of the projection) from ``seed``."""
+        if self.kind == "nonlinear":
+            self.proj[:, dims], self.phase[dims] = self._gaussian(len(self.low), len(dims), seed)
+            return
         fresh = random(len(self.low), len(dims), seed=seed)
         if self.kind == "projection":
             self.proj[:, dims] = fresh
@@ -76,16 +108,15 @@ class Encoder:
             self.keys[:, dims] = fresh
 
 
+def _spread(X: np.ndarray) -> np.ndarray:
+    """The standard deviation of each feature of ``X``, 1 where it is 0."""
+    spread = X.std(axis=0)
+    return np.where(spread > 0, spread, 1.0)
+
+
 def batches(n: int, size: int) -> range:
     """Start rows of the mini-batches of ``size`` over ``n`` rows."""
     return range(0, n, size)
-
-
-def cosine(H: np.ndarray, W: np.ndarray, h_norms: np.ndarray) -> np.ndarray:
-    """Cosine of rows ``H`` (norms ``h_norms``) with class vectors ``W``; 0 for a zero vector."""
-    w_norms = np.linalg.norm(W, axis=1)
-    return (H @ W.T) / (np.where(h_norms > 0, h_norms, 1.0)[:, None]
-                        * np.where(w_norms > 0, w_norms, 1.0))
 
 
 def move(W: np.ndarray, H: np.ndarray, toward: np.ndarray, away: np.ndarray,
@@ -100,42 +131,29 @@ def move(W: np.ndarray, H: np.ndarray, toward: np.ndarray, away: np.ndarray,
     W += delta.astype(W.dtype) if W.dtype.kind == "i" else delta
 
 
+def norms(H: np.ndarray) -> np.ndarray:
+    """The Euclidean norms of trit rows ``H``: the square roots of their non-zero counts."""
+    return kernels.row_norms(H)
+
+
 def adapt_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
                h_norms: np.ndarray) -> int:
-    """One pass of AdaptHD's rule (torchhd ``add_adapt``); the number of mistakes.
+    """One pass of AdaptHD's rule (torchhd ``add_adapt``) over int8 ``H``; the mistakes.
 
     Per mini-batch: predict by cosine; each misclassified sample is added to its
     class (``lr``) and subtracted from the predicted one (``-lr``).
     """
-    wrong_total = 0
-    for r in batches(len(H), batch):
-        Hb, tb = H[r:r + batch], t[r:r + batch]
-        pred = cosine(Hb, W, h_norms[r:r + batch]).argmax(axis=1)
-        wrong = pred != tb
-        if wrong.any():
-            wrong_total += int(wrong.sum())
-            move(W, Hb[wrong], tb[wrong], pred[wrong], lr, -lr)
-    return wrong_total
+    return kernels.mistake_pass(W, H, t, float(lr), batch, False, h_norms)
 
 
 def online_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
                 h_norms: np.ndarray) -> int:
-    """One pass of OnlineHD's rule (torchhd ``add_online``); the number of mistakes.
+    """One pass of OnlineHD's rule (torchhd ``add_online``) over int8 ``H``; the mistakes.
 
     Per mini-batch, for each misclassified sample of cosines ``s``: its class gains
     ``lr (1 - s[target])`` times it, the predicted class ``lr (s[pred] - 1)`` times it.
     """
-    wrong_total = 0
-    for r in batches(len(H), batch):
-        Hb, tb = H[r:r + batch], t[r:r + batch]
-        s = cosine(Hb, W, h_norms[r:r + batch])
-        pred = s.argmax(axis=1)
-        wrong = np.flatnonzero(pred != tb)
-        if len(wrong):
-            wrong_total += len(wrong)
-            tw, pw = tb[wrong], pred[wrong]
-            move(W, Hb[wrong], tw, pw, lr * (1.0 - s[wrong, tw]), lr * (s[wrong, pw] - 1.0))
-    return wrong_total
+    return kernels.mistake_pass(W, H, t, float(lr), batch, True, h_norms)
 
 
 def quant_pass(counts: np.ndarray, model: np.ndarray, H: np.ndarray, t: np.ndarray,

@@ -2,10 +2,10 @@
 
 Each classifier encodes feature rows into ternary hypervectors (``encoder=``:
 ``"record"`` id-level binding, ``"projection"`` a random ternary projection,
-``"thermometer"`` density codes) and learns class vectors by its paper's update
-rule, as torchhd 5.8 implements it. scikit-learn is needed here only:
-``import tritnum`` does not load it, and :mod:`tritnum.vsa` loads this module on
-the first use of one of its names.
+``"thermometer"`` density codes, ``"nonlinear"`` a nonlinear random projection)
+and learns class vectors by its paper's update rule, as torchhd 5.8 implements
+it. scikit-learn is needed here only: ``import tritnum`` does not load it, and
+:mod:`tritnum.vsa` loads this module on the first use of one of its names.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from sklearn.utils.multiclass import (
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import _blas, packing
+from .._kernels.cpu import hdc as kernels
 from . import _hdc_models as rules
 from .classify import Centroid
 from .similarity_search import similarity
@@ -31,7 +32,7 @@ from .similarity_search import similarity
 __all__ = ["AdaptHDClassifier", "CentroidClassifier", "NeuralHDClassifier", "OnlineHDClassifier",
            "QuantHDClassifier", "SparseHDClassifier"]
 
-ENCODERS = ("record", "projection", "thermometer")
+ENCODERS = ("record", "projection", "thermometer", "nonlinear")
 
 
 def _rng(random_state: Any) -> Any:
@@ -68,7 +69,7 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"epochs must be an integer >= 0, got {self.epochs!r}")
         if self.encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
-        if self.n_levels < 2 and self.encoder != "projection":
+        if self.n_levels < 2 and self.encoder in ("record", "thermometer"):
             raise ValueError(f"n_levels must be >= 2 for the {self.encoder} encoder, "
                              f"got {self.n_levels}")
 
@@ -197,17 +198,11 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
             return self.classes_[np.asarray(self._scores(self._encode(X))).argmax(axis=1)]
 
 
-def _floats(H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Encoded rows as float64 (BLAS products with the class vectors exact for integers)."""
-    Hf = H.astype(np.float64)
-    return Hf, np.sqrt(np.count_nonzero(H, axis=1).astype(np.float64))
-
-
 def _class_sums(H: np.ndarray, t: np.ndarray, n_classes: int) -> np.ndarray:
     """The integer sum of the rows of each class, ``(n_classes, d)`` int64."""
-    onehot = np.zeros((n_classes, len(t)))
-    onehot[t, np.arange(len(t))] = 1.0
-    return (onehot @ H).astype(np.int64)
+    sums = np.zeros((n_classes, H.shape[1]), np.int64)
+    kernels.add_rows(sums, H, t)
+    return sums
 
 
 class _Learned(_HDClassifier):
@@ -219,15 +214,14 @@ class _Learned(_HDClassifier):
         self.class_vectors_ = np.zeros((n_classes, self.n_dimensions), self.dtype)
 
     def _scores(self, H: np.ndarray) -> np.ndarray:
-        Hf, norms = _floats(H)
-        return rules.cosine(Hf, self.class_vectors_, norms)
+        return kernels.cosines(H, self.class_vectors_, rules.norms(H))
 
 
 _COMMON = """Parameters
     ----------
     n_dimensions : int
         The dimension ``d`` of the hypervectors.
-    encoder : {"record", "projection", "thermometer"}
+    encoder : {"record", "projection", "thermometer", "nonlinear"}
         How rows become hypervectors: ``"record"`` binds a random key per feature
         with a level hypervector of its value (:func:`tritnum.vsa.encode_features`,
         the values mapped onto ``n_levels`` levels between the training minimum
@@ -236,7 +230,13 @@ _COMMON = """Parameters
         standardizes the features and takes ``sign(x @ P)`` for a random ternary
         ``P`` (density 2/3), with 0 where ``|x @ P|`` is below 0.43 times its RMS
         over P's draws, ``sqrt(2/3) |x|`` (about a third of the trits, as
-        :func:`tritnum.vsa.random`'s density).
+        :func:`tritnum.vsa.random`'s density); ``"nonlinear"``, the nonlinear
+        random projection of the OnlineHD and NeuralHD papers, standardizes the
+        features ``z`` and takes the signs of ``cos(z @ G + b)`` for a Gaussian
+        ``G`` (standard deviation ``1.5 / sqrt(features)``) and phases ``b``
+        uniform in ``[0, 2 pi)``: random Fourier features, one BLAS product,
+        bipolar trits. The default is ``"nonlinear"`` for OnlineHD and NeuralHD,
+        ``"record"`` for the others.
     n_levels : int
         Levels of the record and thermometer encoders (>= 2).
     epochs : int
@@ -374,18 +374,18 @@ class AdaptHDClassifier(_Learned):
     def _fit(self, X: np.ndarray, H: np.ndarray, t: np.ndarray, warm: bool) -> None:
         if not warm:
             self._empty(len(self.classes_))
-        Hf, norms = _floats(H)
+        norms = rules.norms(H)
         rate = self.lr
         for _ in range(self.epochs):
-            wrong = rules.adapt_pass(self.class_vectors_, Hf, t, rate, self.batch_size, norms)
+            wrong = rules.adapt_pass(self.class_vectors_, H, t, rate, self.batch_size, norms)
             if not wrong:
                 break
             if self.adaptive:
                 rate = self.lr * wrong / len(t)
 
     def _pass(self, H: np.ndarray, t: np.ndarray) -> None:
-        Hf, norms = _floats(H)
-        rules.adapt_pass(self.class_vectors_, Hf, t, self.lr, self.batch_size, norms)
+        norms = rules.norms(H)
+        rules.adapt_pass(self.class_vectors_, H, t, self.lr, self.batch_size, norms)
 
 
 @_documented
@@ -395,9 +395,11 @@ class OnlineHDClassifier(_Learned):
     From zero class vectors, each epoch passes over the data in mini-batches; a
     sample misclassified with cosines ``s`` adds ``lr (1 - s[true])`` times itself
     to its class and ``lr (s[predicted] - 1)`` times itself to the predicted one
-    (torchhd's ``OnlineHD``, ``add_online``; torchhd encodes with its float
-    ``Sinusoid`` projection, this one with a ternary ``encoder``). Float64
-    class vectors. ``partial_fit`` is one pass.
+    (torchhd's ``OnlineHD``, ``add_online``). The encoder is by default the
+    paper's nonlinear random projection, ternarized: one BLAS product of the
+    rows, once per fit, where torchhd re-encodes every batch in every epoch with
+    its float ``Sinusoid``. Float64 class vectors; each epoch runs as one
+    compiled pass over the int8 hypervectors. ``partial_fit`` is one pass.
 
     {common}Passes over the training data.
     lr : float
@@ -415,7 +417,7 @@ class OnlineHDClassifier(_Learned):
     True
     """
 
-    def __init__(self, n_dimensions: int = 10_000, encoder: str = "record", n_levels: int = 100,
+    def __init__(self, n_dimensions: int = 10_000, encoder: str = "nonlinear", n_levels: int = 100,
                  epochs: int = 20, lr: float = 0.035, batch_size: int = 32,
                  warm_start: bool = False, random_state: Any = None) -> None:
         self.n_dimensions = n_dimensions
@@ -430,14 +432,14 @@ class OnlineHDClassifier(_Learned):
     def _fit(self, X: np.ndarray, H: np.ndarray, t: np.ndarray, warm: bool) -> None:
         if not warm:
             self._empty(len(self.classes_))
-        Hf, norms = _floats(H)
+        norms = rules.norms(H)
         for _ in range(self.epochs):
-            if not rules.online_pass(self.class_vectors_, Hf, t, self.lr, self.batch_size, norms):
+            if not rules.online_pass(self.class_vectors_, H, t, self.lr, self.batch_size, norms):
                 break
 
     def _pass(self, H: np.ndarray, t: np.ndarray) -> None:
-        Hf, norms = _floats(H)
-        rules.online_pass(self.class_vectors_, Hf, t, self.lr, self.batch_size, norms)
+        norms = rules.norms(H)
+        rules.online_pass(self.class_vectors_, H, t, self.lr, self.batch_size, norms)
 
 
 @_documented
@@ -499,7 +501,7 @@ class QuantHDClassifier(_HDClassifier):
         if not warm:
             self.class_counts_ = max(1, round(1 / self.lr)) * _class_sums(H, t, len(self.classes_))
             self._quantize()
-        Hf, _ = _floats(H)
+        Hf = H.astype(np.float64)  # BLAS products with the ternary vectors, exact
         for _ in range(self.epochs - (0 if warm else 1)):
             if not self._retrain(Hf, t):
                 break
@@ -511,7 +513,7 @@ class QuantHDClassifier(_HDClassifier):
         return wrong
 
     def _pass(self, H: np.ndarray, t: np.ndarray) -> None:
-        self._retrain(_floats(H)[0], t)
+        self._retrain(H.astype(np.float64), t)
 
     def _scores(self, H: np.ndarray) -> np.ndarray:
         return similarity(packing.pack(H, "bitplane"), self._packed, "dot", pairwise=True)
@@ -565,14 +567,14 @@ class SparseHDClassifier(_Learned):
             raise ValueError(f"density must be in (0, 1], got {self.density!r}")
         if not warm:
             self._empty(len(self.classes_))
-        Hf, norms = _floats(H)
+        norms = rules.norms(H)
         for _ in range(self.epochs):
-            rules.adapt_pass(self.class_vectors_, Hf, t, 1, self.batch_size, norms)
+            rules.adapt_pass(self.class_vectors_, H, t, 1, self.batch_size, norms)
             rules.sparsify(self.class_vectors_, self.density)
 
     def _pass(self, H: np.ndarray, t: np.ndarray) -> None:
-        Hf, norms = _floats(H)
-        rules.adapt_pass(self.class_vectors_, Hf, t, 1, self.batch_size, norms)
+        norms = rules.norms(H)
+        rules.adapt_pass(self.class_vectors_, H, t, 1, self.batch_size, norms)
         rules.sparsify(self.class_vectors_, self.density)
 
 
@@ -586,8 +588,11 @@ class NeuralHDClassifier(_Learned):
     ``ceil(regen_rate d)`` dimensions whose values vary least across the
     row-normalized class vectors are dropped: set to 0 in the class vectors,
     and the encoder draws them afresh (new key columns, or new projection
-    columns), as torchhd's ``NeuralHD`` redraws its ``Sinusoid`` weights. Float64
-    class vectors. ``partial_fit`` is one pass at ``lr``, without regeneration.
+    columns), as torchhd's ``NeuralHD`` redraws its ``Sinusoid`` weights. The
+    encoder is by default the paper's nonlinear random projection, ternarized
+    (``"nonlinear"``: one BLAS product once per fit, and of the redrawn columns
+    at each regeneration). Float64 class vectors. ``partial_fit`` is one pass
+    at ``lr``, without regeneration.
 
     {common}Passes over the training data; the first one adds the samples up.
     lr : float
@@ -610,7 +615,7 @@ class NeuralHDClassifier(_Learned):
     True
     """
 
-    def __init__(self, n_dimensions: int = 10_000, encoder: str = "record", n_levels: int = 100,
+    def __init__(self, n_dimensions: int = 10_000, encoder: str = "nonlinear", n_levels: int = 100,
                  epochs: int = 20, lr: float = 0.37, regen_rate: float = 0.04,
                  regen_freq: int = 20, batch_size: int = 32, warm_start: bool = False,
                  random_state: Any = None) -> None:
@@ -632,17 +637,17 @@ class NeuralHDClassifier(_Learned):
             raise ValueError(f"regen_freq must be an integer >= 1, got {self.regen_freq!r}")
         if not warm:
             self.class_vectors_ = _class_sums(H, t, len(self.classes_)).astype(np.float64)
-        Hf, norms = _floats(H)
+        norms = rules.norms(H)
         n_regen = math.ceil(self.regen_rate * self.n_dimensions)
         for epoch in range(1, self.epochs):
-            rules.adapt_pass(self.class_vectors_, Hf, t, self.lr, self.batch_size, norms)
+            rules.adapt_pass(self.class_vectors_, H, t, self.lr, self.batch_size, norms)
             if epoch % self.regen_freq == self.regen_freq - 1 and n_regen:
                 dims = rules.weakest(self.class_vectors_, n_regen)
                 self.class_vectors_[:, dims] = 0.0
                 self.encoder_.regenerate(dims, _draw(self._rng))
-                Hf[:, dims] = self.encoder_.transform(X, dims)
-                norms = np.sqrt(np.count_nonzero(Hf, axis=1).astype(np.float64))
+                H[:, dims] = self.encoder_.transform(X, dims)
+                norms = rules.norms(H)
 
     def _pass(self, H: np.ndarray, t: np.ndarray) -> None:
-        Hf, norms = _floats(H)
-        rules.adapt_pass(self.class_vectors_, Hf, t, self.lr, self.batch_size, norms)
+        norms = rules.norms(H)
+        rules.adapt_pass(self.class_vectors_, H, t, self.lr, self.batch_size, norms)
