@@ -167,6 +167,22 @@ def _warm_vsa(dev: str) -> None:
     vsa.negate(np.zeros((2, 3), np.int64), device=dev)
 
 
+def _warm_hdc(dev: str) -> None:
+    """The HDC classifiers' kernels (CPU only), with the class vector dtypes they take."""
+    if dev != "cpu":
+        return
+    from ._kernels.cpu import hdc
+
+    H, t = np.ones((2, 70), np.int8), np.array([0, 1])
+    norms = hdc.row_norms(H)
+    for dtype in (np.float64, np.int64):  # AdaptHD, OnlineHD, NeuralHD; SparseHD
+        W = np.zeros((2, 70), dtype)
+        hdc.add_rows(W, H, t)
+        hdc.mistake_pass(W, H, t, 1.0, 32, False, norms)
+        hdc.cosines(H, W, norms)
+    hdc.phase_trits(np.zeros((2, 70), np.float32), np.zeros(70, np.float32), np.float32(0.25), H)
+
+
 def _warm_compress(dev: str) -> None:
     """The sketch kernels for float32 and float64 gradients, with and without error feedback."""
     from .compress import ErrorFeedback, compress, decompress
@@ -180,4 +196,4 @@ def _warm_compress(dev: str) -> None:
 # the steps, the heaviest (linear's) first: :func:`_part` deals them out in turn
 STEPS: tuple[Callable[[str], None], ...] = (
     *(_linear_step(name) for name in FORMATS), _warm_quantize, _warm_gguf, _warm_packing,
-    _warm_vsa, _warm_compress)
+    _warm_vsa, _warm_hdc, _warm_compress)
