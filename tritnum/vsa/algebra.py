@@ -354,9 +354,13 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: Device = "auto") -> Hyp
     host = _host_pair(v, v, device)
     if host is not None:
         rows, _, _, packed = host
-        if packed or kernel("vsa.check", "cpu")(rows):  # else the general route names the value
-            d = v.shape[-1]
-            out = kernel("vsa.permute", "cpu")(rows, shift_rows(shifts, v.shape[:-1], d), packed, d)
+        d = v.shape[-1]
+        try:
+            s = shift_rows(shifts, v.shape[:-1], d)
+        except (TypeError, ValueError):  # bad shifts: the general route checks v first
+            s = None
+        out = None if s is None else kernel("vsa.permute", "cpu")(rows, s, packed, d)
+        if out is not None:  # else a value outside {-1, 0, 1}: the general route names it
             return _wrap(out, v.shape[:-1], d, packed, HOST)
     if lazy(v):
         return dask_layer().permute(v, shifts, device)
@@ -368,8 +372,10 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: Device = "auto") -> Hyp
 
 def shift_rows(shifts: Any, lead: tuple[int, ...], d: int) -> np.ndarray:
     """:func:`permute`'s ``shifts`` broadcast to ``lead`` and taken mod ``d``, one per row."""
-    s = np.asarray(shifts)
     d = max(d, 1)
+    if type(shifts) is int:  # one for all (Python's % is exact for any int)
+        return np.full(math.prod(lead), shifts % d, np.int64)
+    s = np.asarray(shifts)
     if s.dtype == object and all(isinstance(x, numbers.Integral) and not isinstance(x, bool)
                                  for x in s.flat):  # Python ints beyond int64
         s = np.array([int(x) % d for x in s.flat], np.int64).reshape(s.shape)

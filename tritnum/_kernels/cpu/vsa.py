@@ -16,6 +16,7 @@ from ..._isa import LEVEL
 from ..shared import vsa as hv
 from ._jit import jit
 from ._llvm.bundle import make_count_bits
+from ._llvm.packing import copy_trits
 from ._llvm.popcount import popcount
 from ._parallel import run
 
@@ -27,6 +28,9 @@ CHUNK = 4096  # int8 columns per bundle task
 # words per bit-sliced bundle task: 4 AVX-512 registers, or 2 AVX2 ones (of the 16 there are)
 WORDS = (4 if LEVEL.vector_bytes == 64 else 2) * LEVEL.vector_bytes // 8
 SUM_COLUMNS = 1024  # int8 columns per class-sum task (classes x 4 KB of int32 sums)
+# bit-plane rows up to this many words per plane are rolled a word at a time (faster than
+# vectorized loops, whose set-up dominates short rows: 7.5 against 10-14 us for 1000 x 4 words)
+ROLL_WORDS = 8
 
 
 @jit(inline="always")
@@ -47,8 +51,6 @@ _op_words = jit(inline="always")(hv.op_words)
 _score = jit(inline="always")(hv.score)
 _pair_words = jit(inline="always")(hv.specialize(hv.pair_words, popc=popc, score=_score))
 _pair_trits = jit(inline="always")(hv.specialize(hv.pair_trits, score=_score))
-_bits_at = jit(inline="always")(hv.bits_at)
-_rolled_word = jit(inline="always")(hv.specialize(hv.rolled_word, bits_at=_bits_at))
 _majority_word = jit(inline="always")(hv.majority_word)
 _count_bits = make_count_bits(WORDS)
 
@@ -274,36 +276,162 @@ def class_sums(rows, labels, classes: int) -> np.ndarray:
 # ----------------------------------------------------------------------- permute
 @jit()
 def _permute_dense(rows, shifts, out, t0, t1):
+    """Rows rolled by ``shifts``, two checked copies each (:func:`._llvm.packing.copy_trits`).
+
+    Returns how many rows hold a value outside {-1, 0, 1}.
+    """
     d = out.shape[1]
+    bad = 0
     for r in range(t0, t1):
         s = shifts[r]
         src = rows[r]
         dst = out[r]
-        dst[s:] = src[:d - s]
-        dst[:s] = src[d - s:]
-    return 0
+        bad += max(copy_trits(src, 0, dst, s, d - s), copy_trits(src, d - s, dst, 0, s)) > 2
+    return bad
+
+
+# The bit-plane roll. Each plane is ``src << s | src >> (d - s)`` as a ``d``-bit number,
+# words low first: output word ``k`` is a funnel of source words ``k - q - 1, k - q`` by
+# ``s``'s bit count ``r`` (``q`` its word count), or'ed with one of words ``k + qt, k + qt + 1``
+# for ``d - s`` (:func:`_up`, :func:`_down`: ``x >> 1 >> (63 - r)`` stands for
+# ``x >> (64 - r)``, 0 for ``r = 0``, where a shift by 64 would be undefined). Valid rows
+# have padding bits 0. The helpers work on flat arrays, a range of rows each, with unsigned
+# indexes: an array handed to a helper per row costs two reference-count calls, and a
+# signed index is tested for NumPy's negative ones, which keeps a loop scalar. Short rows
+# go a word at a time, both planes together, with the source words carried in registers
+# rather than loaded again after a store (a store to the same offset mod 4 KiB, as a fresh
+# output array has, stalls such a load); long ones in loops LLVM vectorizes.
+@jit(inline="always")
+def _counts(s):
+    """Words ``q`` and bits ``r`` of a shift ``s``, and ``63 - r`` (unsigned)."""
+    r = np.uint64(s & 63)
+    return s >> 6, r, np.uint64(63) - r
+
+
+@jit(inline="always")
+def _up(lo, hi, r, rr):
+    """The high word of ``hi:lo << r`` (``rr = 63 - r``)."""
+    return (hi << r) | ((lo >> np.uint64(1)) >> rr)
+
+
+@jit(inline="always")
+def _down(lo, hi, r, rr):
+    """The low word of ``hi:lo >> r`` (``rr = 63 - r``)."""
+    return (lo >> r) | ((hi << np.uint64(1)) << rr)
+
+
+@jit(inline="always")
+def _roll_whole(src, shifts, nw, dst, t0, t1):
+    """Rows of whole words (``d = 64 nw``): word ``k`` from words ``k - q - 1, k - q`` mod nw."""
+    u = np.uint64
+    for row in range(t0, t1):
+        q, r, rr = _counts(shifts[row])
+        a = u(2 * row * nw)
+        b = a + u(nw)
+        i = nw - q - 1  # word k - q - 1 at k = 0, mod nw
+        lo_a = src[a + u(i)]
+        lo_b = src[b + u(i)]
+        for k in range(nw):
+            i += 1
+            if i == nw:
+                i = 0
+            cur_a = src[a + u(i)]
+            cur_b = src[b + u(i)]
+            dst[a + u(k)] = _up(lo_a, cur_a, r, rr)
+            dst[b + u(k)] = _up(lo_b, cur_b, r, rr)
+            lo_a, lo_b = cur_a, cur_b
+
+
+@jit(inline="always")
+def _roll_short(src, shifts, d, nw, dst, t0, t1):
+    """Rows of up to ``ROLL_WORDS`` words, ``d`` not a multiple of 64, a word at a time."""
+    u = np.uint64
+    mask = (u(1) << u(d & 63)) - u(1)  # the last word's bits
+    for row in range(t0, t1):
+        s = shifts[row]
+        q, r, rr = _counts(s)  # q < nw: s < d <= 64 nw
+        qt, rt, rrt = _counts(d - s)
+        last = nw - qt - 1  # the last word src >> (d - s) reaches
+        a = u(2 * row * nw)
+        b = a + u(nw)
+        lo_a = lo_b = u(0)
+        hi_a = src[a + u(qt)]
+        hi_b = src[b + u(qt)]
+        for k in range(nw):
+            x = y = u(0)
+            if k >= q:
+                cur_a = src[a + u(k - q)]
+                cur_b = src[b + u(k - q)]
+                x = _up(lo_a, cur_a, r, rr)
+                y = _up(lo_b, cur_b, r, rr)
+                lo_a, lo_b = cur_a, cur_b
+            if k < last:
+                top_a = src[a + u(k + qt + 1)]
+                top_b = src[b + u(k + qt + 1)]
+                x |= _down(hi_a, top_a, rt, rrt)
+                y |= _down(hi_b, top_b, rt, rrt)
+                hi_a, hi_b = top_a, top_b
+            elif k == last:
+                x |= hi_a >> rt
+                y |= hi_b >> rt
+            dst[a + u(k)] = x
+            dst[b + u(k)] = y
+        dst[b - u(1)] &= mask  # src << s put src's last bits past d
+        dst[b + u(nw - 1)] &= mask
+
+
+@jit(inline="always")
+def _roll_long(src, shifts, d, nw, dst, t0, t1):
+    """Rows of more than ``ROLL_WORDS`` words: a vectorized loop per range of words."""
+    u = np.uint64
+    mask = (u(1) << u(d & 63)) - u(1) if d & 63 else ~u(0)
+    for row in range(t0, t1):
+        s = shifts[row]
+        q, r, rr = _counts(s)
+        qt, rt, rrt = _counts(d - s)
+        last = nw - qt - 1  # -1 when d - s = d = 64 nw: nothing lands
+        for o in range(2 * row * nw, 2 * (row + 1) * nw, nw):
+            for k in range(q):
+                dst[u(o + k)] = 0
+            dst[u(o + q)] = src[u(o)] << r
+            for k in range(q + 1, nw):
+                dst[u(o + k)] = _up(src[u(o + k - q - 1)], src[u(o + k - q)], r, rr)
+            for k in range(last):
+                dst[u(o + k)] |= _down(src[u(o + k + qt)], src[u(o + k + qt + 1)], rt, rrt)
+            if last >= 0:
+                dst[u(o + last)] |= src[u(o + nw - 1)] >> rt
+            dst[u(o + nw - 1)] &= mask
 
 
 @jit()
 def _permute_planes(rows, shifts, d, out, t0, t1):
+    """Bit-plane rows rolled by ``shifts`` (``0 <= s < d``), by the helpers above."""
     nw = out.shape[2]
-    for r in range(t0, t1):
-        s = shifts[r]
-        for p in range(2):
-            src = rows[r, p]
-            for k in range(nw):
-                out[r, p, k] = _rolled_word(src, k, s, d)
+    src = rows.reshape(-1)
+    dst = out.reshape(-1)
+    if nw > ROLL_WORDS:
+        _roll_long(src, shifts, d, nw, dst, t0, t1)
+    elif d & 63:
+        _roll_short(src, shifts, d, nw, dst, t0, t1)
+    else:
+        _roll_whole(src, shifts, nw, dst, t0, t1)
     return 0
 
 
 @register("vsa.permute", "cpu")
-def permute(rows, shifts, packed: bool, d: int) -> np.ndarray:
+def permute(rows, shifts, packed: bool, d: int) -> np.ndarray | None:
+    """Rows rolled by ``shifts``; None when a dense row holds a value outside {-1, 0, 1}.
+
+    Dense rows are checked as they are copied (the one-vector route sends them
+    unchecked; the general route's are checked before and are never None);
+    bit-plane rows must have valid codes, padding bits 0.
+    """
     out = np.empty_like(rows)
     if out.size:
         if packed:
-            run(_permute_planes, len(rows), 2 * rows.nbytes, rows, shifts, d, out)
-        else:
-            run(_permute_dense, len(rows), 2 * rows.nbytes, rows, shifts, out)
+            run(_permute_planes, len(rows), 2 * rows.nbytes, rows, shifts, d, out, light=True)
+        elif run(_permute_dense, len(rows), 2 * rows.nbytes, rows, shifts, out, light=True):
+            return None
     return out
 
 

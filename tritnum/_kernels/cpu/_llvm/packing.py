@@ -3,10 +3,11 @@
 ``pack_2bit(src, soff, dst, doff, nblocks)`` packs ``nblocks`` blocks of
 ``L = TARGET.lanes`` int8 trits from byte ``soff`` of the 1-D row ``src`` into
 ``L / 4`` bytes each at ``doff`` of ``dst``; ``unpack_2bit`` is its inverse;
-``pack_base3`` packs ``nblocks`` blocks of ``BASE3_UNITS`` 5-trit units. Each
-returns a flag of bad input: the largest code ``t + 1`` seen (packers; valid
-rows give at most 2) or, from ``unpack_2bit``, a non-zero byte where a code was
-3. Nothing here is bounds-checked: the caller keeps every block in its row, and
+``pack_base3`` packs ``nblocks`` blocks of ``BASE3_UNITS`` 5-trit units;
+``copy_trits`` copies a run of int8 trits (the dense ``permute``'s rows). Each
+returns a flag of bad input: the largest code ``t + 1`` seen (packers and the
+copy; valid rows give at most 2) or, from ``unpack_2bit``, a non-zero byte where
+a code was 3. Nothing here is bounds-checked: the caller keeps every block in its row, and
 ``pack_base3`` also reads ``BASE3_OVERREAD`` bytes past its last block.
 
 The level of :mod:`tritnum._isa` sets the vector width and the instructions:
@@ -280,8 +281,59 @@ def pack_planes(typingctx, src, soff, dst, plus, minus, nwords):
     return sig, codegen
 
 
+def make_copy_trits(target: Target):
+    """The checked copy of ``target``: int8 trits a vector of ``target.lanes`` at a time."""
+    lanes = target.lanes
+
+    @intrinsic
+    def copy_trits(typingctx, src, soff, dst, doff, n):
+        """``dst[doff:doff + n] = src[soff:soff + n]``; the largest code ``t + 1`` copied.
+
+        Whole vectors, then the last vector of the run again (overlapping the one
+        before it) where the run is at least one vector long, else a byte loop:
+        the dense ``permute``'s rows, whose runs start at any byte. Valid trits give
+        at most 2 (0 for an empty run); ``src`` and ``dst`` must not overlap.
+        """
+        if not _sig_ok(src, dst, types.int8, types.int8):
+            return None
+        sig = types.uint8(src, types.intp, dst, types.intp, types.intp)
+
+        def codegen(context, builder, sig, args):
+            vb = vector(I8, lanes)
+            src = pointer(context, builder, sig.args[0], args[0], args[1], I8)
+            dst = pointer(context, builder, sig.args[2], args[2], args[3], I8)
+            n = args[4]
+            width = ir.Constant(n.type, lanes)
+            top = cgutils.alloca_once_value(builder, ir.Constant(vb, None))
+
+            def copy(at, ty, one):  # the codes t + 1 of what it copied
+                value = load(builder, src, at, ty, 1)
+                store(builder, value, dst, at, 1)
+                return builder.add(value, one)
+
+            def keep(codes):
+                builder.store(_umax(builder, builder.load(top), codes), top)
+
+            with builder.if_else(builder.icmp_signed(">=", n, width)) as (whole, short):
+                with whole:
+                    with cgutils.for_range(builder, builder.udiv(n, width)) as loop:
+                        keep(copy(builder.mul(loop.index, width), vb, splat(I8, lanes, 1)))
+                    keep(copy(builder.sub(n, width), vb, splat(I8, lanes, 1)))
+                with short:
+                    with cgutils.for_range(builder, n) as loop:
+                        code = copy(loop.index, I8, ir.Constant(I8, 1))
+                        keep(builder.insert_element(ir.Constant(vb, None), code,
+                                                    ir.Constant(I32, 0)))
+            return _reduce(builder, "umax", top)
+
+        return sig, codegen
+
+    return copy_trits
+
+
 pack_2bit = make_pack_2bit(TARGET)
 unpack_2bit = make_unpack_2bit(TARGET)
 pack_base3 = make_pack_base3(TARGET)
+copy_trits = make_copy_trits(TARGET)
 BLOCK_TRITS = TARGET.lanes  # trits per 2bit block
 BASE3_UNITS = base3_units(TARGET)
