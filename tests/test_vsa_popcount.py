@@ -15,7 +15,7 @@ import tritnum as tn
 from tritnum import vsa
 from tritnum._kernels.cpu import vsa_search
 from tritnum._kernels.cpu._llvm.planes import trit_planes
-from tritnum._kernels.cpu._llvm.popcount import NARROW_WORDS, WIDE_WORDS, tile_counts
+from tritnum._kernels.cpu._llvm.popcount import NARROW_WORDS, WIDE_WORDS, tile_counts, tile_dots
 
 PATHS = [
     pytest.param(False, id="portable"),
@@ -41,15 +41,12 @@ def _rows(rng, n, d, density):
     return rng.choice(np.array([-1, 0, 1], np.int8), size=(n, d), p=p)
 
 
-# one word, whole vectors, 31-vector byte-counter chunks of the portable tile (7936 trits)
-@pytest.mark.parametrize("shape", range(len(SHAPES)),
-                         ids=[f"{q}x{m}-{'wide' if w else 'narrow'}{'-nnz' * z}"
-                              for q, m, w, z in SHAPES])
-@given(d=st.sampled_from([1, 64, 255, 256, 511, 513, 4000, 7936, 7937, 8192, 20_000]),
-       seed=st.integers(0, 2**32 - 1), density=st.floats(0.05, 1.0))
-def test_tile_counts_are_the_pairs_dot_and_nonzero_overlap(shape, d, seed, density):
-    """Counts of whole vectors and of the last, partial one whose memory lanes are masked."""
-    tq, tm, wide, nonzeros = SHAPES[shape]
+def _tile_rows(tq, tm, wide, d, seed, density):
+    """Trits and planes of ``tq + 1`` queries and ``tm + 2`` memory rows (the first of each unused).
+
+    The queries' padding holds any bits, and an all-ones row follows the memory's
+    last one: the tile must mask its over-read past the row ends.
+    """
     rng = np.random.default_rng(seed)
     q, m = _rows(rng, tq + 1, d, density), _rows(rng, tm + 2, d, density)
     words = WIDE_WORDS if wide else NARROW_WORDS
@@ -59,17 +56,60 @@ def test_tile_counts_are_the_pairs_dot_and_nonzero_overlap(shape, d, seed, densi
     qa[:, 0, :nw] = planes[:, 0] | planes[:, 1]
     qa[:, 1, :nw] = planes[:, 1]
     memory = np.concatenate([tn.pack(m, "bitplane").data, np.full((1, 2, nw), ~np.uint64(0))])
+    dots = q[1:1 + tq].astype(np.int64) @ m[1:1 + tm].T.astype(np.int64)
+    return q, m, qa, memory, dots
+
+
+# one word, whole vectors, 31-vector byte-counter chunks of the portable tile (7936 trits)
+TILE_SIZES = dict(d=st.sampled_from([1, 64, 255, 256, 511, 513, 4000, 7936, 7937, 8192, 20_000]),
+                  seed=st.integers(0, 2**32 - 1), density=st.floats(0.05, 1.0))
+
+
+@pytest.mark.parametrize("shape", range(len(SHAPES)),
+                         ids=[f"{q}x{m}-{'wide' if w else 'narrow'}{'-nnz' * z}"
+                              for q, m, w, z in SHAPES])
+@given(**TILE_SIZES)
+def test_tile_counts_are_the_pairs_dot_and_nonzero_overlap(shape, d, seed, density):
+    """Counts of whole vectors and of the last, partial one whose memory lanes are masked."""
+    tq, tm, wide, nonzeros = SHAPES[shape]
+    q, m, qa, memory, dots = _tile_rows(tq, tm, wide, d, seed, density)
     out = np.full(-(-(2 * tq * tm + tm) // 8) * 8, -1, np.int64)  # whole groups of 8
-    _tile(shape, qa, 1, memory, 1, out)  # the over-read past row ends meets the all-ones row
+    _tile(shape, qa, 1, memory, 1, out)
     for j in range(tq):
         for r in range(tm):
-            a, b = q[1 + j].astype(np.int64), m[1 + r].astype(np.int64)
             both, differ = out[2 * (j * tm + r)], out[2 * (j * tm + r) + 1]
-            assert both == np.count_nonzero(a * b)
-            assert both - 2 * differ == a @ b
+            assert both == np.count_nonzero(q[1 + j].astype(np.int64) * m[1 + r])
+            assert both - 2 * differ == dots[j, r]
     if nonzeros:
         np.testing.assert_array_equal(out[2 * tq * tm:2 * tq * tm + tm],
                                       np.count_nonzero(m[1:1 + tm], axis=1))
+
+
+DOT_SHAPES = ((3, 2, True), (1, 4, True), (2, 3, False), (1, 4, False))
+_dots = tile_dots(DOT_SHAPES)
+
+
+@njit
+def _dot_tile(shape, queries, q0, memory, r0, limits, out):
+    nwp = queries.shape[2]
+    nw = memory.shape[2]
+    return _dots(shape, queries.reshape(-1), 2 * nwp * q0, 2 * nwp, nwp, memory.reshape(-1),
+                 2 * nw * r0, 2 * nw, nw, nw, limits, out)
+
+
+@pytest.mark.parametrize("shape", range(len(DOT_SHAPES)),
+                         ids=[f"{q}x{m}-{'wide' if w else 'narrow'}" for q, m, w in DOT_SHAPES])
+@given(**TILE_SIZES, shift=st.lists(st.integers(-2, 2), min_size=8, max_size=8))
+def test_tile_dots_and_the_mask_of_pairs_above_their_limits(shape, d, seed, density, shift):
+    """The dots, and bit t of the mask where pair t's dot exceeds its limit (not on a tie)."""
+    tq, tm, _ = DOT_SHAPES[shape]
+    _, _, qa, memory, dots = _tile_rows(tq, tm, DOT_SHAPES[shape][2], d, seed, density)
+    limits = np.full(16, -d - 1, np.int64)  # past the pairs: below any dot, never in the mask
+    limits[:tq * tm] = dots.reshape(-1) + np.array(shift[:tq * tm])  # below, tied and above
+    out = np.full(16, -1, np.int64)
+    mask = _dot_tile(shape, qa, 1, memory, 1, limits, out)
+    np.testing.assert_array_equal(out[:tq * tm], dots.reshape(-1))
+    assert mask == sum(1 << t for t in range(tq * tm) if dots.flat[t] > limits[t])
 
 
 @njit

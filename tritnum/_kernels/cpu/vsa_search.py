@@ -47,7 +47,7 @@ from ..shared.select import topk, topk_blocks
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.planes import trit_planes
-from ._llvm.popcount import NARROW_WORDS, WIDE_WORDS, popcount, tile_counts
+from ._llvm.popcount import NARROW_WORDS, WIDE_WORDS, popcount, tile_counts, tile_dots
 from ._parallel import CHUNKS_PER_THREAD, run, threads
 
 CHUNK_ROWS = 128  # memory rows per scratch chunk: 320 KB of planes at d = 10,000 (L2: 1 MB)
@@ -61,7 +61,12 @@ NARROW_TILES = ((2, 2), (1, 4))  # portable: 8 byte accumulators of AVX2's 16
 _count_tile = tile_counts(tuple((tq, tm, wide, nonzeros) for nonzeros in (False, True)
                                 for wide, tiles in ((True, WIDE_TILES), (False, NARROW_TILES))
                                 for tq, tm in tiles))
+# the same tiles without the non-zeros, as dots compared with limits (the dot metric's top k)
+_dot_tile = tile_dots(tuple((tq, tm, wide) for wide, tiles in ((True, WIDE_TILES),
+                                                                (False, NARROW_TILES))
+                            for tq, tm in tiles))
 _score = jit(inline="always")(hv.score)
+NO_LIMIT = np.iinfo(np.int64).min  # the limit of a list not yet full (-inf)
 
 
 # the wide tile where ``vpopcntq`` counts 8 words in one instruction: on the AVX-512 level
@@ -83,6 +88,15 @@ def _offer(best_s, best_i, part, q, k, s, i):
         p -= 1
     best_s[part, q, p] = s
     best_i[part, q, p] = i
+
+
+@jit(inline="always")
+def _limit(limits, best_s, part, q, k, j, rn):
+    """Set the limits of query ``q``'s ``rn`` pairs in row ``j`` of a tile: its k-th dot."""
+    kth = best_s[part, q, k - 1]
+    lim = np.int64(kth) if kth > -np.inf else NO_LIMIT
+    for r in range(rn):
+        limits[j * rn + r] = lim
 
 
 @jit()  # not inlined: compiled per memory type, the other branch pruned
@@ -157,6 +171,8 @@ def _search(queries, qnnz, memory, flat, k, metric, d, wide, parts, per_block, o
     cflat = chunk.reshape(-1)
     nnz = np.zeros(CHUNK_ROWS + max(tm, tm1), np.int64)
     counts = np.zeros(-(-(2 * max(tq * tm, tm1) + max(tm, tm1)) // 8) * 8, np.int64)
+    dots = metric == hv.DOT and stream  # the dots compared in the tile: scores read where better
+    limits = np.zeros(counts.size, np.int64)
     qflat = queries.reshape(-1)
     for t in range(t0, t1):
         part = t % parts
@@ -176,19 +192,34 @@ def _search(queries, qnnz, memory, flat, k, metric, d, wide, parts, per_block, o
                 count_nnz = direct and u == first and metric != hv.DOT
                 shape = 4 * count_nnz + 2 * (not wide) + single
                 qoff = 2 * nwp * q0
+                if dots:
+                    for j in range(jn):
+                        _limit(limits, out_s, part, q0 + j, k, j, rn)
                 for r0 in range(0, rows, rn):
-                    off = 2 * nw * (c0 + r0)
                     if direct and u == first:  # the chunk's first pass reads it from DRAM
                         for r in range(c0 + r0 + rn, min(m, c0 + r0 + rn + max(rn, ahead))):
                             prefetch_row(memory, r)  # the next tile's rows (>= 8 KB ahead)
                     if direct and c0 + r0 + rn <= m:
-                        _count_tile(shape, qflat, qoff, 2 * nwp, nwp, flat, off, 2 * nw, nw, nw,
-                                    counts)
+                        rows_at, at, stride, words = flat, 2 * nw * (c0 + r0), 2 * nw, nw
                     else:  # int8 rows packed in the scratch, or the array's last rows
                         if direct:
                             _planes_of(memory, c0 + r0, m, chunk[r0:])
-                        _count_tile(shape, qflat, qoff, 2 * nwp, nwp, cflat, 2 * nwp * r0,
-                                    2 * nwp, nwp, nwp, counts)
+                        rows_at, at, stride, words = cflat, 2 * nwp * r0, 2 * nwp, nwp
+                    if dots:
+                        above = _dot_tile(2 * (not wide) + single, qflat, qoff, 2 * nwp, nwp,
+                                          rows_at, at, stride, words, words, limits, counts)
+                        pair = 0
+                        while above:  # rare: a pair better than its query's k-th
+                            j, r = pair // rn, pair % rn
+                            if above & 1 and r < rows - r0 and counts[pair] > limits[pair]:
+                                _offer(out_s, out_i, part, q0 + j, k, np.float64(counts[pair]),
+                                       c0 + r0 + r)  # in row order: ties keep the earlier row
+                                _limit(limits, out_s, part, q0 + j, k, j, rn)
+                            above >>= 1
+                            pair += 1
+                        continue
+                    _count_tile(shape, qflat, qoff, 2 * nwp, nwp, rows_at, at, stride, words,
+                                words, counts)
                     if count_nnz:
                         nnz[r0:r0 + rn] = counts[2 * jn * rn:2 * jn * rn + rn]
                     for j in range(jn):

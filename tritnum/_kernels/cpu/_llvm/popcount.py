@@ -8,7 +8,9 @@ pair, ``AB = A & (P | M)`` marks the positions where both are non-zero and
 ``popc(AB) - 2 popc(X)``, the number of equal positions
 ``d - nnz(a) - nnz(b) + 2 popc(AB) - popc(X)``, and cosine follows from the dot:
 two popcounts and two logic operations (``vpand`` and one ``vpternlogq`` on
-AVX-512) per word pair, whatever the metric.
+AVX-512) per word pair, whatever the metric. :func:`tile_counts` returns the
+two counts of each pair; :func:`tile_dots` the dots, compared in registers with
+the k-th best dot of each query so far (the dot metric's top k).
 """
 
 from __future__ import annotations
@@ -36,8 +38,12 @@ def popcount(typingctx, x):
 
 
 def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, mbase, mstride,
-               mplane, nwords, obase):
-    """IR of one tile shape (see :func:`tile_counts`), at the builder's position."""
+               mplane, nwords, obase, lbase=None):
+    """IR of one tile shape (see :func:`tile_counts`), at the builder's position.
+
+    With ``lbase`` (see :func:`tile_dots`) the dots are written and compared with the
+    limits instead: the result is the mask of the pairs above their limit.
+    """
     vt = vector(I64, WIDE_WORDS) if wide else vector(I8, 8 * NARROW_WORDS)
     words = WIDE_WORDS if wide else NARROW_WORDS
     it = nwords.type
@@ -98,11 +104,22 @@ def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, 
             step(loop.index)
         last_step()
         sums = [builder.load(acc) for acc in accs]
+        if lbase is not None:  # popc(AB) - 2 popc(X) of each pair, before the lanes are summed
+            sums = [builder.sub(builder.sub(sums[t], sums[t + 1]), sums[t + 1])
+                    for t in range(0, 2 * tq * tm, 2)]
         sums += [ir.Constant(vt, None)] * (-len(sums) % WIDE_WORDS)
+        mask = ir.Constant(I64, 0)
         for g in range(0, len(sums), WIDE_WORDS):
-            builder.store(_sum_lanes(builder, sums[g:g + WIDE_WORDS]), builder.bitcast(
+            total = _sum_lanes(builder, sums[g:g + WIDE_WORDS])
+            builder.store(total, builder.bitcast(
                 builder.gep(obase, [ir.Constant(I64, g)]), vt.as_pointer()), align=8)
-        return
+            if lbase is not None:
+                limit = builder.load(builder.bitcast(builder.gep(lbase, [ir.Constant(I64, g)]),
+                                                     vt.as_pointer()), align=8)
+                above = builder.bitcast(builder.icmp_signed(">", total, limit), I8)
+                mask = builder.or_(mask, builder.shl(builder.zext(above, I64),
+                                                     ir.Constant(I64, g)))
+        return builder.and_(mask, ir.Constant(I64, (1 << tq * tm) - 1))  # not the padding lanes
     wide16 = vector(I16, vt.count)
     reduce = cgutils.get_or_insert_function(
         module, ir.FunctionType(I16, [wide16]), "llvm.vector.reduce.add.v32i16")
@@ -126,8 +143,19 @@ def _tile_code(builder, module, tq, tm, wide, nonzeros, qbase, qstride, qplane, 
     clear()
     last_step()
     flush()
-    for t, total in enumerate(totals):
-        builder.store(builder.load(total), builder.gep(obase, [ir.Constant(I64, t)]))
+    totals = [builder.load(total) for total in totals]
+    if lbase is None:
+        for t, total in enumerate(totals):
+            builder.store(total, builder.gep(obase, [ir.Constant(I64, t)]))
+        return None
+    mask = ir.Constant(I64, 0)
+    for t in range(tq * tm):
+        dot = builder.sub(builder.sub(totals[2 * t], totals[2 * t + 1]), totals[2 * t + 1])
+        builder.store(dot, builder.gep(obase, [ir.Constant(I64, t)]))
+        limit = builder.load(builder.gep(lbase, [ir.Constant(I64, t)]))
+        above = builder.icmp_signed(">", dot, limit)
+        mask = builder.or_(mask, builder.shl(builder.zext(above, I64), ir.Constant(I64, t)))
+    return mask
 
 
 def _sum_lanes(builder, vs):
@@ -166,8 +194,7 @@ def tile_counts(shapes: tuple[tuple[int, int, bool, bool], ...]):
     ``nonzeros``, ``out[2 tq tm + r]`` the non-zeros of memory row ``r`` (two
     operations more per row and vector, on data already in registers). The wide tile
     writes whole groups of 8 counts: ``out`` must have room for their number rounded
-    up to a multiple of 8. (One intrinsic for all shapes: a numba function wrapping
-    the call would reference-count its arrays on every tile.)
+    up to a multiple of 8.
 
     Every vector of the ``tm`` memory rows is loaded once for the ``tq`` queries
     (register blocking). ``wide``: ``ctpop`` on ``<8 x i64>`` (``vpopcntq`` with
@@ -179,30 +206,68 @@ def tile_counts(shapes: tuple[tuple[int, int, bool, bool], ...]):
     @intrinsic
     def counts(typingctx, shape, q, qoff, qstride, qplane, m, moff, mstride, mplane, nwords,
                out):
-        if not all(isinstance(a, types.Array) for a in (q, m, out)):
-            return None
-        if q.dtype != types.uint64 or m.dtype != types.uint64 or out.dtype != types.int64:
-            return None
-        ip = types.intp
-        sig = types.void(ip, q, ip, ip, ip, m, ip, ip, ip, ip, out)
-
-        def codegen(context, builder, sig, args):
-            shape, qarr, qoff, qstride, qplane, marr, moff, mstride, mplane, nwords, oarr = args
-            qbase = pointer(context, builder, sig.args[1], qarr, qoff, I64)
-            mbase = pointer(context, builder, sig.args[5], marr, moff, I64)
-            obase = pointer(context, builder, sig.args[10], oarr, ir.Constant(I64, 0), I64)
-            done = builder.append_basic_block("tile.done")
-            switch = builder.switch(shape, done)
-            for i, (tq, tm, wide, nonzeros) in enumerate(shapes):
-                block = builder.append_basic_block(f"tile.{i}")
-                switch.add_case(ir.Constant(shape.type, i), block)
-                builder.position_at_end(block)
-                _tile_code(builder, builder.module, tq, tm, wide, nonzeros, qbase, qstride,
-                           qplane, mbase, mstride, mplane, nwords, obase)
-                builder.branch(done)
-            builder.position_at_end(done)
-            return context.get_dummy_value()
-
-        return sig, codegen
+        return _typed(shapes, q, m, (out,))
 
     return counts
+
+
+def tile_dots(shapes: tuple[tuple[int, int, bool], ...]):
+    """An intrinsic computing the dot products of a tile of query x memory rows, with limits.
+
+    ``dots(shape, q, qoff, qstride, qplane, m, moff, mstride, mplane, nwords, limits, out)``
+    runs the tile ``shapes[shape] = (tq, tm, wide)`` of :func:`tile_counts` (same
+    arguments) and writes the dot ``popc(AB) - 2 popc(X)`` of pair ``t = j * tm + r``
+    to ``out[t]``; it returns the mask (int64) whose bit ``t`` tells that the dot
+    exceeds ``limits[t]`` (the limits past the tile's pairs are ignored, whatever they
+    hold). The comparison stays in registers: a search reads ``out``
+    only where the mask is not 0 (a scalar read of the vectors just stored would wait
+    for them). ``out`` and ``limits`` need room for the pairs rounded up to a multiple
+    of 8 (``WIDE_WORDS``) on the wide tile. Not bounds-checked.
+    """
+    shapes = tuple((tq, tm, wide, False) for tq, tm, wide in shapes)
+
+    @intrinsic
+    def dots(typingctx, shape, q, qoff, qstride, qplane, m, moff, mstride, mplane, nwords,
+             limits, out):
+        return _typed(shapes, q, m, (limits, out))
+
+    return dots
+
+
+def _typed(shapes: tuple[tuple[int, int, bool, bool], ...], q, m, arrays):
+    """The signature and code of a tile intrinsic over ``shapes``, or None for other types.
+
+    ``arrays``: ``(out,)`` for :func:`tile_counts`, ``(limits, out)`` for :func:`tile_dots`
+    (which returns its mask). One intrinsic for all shapes, a switch on ``shape``: a
+    numba function wrapping the call would reference-count its arrays on every tile.
+    """
+    if not all(isinstance(a, types.Array) for a in (q, m, *arrays)):
+        return None
+    if [a.dtype for a in (q, m, *arrays)] != [types.uint64] * 2 + [types.int64] * len(arrays):
+        return None
+    dots = len(arrays) == 2
+    ip = types.intp
+    sig = (types.int64 if dots else types.void)(ip, q, ip, ip, ip, m, ip, ip, ip, ip, *arrays)
+
+    def codegen(context, builder, sig, args):
+        shape, qarr, qoff, qstride, qplane, marr, moff, mstride, mplane, nwords = args[:10]
+        qbase = pointer(context, builder, sig.args[1], qarr, qoff, I64)
+        mbase = pointer(context, builder, sig.args[5], marr, moff, I64)
+        lbase, obase = (pointer(context, builder, sig.args[i], args[i], ir.Constant(I64, 0), I64)
+                        if i >= 10 else None for i in (len(args) - 2, len(args) - 1))
+        result = cgutils.alloca_once_value(builder, ir.Constant(I64, 0))
+        done = builder.append_basic_block("tile.done")
+        switch = builder.switch(shape, done)
+        for i, (tq, tm, wide, nonzeros) in enumerate(shapes):
+            block = builder.append_basic_block(f"tile.{i}")
+            switch.add_case(ir.Constant(shape.type, i), block)
+            builder.position_at_end(block)
+            mask = _tile_code(builder, builder.module, tq, tm, wide, nonzeros, qbase, qstride,
+                              qplane, mbase, mstride, mplane, nwords, obase, lbase)
+            if dots:
+                builder.store(mask, result)
+            builder.branch(done)
+        builder.position_at_end(done)
+        return builder.load(result) if dots else context.get_dummy_value()
+
+    return sig, codegen
