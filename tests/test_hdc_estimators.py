@@ -236,9 +236,10 @@ def test_nonlinear_encoder_is_cosine_signs():
     enc = rules.Encoder("nonlinear", 300, 2, 9).fit(X)
     z = (X - X.mean(axis=0)) / X.std(axis=0)
     rng = np.random.default_rng(9)
-    G = rng.normal(0.0, rules.BANDWIDTH / math.sqrt(5), (5, 300)).astype(np.float32)
+    G = (rng.random((5, 300), dtype=np.float32) - 0.5) * 2 * rules.BANDWIDTH * math.sqrt(3 / 5)
     b = 2 * math.pi * rng.random(300, dtype=np.float32).astype(np.float64)
     v = np.cos(z @ G.astype(np.float64) + b)
+    assert abs(G.std() * math.sqrt(5) / rules.BANDWIDTH - 1) < 0.1
     got = enc.transform(X)
     assert got.dtype == np.int8 and set(np.unique(got)) == {-1, 1}
     # float32 products: a phase right at a quarter turn may fall either way
@@ -250,6 +251,23 @@ def test_nonlinear_encoder_is_cosine_signs():
     again = enc.transform(X)
     assert np.array_equal(np.delete(again, dims, axis=1), np.delete(got, dims, axis=1))
     assert not np.array_equal(again[:, dims], got[:, dims])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_cosine_kernel_over_tiles(dtype):
+    """Rows of several column tiles (not whole ones), 4-class blocks and single classes."""
+    from tritnum._kernels.cpu import hdc
+
+    rng = np.random.default_rng(1)
+    H = rng.integers(-1, 2, (7, 2 * hdc.TILE + 77)).astype(np.int8)
+    H[2] = 0  # a zero row: cosines 0
+    W = rng.integers(-5, 6, (6, H.shape[1])).astype(dtype)
+    W[4] = 0  # a zero class vector: cosines 0
+    norms = np.sqrt(np.count_nonzero(H, axis=1))
+    expect = (H @ W.T.astype(np.float64)) / (np.maximum(norms, 1)[:, None]
+                                              * np.maximum(np.linalg.norm(W, axis=1), 1))
+    np.testing.assert_allclose(hdc.cosines(H, W, rules.norms(H)), expect, rtol=1e-12,
+                               atol=1e-15)
 
 
 def test_phase_trits_zero_band():

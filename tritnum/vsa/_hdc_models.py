@@ -20,7 +20,7 @@ from .generation import level, random
 # probability 1/3, so projected rows hold about tn.vsa.random's 2/3 non-zero trits
 PROJECTION_ZERO = 0.43
 DENSITY = 2 / 3  # of the projection's random trits
-# the nonlinear encoder: its Gaussian projection's standard deviation times sqrt(features)
+# the nonlinear encoder: its random projection's standard deviation times sqrt(features)
 # (the kernel's bandwidth on standardized features) and its trits' zero band, the phases
 # within EDGE turns of a quarter turn (none: 1/4)
 BANDWIDTH = 1.5
@@ -51,7 +51,7 @@ class Encoder:
         features = X.shape[1]
         if self.kind == "nonlinear":
             self.low, self.high = X.mean(axis=0), _spread(X)
-            self.proj, self.phase = self._gaussian(features, self.d, self.seed)
+            self.proj, self.phase = self._uniform(features, self.d, self.seed)
             return self
         if self.kind == "projection":
             self.low = X.mean(axis=0)
@@ -66,12 +66,19 @@ class Encoder:
         return self
 
     @staticmethod
-    def _gaussian(features: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """``d`` Gaussian projection columns (in turns) and phases, float32, from ``seed``."""
+    def _uniform(features: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``d`` random projection columns (in turns) and phases, float32, from ``seed``.
+
+        The columns are uniform with the standard deviation ``BANDWIDTH / sqrt(features)``
+        (a sum over the features is about Gaussian, and uniform floats are drawn ten
+        times faster than Gaussian ones).
+        """
         rng = np.random.default_rng(seed)
-        scale = BANDWIDTH / (2 * math.pi * math.sqrt(features))
-        return (rng.normal(0.0, scale, (features, d)).astype(np.float32),
-                rng.random(d, dtype=np.float32))
+        width = np.float32(BANDWIDTH * math.sqrt(3 / features) / math.pi)  # 2 a / (2 pi)
+        proj = rng.random((features, d), dtype=np.float32)
+        proj -= np.float32(0.5)
+        proj *= width
+        return proj, rng.random(d, dtype=np.float32)
 
     def transform(self, X: np.ndarray, dims: Any = slice(None)) -> np.ndarray:
         """Rows ``X`` encoded, int8 ``(n, d)``; only the columns ``dims`` when given."""
@@ -99,7 +106,7 @@ class Encoder:
     def regenerate(self, dims: np.ndarray, seed: int) -> None:
         """New random columns ``dims`` of the keys (or of the projection) from ``seed``."""
         if self.kind == "nonlinear":
-            self.proj[:, dims], self.phase[dims] = self._gaussian(len(self.low), len(dims), seed)
+            self.proj[:, dims], self.phase[dims] = self._uniform(len(self.low), len(dims), seed)
             return
         fresh = random(len(self.low), len(dims), seed=seed)
         if self.kind == "projection":

@@ -232,10 +232,10 @@ _COMMON = """Parameters
         over P's draws, ``sqrt(2/3) |x|`` (about a third of the trits, as
         :func:`tritnum.vsa.random`'s density); ``"nonlinear"``, the nonlinear
         random projection of the OnlineHD and NeuralHD papers, standardizes the
-        features ``z`` and takes the signs of ``cos(z @ G + b)`` for a Gaussian
-        ``G`` (standard deviation ``1.5 / sqrt(features)``) and phases ``b``
-        uniform in ``[0, 2 pi)``: random Fourier features, one BLAS product,
-        bipolar trits. The default is ``"nonlinear"`` for OnlineHD and NeuralHD,
+        features ``z`` and takes the signs of ``cos(z @ G + b)`` for a random
+        ``G`` (uniform, standard deviation ``1.5 / sqrt(features)``: ``z @ G`` is
+        about Gaussian) and phases ``b`` uniform in ``[0, 2 pi)``: random Fourier
+        features, one BLAS product, bipolar trits. The default is ``"nonlinear"`` for OnlineHD and NeuralHD,
         ``"record"`` for the others.
     n_levels : int
         Levels of the record and thermometer encoders (>= 2).

@@ -18,26 +18,33 @@ from ._jit import jit
 FAST = {"reassoc", "contract", "nsz"}
 
 
+# columns a sweep of the rows takes at a time: the class vectors' tile stays in L1
+TILE = 512
+
+
 @jit(fastmath=FAST)
-def _dots(h, W, out):
-    """``out[k] = h . W[k]`` for int8 ``h`` ``(d,)``, four class vectors per sweep of ``h``."""
-    c, d = W.shape
+def _dots(h, W, out, j0, j1):
+    """``out[k] += h[j0:j1] . W[k, j0:j1]`` for int8 ``h``, four class vectors a sweep."""
+    c = W.shape[0]
     k = 0
     while k + 4 <= c:
         a0 = a1 = a2 = a3 = 0.0
-        for j in range(d):
+        for j in range(j0, j1):
             x = np.float64(h[j])
             a0 += x * W[k, j]
             a1 += x * W[k + 1, j]
             a2 += x * W[k + 2, j]
             a3 += x * W[k + 3, j]
-        out[k], out[k + 1], out[k + 2], out[k + 3] = a0, a1, a2, a3
+        out[k] += a0
+        out[k + 1] += a1
+        out[k + 2] += a2
+        out[k + 3] += a3
         k += 4
     while k < c:
         a = 0.0
-        for j in range(d):
+        for j in range(j0, j1):
             a += np.float64(h[j]) * W[k, j]
-        out[k] = a
+        out[k] += a
         k += 1
 
 
@@ -54,8 +61,12 @@ def _norms(W, out):
 @jit()
 def _cosine_rows(H, r0, r1, W, h_norms, w_norms, S):
     """``S[i - r0]``: the cosines of ``H[i]`` with the rows of ``W``, ``i`` in ``[r0, r1)``."""
+    d = W.shape[1]
+    S[:r1 - r0] = 0.0
+    for j0 in range(0, d, TILE):
+        for i in range(r0, r1):
+            _dots(H[i], W, S[i - r0], j0, min(j0 + TILE, d))
     for i in range(r0, r1):
-        _dots(H[i], W, S[i - r0])
         hn = h_norms[i] if h_norms[i] > 0 else 1.0
         for k in range(W.shape[0]):
             S[i - r0, k] /= hn * w_norms[k]
