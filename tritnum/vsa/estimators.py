@@ -235,8 +235,8 @@ _COMMON = """Parameters
         features ``z`` and takes the signs of ``cos(z @ G + b)`` for a random
         ``G`` (uniform, standard deviation ``1.5 / sqrt(features)``: ``z @ G`` is
         about Gaussian) and phases ``b`` uniform in ``[0, 2 pi)``: random Fourier
-        features, one BLAS product, bipolar trits. The default is ``"nonlinear"`` for OnlineHD and NeuralHD,
-        ``"record"`` for the others.
+        features, one BLAS product, bipolar trits. The default is ``"nonlinear"``
+        for OnlineHD and NeuralHD, ``"record"`` for the others.
     n_levels : int
         Levels of the record and thermometer encoders (>= 2).
     epochs : int
