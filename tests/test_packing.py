@@ -333,3 +333,62 @@ def test_bad_unit_by_windows_names_the_unit_a_whole_decode_names(fmt, seed, monk
     expected = (int(bad[0, 0]), int(bad[0, 1])) if bad.size else None
     monkeypatch.setattr(shared, "BAD_UNIT_WINDOW_TRITS", f.per_unit * int(rng.integers(1, 4)))
     assert shared.bad_unit(data, f, n) == expected
+
+
+def _decode_runner(unpack3, copy):
+    @njit
+    def run(data, soff, out, doff, blocks, planes, plus, minus, words, wout, a, aoff, c, coff, n):
+        return (unpack3(data, soff, out, doff, blocks),
+                simd.unpack_planes(planes, plus, minus, wout, 1, words),
+                copy(a, aoff, c, coff, n))
+
+    return run
+
+
+DECODE = {level: (t, _decode_runner(simd.make_unpack_base3(t), simd.make_copy_trits(t)))
+          for level, t in simd.TARGETS.items()}
+_DIGITS = np.array([[((b * 3**n) % 256 * 3) >> 8 for n in range(5)] for b in range(256)]) - 1
+_CANONICAL = np.isin(np.arange(256), (np.arange(243) * 256 + 242) // 243)
+
+
+@pytest.mark.parametrize("level", isa.LEVELS)
+@given(blocks=st.integers(0, 4), offset=st.integers(0, 9), seed=st.integers(0, 2**32 - 1),
+       odd=st.booleans(), n=st.integers(0, 200))
+def test_simd_decoders_and_copy_match_numpy(level, blocks, offset, seed, odd, n):
+    """Each level's base3 unpack blocks, the bit-plane unpack words and the checked copy
+    of int8 trits (dense permute) against the formulas, from any offset, writing nothing
+    outside their output and flagging bad input: a non-canonical base3 byte (every byte
+    value occurs), a bit set in both planes, a value outside {-1, 0, 1}."""
+    if level not in isa.available():
+        pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
+    target, run = DECODE[level]
+    lanes = target.lanes
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, offset + blocks * lanes, dtype=np.uint8)
+    if not odd:
+        data = np.where(_CANONICAL[data], data, 0).astype(np.uint8)
+    out = np.full(5 * blocks * lanes + 4, 9, np.int8)
+    words = blocks
+    plus, minus = rng.integers(0, 2**63, (2, words), dtype=np.uint64)
+    if not odd:
+        minus &= ~plus
+    planes = np.concatenate([np.zeros(1, np.uint64), plus, minus]).view(np.uint8)
+    wout = np.full(64 * words + 2, 9, np.int8)
+    a = rng.integers(-1, 2, offset + n, dtype=np.int8)
+    if odd and n:
+        a[offset + rng.integers(n)] = rng.choice([2, -2, 127, -128])
+    c = np.full(n + 7, 9, np.int8)
+    flag3, both, top = run(data, offset, out, 3, blocks, planes, 8, 8 + 8 * words, words, wout,
+                           a, offset, c, 3, n)
+    body = data[offset:]
+    assert bool(flag3) == (not _CANONICAL[body].all())
+    np.testing.assert_array_equal(out[3:-1], _DIGITS[body].reshape(-1))
+    assert (out[:3] == 9).all() and out[-1] == 9
+    assert bool(both) == bool((plus & minus).any())
+    bits = np.unpackbits(np.stack([plus, minus]).view(np.uint8), bitorder="little")
+    np.testing.assert_array_equal(wout[1:-1], bits[:64 * words].astype(np.int8) - bits[64 * words:])
+    assert wout[0] == wout[-1] == 9
+    codes = a[offset:].astype(np.int64) + 1
+    assert (top > 2) == bool(((codes < 0) | (codes > 2)).any())
+    np.testing.assert_array_equal(c[3:3 + n], a[offset:])
+    assert (c[:3] == 9).all() and (c[3 + n:] == 9).all()

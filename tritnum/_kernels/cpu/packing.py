@@ -25,6 +25,7 @@ from ..shared import packing as codecs
 from ..shared.packing import byte_rows
 from ._jit import jit
 from ._llvm.packing import (
+    BASE3_BLOCK,
     BASE3_OVERREAD,
     BASE3_UNITS,
     BLOCK_TRITS,
@@ -32,6 +33,8 @@ from ._llvm.packing import (
     pack_base3,
     pack_planes,
     unpack_2bit,
+    unpack_base3,
+    unpack_planes,
 )
 from ._llvm.unaligned import load_u32, load_u64, store_u32, store_u64
 from ._parallel import run
@@ -222,12 +225,13 @@ def _unpack2(data, half, out, t0, t1):
 
 @jit()
 def _unpack3(data, half, table, out, t0, t1):
-    """One base3 byte to 5 int8 trits through a 256-entry table of words.
+    """SIMD blocks of :mod:`._llvm.packing`, then one base3 byte to 5 int8 trits by a table.
 
-    A word holds the 5 trits in bytes 0-4 and, in byte 5, 1 for a byte that is not
-    a canonical encoding. It is stored whole (8 bytes at 5 j) and the next unit's
-    store overwrites the 3 extra bytes; so only before a task's last unit, whose
-    neighbour may belong to another thread, and only 8 bytes before the row's end.
+    The table has a word per byte value: the 5 trits in bytes 0-4 and, in byte 5,
+    1 for a byte that is not a canonical encoding. It is stored whole (8 bytes at
+    5 j) and the next unit's store overwrites the 3 extra bytes; so only before a
+    task's last unit, whose neighbour may belong to another thread, and only 8
+    bytes before the row's end.
     """
     n = out.shape[1]
     units = data.shape[1]
@@ -238,9 +242,12 @@ def _unpack3(data, half, table, out, t0, t1):
         r, lo, hi = _task(t, units)
         src = data[r]
         dst = out[r]
+        blocks = max(min(hi, full) - lo, 0) // BASE3_BLOCK  # writes trits 5 lo .. 5 full <= n
+        ok = unpack_base3(src, lo, dst, 5 * lo, blocks) == 0
+        j0 = lo + blocks * BASE3_BLOCK
         seen = np.uint64(0)
-        stop = max(lo, min(hi - 1, wide))
-        for j in range(lo, stop):
+        stop = max(j0, min(hi - 1, wide))
+        for j in range(j0, stop):
             word = table[src[j]]
             seen |= word
             store_u64(dst, 5 * j, word)
@@ -249,7 +256,7 @@ def _unpack3(data, half, table, out, t0, t1):
             seen |= word
             for k in range(5):
                 dst[5 * j + k] = np.int8(np.uint8((word >> np.uint64(8 * k)) & np.uint64(0xFF)))
-        ok = (seen >> np.uint64(40)) == 0
+        ok &= (seen >> np.uint64(40)) == 0
         if lo <= full < hi:
             ok &= _decode_tail(1, src, dst, full, units, n, half)
         if not ok:
@@ -258,22 +265,16 @@ def _unpack3(data, half, table, out, t0, t1):
 
 
 @jit()
-def _unpackbp(data, half, spread, out, t0, t1):
-    """One byte of each bit plane to 8 int8 trits written as one uint64."""
+def _unpackbp(data, half, out, t0, t1):
+    """A word of each bit plane to 64 int8 trits (:mod:`._llvm.packing`)."""
     n = out.shape[1]
-    full = 8 * (n // 64)
+    full = 8 * (n // 64)  # bytes per plane covered by whole words
     bad = 0
     for t in range(t0, t1):
-        r, lo, hi = _task(t, half)
+        r, lo, hi = _task(t, half)  # lo, hi: multiples of 8 (CHUNK is)
         src = data[r]
         dst = out[r]
-        both = np.uint8(0)
-        for i in range(lo, min(hi, full)):
-            plus = src[i]
-            minus = src[half + i]
-            both |= plus & minus
-            store_u64(dst, 8 * i, spread[plus] | (spread[minus] * np.uint64(0xFF)))
-        ok = both == 0
+        ok = unpack_planes(src, lo, half + lo, dst, 8 * lo, max(min(hi, full) - lo, 0) // 8) == 0
         if lo <= full < hi:
             ok &= _decode_tail(2, src, dst, full, half, n, half)
         if not ok:
@@ -296,8 +297,6 @@ def _base3_words() -> np.ndarray:
 
 
 _BASE3_WORDS = _base3_words()
-_SPREAD = (((np.arange(256)[:, None] >> np.arange(8)) & 1) << (8 * np.arange(8))).sum(
-    axis=1).astype(np.uint64)  # bit i of a byte -> byte i of a word
 
 
 def _tasks(rows: int, units: int) -> int:
@@ -337,7 +336,7 @@ def unpack(data: np.ndarray, fmt: Format, n: int) -> tuple[np.ndarray, bool]:
     elif fmt.name == "base3":
         bad = run(_unpack3, tasks, out.nbytes, src, half, _BASE3_WORDS, out)
     else:
-        bad = run(_unpackbp, tasks, out.nbytes, src, half, _SPREAD, out)
+        bad = run(_unpackbp, tasks, out.nbytes, src, half, out)
     return out, bad == 0
 
 

@@ -4,10 +4,12 @@
 ``L = TARGET.lanes`` int8 trits from byte ``soff`` of the 1-D row ``src`` into
 ``L / 4`` bytes each at ``doff`` of ``dst``; ``unpack_2bit`` is its inverse;
 ``pack_base3`` packs ``nblocks`` blocks of ``BASE3_UNITS`` 5-trit units;
-``copy_trits`` copies a run of int8 trits (the dense ``permute``'s rows). Each
+``unpack_base3`` and ``unpack_planes`` (bit planes) are the inverses of the last
+two; ``copy_trits`` copies a run of int8 trits (the dense ``permute``'s rows). Each
 returns a flag of bad input: the largest code ``t + 1`` seen (packers and the
-copy; valid rows give at most 2) or, from ``unpack_2bit``, a non-zero byte where
-a code was 3. Nothing here is bounds-checked: the caller keeps every block in its row, and
+copy; valid rows give at most 2) or, from the unpackers, non-zero where a code
+was invalid (3 in "2bit", a non-canonical base3 byte, a bit in both planes).
+Nothing here is bounds-checked: the caller keeps every block in its row, and
 ``pack_base3`` also reads ``BASE3_OVERREAD`` bytes past its last block.
 
 The level of :mod:`tritnum._isa` sets the vector width and the instructions:
@@ -24,6 +26,11 @@ The level of :mod:`tritnum._isa` sets the vector width and the instructions:
   ``vpmaddubsw`` + ``vpmaddwd`` and one shifted add on x86, portably from one
   64-bit multiply (``q`` is byte 4 of ``word * 0x511B090301``); then
   ``(256 q + 242) // 243`` as a multiply-shift (exact for ``q <= 242``).
+- "base3" unpack: a block of L bytes gives 5 vectors of trits, each one constant
+  shuffle of the bytes (``vpermb`` where there is AVX-512 VBMI) and the digit
+  formula of the format in 16-bit lanes (plain IR on every level).
+- bit planes, unpack: a word of each plane as a ``<64 x i1>`` mask sign-extended
+  to bytes (``vpmovm2b`` on AVX-512 BW), minus minus plus.
 
 Plain numba loops over machine words (the fallback the callers keep for the
 units between the blocks and the row's end) ran 2.5-3x (2bit) and 8x (base3)
@@ -281,6 +288,96 @@ def pack_planes(typingctx, src, soff, dst, plus, minus, nwords):
     return sig, codegen
 
 
+def make_unpack_base3(target: Target):
+    """The "base3" unpack intrinsic of ``target``: blocks of ``target.lanes`` bytes."""
+    lanes = target.lanes
+    pows = [3 ** n for n in range(5)]
+
+    @intrinsic
+    def unpack_base3(typingctx, src, soff, dst, doff, nblocks):
+        """``nblocks`` blocks of ``L`` base3 bytes from ``soff`` to ``5 L`` int8 trits at ``doff``.
+
+        Each of a block's 5 output vectors takes the byte of each lane's unit with a
+        constant shuffle (``vpermb`` with AVX-512 VBMI) and decodes its digit as the
+        format does, without division: ``v = byte 3^n mod 256``, ``c = 3 v >> 8``,
+        in 16-bit lanes. Returns non-zero where a byte is not a canonical encoding
+        (one of the 13 that no digits encode to).
+        """
+        if not _sig_ok(src, dst, types.uint8, types.int8):
+            return None
+        sig = types.uint8(src, types.intp, dst, types.intp, types.intp)
+
+        def codegen(context, builder, sig, args):
+            v16 = vector(I16, lanes)
+            odd = cgutils.alloca_once_value(builder, ir.Constant(vector(I8, lanes), None))
+
+            def digit(wide, power):  # c_n of each lane's byte for its power 3^n
+                v = builder.and_(builder.mul(wide, power), splat(I16, lanes, 255))
+                return builder.lshr(builder.mul(v, splat(I16, lanes, 3)), splat(I16, lanes, 8))
+
+            def body(src, dst, k):
+                packed = load(builder, src, builder.mul(k, ir.Constant(k.type, lanes)),
+                              vector(I8, lanes), 1)
+                for m in range(5):  # trits m L .. m L + L - 1 of the block
+                    at = [lanes * m + i for i in range(lanes)]
+                    spread = builder.shuffle_vector(packed, ir.Constant(packed.type, None),
+                                                    ir.Constant(vector(I32, lanes),
+                                                                [j // 5 for j in at]))
+                    codes = digit(builder.zext(spread, v16),
+                                  ir.Constant(v16, [pows[j % 5] for j in at]))
+                    store(builder, builder.sub(builder.trunc(codes, vector(I8, lanes)),
+                                               splat(I8, lanes, 1)),
+                          dst, builder.add(builder.mul(k, ir.Constant(k.type, 5 * lanes)),
+                                           ir.Constant(k.type, lanes * m)), 1)
+                # the 13 bytes no digits encode to are those with 13 b + 255 mod 256 < 13
+                x = builder.and_(builder.add(builder.mul(builder.zext(packed, v16),
+                                                         splat(I16, lanes, 13)),
+                                             splat(I16, lanes, 255)), splat(I16, lanes, 255))
+                builder.store(builder.or_(builder.load(odd), builder.zext(
+                    builder.icmp_unsigned("<", x, splat(I16, lanes, 13)), vector(I8, lanes))),
+                    odd)
+
+            _block_loop(context, builder, sig, args, body)
+            return _reduce(builder, "or", odd)
+
+        return sig, codegen
+
+    return unpack_base3
+
+
+@intrinsic
+def unpack_planes(typingctx, src, plus, minus, dst, doff, nwords):
+    """:func:`pack_planes`' inverse: ``nwords`` word pairs to runs of 64 int8 trits at ``doff``.
+
+    Word k of the plus plane is read at byte ``plus + 8 k`` of ``src``, of the minus
+    plane at ``minus + 8 k``; each becomes 64 lanes of 0 or -1 (a ``<64 x i1>`` mask
+    sign-extended: ``vpmovm2b`` on AVX-512 BW), and ``minus - plus`` is the trits.
+    Returns the or of ``plus & minus`` over the words: non-zero where a bit is set
+    in both planes (a corrupt code).
+    """
+    if not _sig_ok(src, dst, types.uint8, types.int8):
+        return None
+    sig = types.uint64(src, types.intp, types.intp, dst, types.intp, types.intp)
+
+    def codegen(context, builder, sig, args):
+        vb, mask = vector(I8, 64), vector(ir.IntType(1), 64)
+        both = cgutils.alloca_once_value(builder, ir.Constant(I64, 0))
+        src = pointer(context, builder, sig.args[0], args[0], ir.Constant(I64, 0), I8)
+        dst = pointer(context, builder, sig.args[3], args[3], args[4], I8)
+        with cgutils.for_range(builder, args[5]) as loop:
+            k = loop.index
+            at = builder.mul(k, ir.Constant(k.type, 8))
+            plus, minus = (load(builder, src, builder.add(plane, at), I64, 1)
+                           for plane in (args[1], args[2]))
+            builder.store(builder.or_(builder.load(both), builder.and_(plus, minus)), both)
+            lanes = [builder.sext(builder.bitcast(word, mask), vb) for word in (plus, minus)]
+            store(builder, builder.sub(lanes[1], lanes[0]), dst,
+                  builder.mul(k, ir.Constant(k.type, 64)), 1)
+        return builder.load(both)
+
+    return sig, codegen
+
+
 def make_copy_trits(target: Target):
     """The checked copy of ``target``: int8 trits a vector of ``target.lanes`` at a time."""
     lanes = target.lanes
@@ -334,6 +431,8 @@ def make_copy_trits(target: Target):
 pack_2bit = make_pack_2bit(TARGET)
 unpack_2bit = make_unpack_2bit(TARGET)
 pack_base3 = make_pack_base3(TARGET)
+unpack_base3 = make_unpack_base3(TARGET)
 copy_trits = make_copy_trits(TARGET)
 BLOCK_TRITS = TARGET.lanes  # trits per 2bit block
 BASE3_UNITS = base3_units(TARGET)
+BASE3_BLOCK = TARGET.lanes  # base3 bytes per unpacked block
