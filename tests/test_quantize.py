@@ -1,5 +1,7 @@
 """Quantization on every CPU-side backend against plain-NumPy transcriptions of the formulas."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import find, given, settings
@@ -102,6 +104,17 @@ def test_scales_beyond_float32_name_the_group(mode, where, device):
     w[1, 2:] = 1e300  # finite in float64, its mean not in float32
     with pytest.raises(ValueError, match=rf"the scale mean\(\|{where}\|\) = .* overflows float32"):
         tn.quantize(w, device=device, **mode)
+
+
+def test_scales_at_float32_s_edge(device):
+    """A mean that rounds to float32's largest value is its scale; half a step more overflows."""
+    edge = 2.0 ** 128 - 2.0 ** 103  # halfway between float32's largest value and 2**128
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning on the way either
+        t = tn.quantize(np.full((1, 1), np.nextafter(edge, 0)), device=device)
+    assert t.scales == np.finfo(np.float32).max
+    with pytest.raises(ValueError, match=r"the scale mean\(\|w\|\) = .* overflows float32"):
+        tn.quantize(np.full((1, 1), edge), device=device)
 
 
 @pytest.mark.parametrize("dtype", [">f2", ">f4", ">f8"])

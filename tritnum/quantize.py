@@ -303,6 +303,10 @@ def _widened_rows(rows: np.ndarray) -> Any:
         yield r0, block
 
 
+# float64 values from here up round to infinity in float32: half its last step above its largest
+F32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
+
+
 def scales_of(sums: np.ndarray, shape: tuple[int, ...], group_size: int | None) -> np.ndarray:
     """float32 scales ``max(mean|w|, 1e-5)`` of the sums of :func:`abs_sums`, ``(rows, groups)``.
 
@@ -310,14 +314,14 @@ def scales_of(sums: np.ndarray, shape: tuple[int, ...], group_size: int | None) 
     ValueError naming the first scale beyond float32's range.
     """
     if group_size is None:
-        means = np.full((1, 1), sums.sum()) / max(math.prod(shape), 1)
+        means = np.array([[sums.sum() / max(math.prod(shape), 1)]])
     else:
         means = sums / group_size
-    with np.errstate(over="ignore"):
-        scales = np.maximum(means, EPS).astype(np.float32)
-    if not np.isfinite(scales).all():
-        _raise_scale_overflow(means, scales, shape, group_size)
-    return scales
+    if not means.max(initial=0.0) < F32_OVERFLOW:  # checked before the cast: no errstate
+        with np.errstate(over="ignore"):
+            _raise_scale_overflow(means, np.maximum(means, EPS).astype(np.float32), shape,
+                                  group_size)
+    return np.maximum(means, EPS).astype(np.float32)
 
 
 def quantize(w: Any, *, axis: int | None = None, group_size: int | None = None,
