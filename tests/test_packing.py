@@ -211,10 +211,10 @@ def test_simd_blocks_match_numpy(level, blocks, offset, seed, bad, where):
     if level not in isa.available():
         pytest.skip(f"this CPU lacks {level}: {', '.join(sorted(isa.REQUIRES[level]))}")
     target, run = SIMD[level][0], BLOCKS[level]
-    lanes, units = target.lanes, simd.base3_units(target)
+    lanes = units = target.lanes
     n2, n3 = blocks * lanes, blocks * units * 5
     rng = np.random.default_rng(seed)
-    a = rng.integers(-1, 2, offset + max(n2, n3 + simd.BASE3_OVERREAD), dtype=np.int8)
+    a = rng.integers(-1, 2, offset + max(n2, n3), dtype=np.int8)
     span = max(n2, n3)
     if bad is not None and span:
         a[offset + int(where * (span - 1))] = bad

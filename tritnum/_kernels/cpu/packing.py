@@ -25,8 +25,6 @@ from ..shared import packing as codecs
 from ..shared.packing import byte_rows
 from ._jit import jit
 from ._llvm.packing import (
-    BASE3_BLOCK,
-    BASE3_OVERREAD,
     BASE3_UNITS,
     BLOCK_TRITS,
     pack_2bit,
@@ -143,13 +141,13 @@ def _pack3(a, out, half, t0, t1):
     n = a.shape[1]
     units = out.shape[1]
     wide = max(n - 3, 0) // 5  # units whose 8-byte load stays within the row
-    simd = max(n - BASE3_OVERREAD, 0) // 5  # units up to which the blocks' loads stay in it
+    full = n // 5  # units whose trits are all in the row
     bad = 0
     for t in range(t0, t1):
         r, lo, hi = _task(t, units)
         src = a[r]
         dst = out[r]
-        blocks = max(min(hi, simd) - lo, 0) // BASE3_UNITS
+        blocks = max(min(hi, full) - lo, 0) // BASE3_UNITS  # reads trits 5 lo .. 5 full <= n
         top = pack_base3(src, 5 * lo, dst, lo, blocks)
         seen = np.uint64(0)
         threes = np.uint64(0)
@@ -242,9 +240,9 @@ def _unpack3(data, half, table, out, t0, t1):
         r, lo, hi = _task(t, units)
         src = data[r]
         dst = out[r]
-        blocks = max(min(hi, full) - lo, 0) // BASE3_BLOCK  # writes trits 5 lo .. 5 full <= n
+        blocks = max(min(hi, full) - lo, 0) // BASE3_UNITS  # writes trits 5 lo .. 5 full <= n
         ok = unpack_base3(src, lo, dst, 5 * lo, blocks) == 0
-        j0 = lo + blocks * BASE3_BLOCK
+        j0 = lo + blocks * BASE3_UNITS
         seen = np.uint64(0)
         stop = max(j0, min(hi - 1, wide))
         for j in range(j0, stop):
