@@ -32,10 +32,12 @@ from ..shared.linear import into
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.gemv import (
+    FOLDED,
     INT8_LANES,
     SCALED_ROWS,
     SLOTS,
     SUB_BLOCK,
+    WHOLE,
     decode_2bit,
     dot_2bit,
     group_dot_2bit,
@@ -136,20 +138,21 @@ def _gemv_scaled(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
     return 0
 
 
-_G8, _G16 = group_dot_2bit[8], group_dot_2bit[16]
-_G32, _GB = group_dot_2bit[SUB_BLOCK[-1]], group_dot_2bit[BLOCK_BYTES]  # [-1]: 32 on AVX-512
+_GB = group_dot_2bit[WHOLE]
 
 
 def _int8_groups_kernel(dot: int) -> Any:
     """The GEMV kernel of int8 ``x`` for scale groups of ``dot`` weight bytes.
 
-    ``dot`` is a size of ``SUB_BLOCK`` (groups inside a block) or ``BLOCK_BYTES``
-    (groups of whole blocks): numba takes it as a constant and compiles that dot only.
+    ``dot`` is a key of ``group_dot_2bit``: a size of ``SUB_BLOCK`` (groups inside a
+    block), ``BLOCK_BYTES`` (one block, in halves: where ``FOLDED``) or ``WHOLE`` (whole
+    blocks, one row a dot): numba takes the dot as a constant and compiles it only.
     Exact group sums, rescaled in the order every int8 path keeps
     (:func:`.make_group_dot`), for ``SCALED_ROWS`` weight rows at a time (a chunk's
     last few rows: the same row read ``SCALED_ROWS`` times).
     """
-    whole = dot >= BLOCK_BYTES
+    whole = dot == WHOLE
+    rows_dot = group_dot_2bit[SUB_BLOCK[-1] if whole else dot]  # typed, not run, when whole
 
     @jit()
     def gemv_int8_groups(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
@@ -171,12 +174,8 @@ def _int8_groups_kernel(dot: int) -> Any:
                                 xneg, xno)[0],
                             _GB(w, wo + 3 * ws, ws, xl, xo, bpg, groups, scales, so + 3 * ss, ss,
                                 xneg, xno)[0])
-                elif dot == 8:
-                    sums = _G8(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
-                elif dot == 16:
-                    sums = _G16(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
                 else:
-                    sums = _G32(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
+                    sums = rows_dot(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
                 for i in range(step):
                     y[r, o + i] = xscale[r] * sums[i]
             o, end = _next(ctl, t1, o + step, end)
@@ -224,8 +223,9 @@ def _float_groups_kernel(dot: int) -> Any:
     return gemv_float_groups
 
 
-# by the weight bytes of a dot: the sizes of SUB_BLOCK, BLOCK_BYTES for whole blocks
-_gemv_int8_groups = {b: _int8_groups_kernel(b) for b in (*SUB_BLOCK, BLOCK_BYTES)}
+# by the weight bytes of a dot: the sizes of SUB_BLOCK, BLOCK_BYTES for whole blocks (int8:
+# the keys of group_dot_2bit)
+_gemv_int8_groups = {b: _int8_groups_kernel(b) for b in group_dot_2bit}
 _gemv_float_groups = {b: _float_groups_kernel(b) for b in (*SUB_BLOCK, BLOCK_BYTES)}
 
 
@@ -324,7 +324,10 @@ def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> Any:
     size = units // groups  # weight bytes a group (whole rows of whole blocks)
     if size % BLOCK_BYTES and BLOCK_BYTES % size:  # neither whole blocks nor inside one
         return _gemv_lanes
-    return (_gemv_int8_groups if int8 else _gemv_float_groups)[min(size, BLOCK_BYTES)]
+    if not int8:
+        return _gemv_float_groups[min(size, BLOCK_BYTES)]
+    return _gemv_int8_groups[size if size < BLOCK_BYTES or (size == BLOCK_BYTES and FOLDED)
+                             else WHOLE]
 
 
 def _gemv_segment(fmt: Format, n: int, groups: int) -> int:

@@ -294,7 +294,16 @@ def _trap(builder):
         builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap"), [])
 
 
-def make_group_dot(target: Target, rows: int, group_lanes: int):
+def _pairs(builder, v):
+    """Lanes ``2i`` and ``2i + 1`` of ``v`` added: half the lanes, in order."""
+    n = v.type.count // 2
+    even, odd = ([builder.shuffle_vector(v, v, ir.Constant(vector(I32, n),
+                                                           list(range(d, 2 * n, 2))))
+                  for d in (0, 1)])
+    return builder.add(even, odd)
+
+
+def make_group_dot(target: Target, rows: int, group_lanes: int, fold: int = 1):
     """The int8 dot intrinsic of ``target`` for weights with a scale per group of inputs.
 
     ``group_dot(w, woff, wstride, x, xoff, bpg, groups, scales, soff, sstride, xneg,
@@ -309,13 +318,20 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
     (:func:`_merge`) into one vector of group sums, which adds the groups' ``xneg``; each
     ``SLOTS`` of them turn to float64 and meet their scales in one multiply-add: group
     ``g`` adds into float64 slot ``g % SLOTS``, in group order, and the slots are summed
-    by halves (``horizontal_sum``). The products are exact (``|S_g| < 2**29``), so these
+    by halves (``horizontal_sum``). With ``fold`` 2, a group is two such runs of
+    ``group_lanes`` (groups of one block as two halves, ``bpg`` 1: they share each load of
+    ``x`` over the rows, where whole blocks take one row a dot), their sums added before
+    the rescale; a step is then ``lanes / 2`` groups, at least ``SLOTS``. The products are
+    exact (``|S_g| < 2**29``), so these
     bits are the rescale's definition: the integer GEMM (:mod:`.gemm`) and every other
     int8 path add in the same order, and a row's output does not depend on the batch it
     came in.
     """
     size, lanes = target.block, _sum_lanes(target, False)
-    units = group_lanes  # vectors merged a step of `lanes` groups: blocks, or groups of bpg
+    per_step = lanes // fold  # scale groups a step
+    if fold not in (1, 2) or per_step % SLOTS:
+        raise ValueError(f"no group dot folding {fold} on {lanes} lanes")
+    units = group_lanes  # vectors merged a step of `lanes` runs: blocks, or groups of bpg
     # one chain a block (a step's blocks are independent); groups of several blocks loop
     # with SUM_INT8's chains (one chain ran their multiply-adds at its latency)
     sum_int8 = (functools.partial(sum_int8_vnni, chains=1) if target.int8 == "vnni"
@@ -371,11 +387,11 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
 
                 ``stacks``: each row's units merged in order (:func:`_merge`), one lane a group.
                 """
-                xg = load_at(xn, g0, I32, lanes, mask)
+                xg = load_at(xn, g0, I32, per_step, mask)
                 for stack, sp, slot in zip(stacks, sps, slots, strict=True):
                     (merged, _), = stack
-                    sums = builder.add(merged, xg)
-                    for k in range(0, lanes, SLOTS):  # SLOTS groups at a time, in order
+                    sums = builder.add(merged if fold == 1 else _pairs(builder, merged), xg)
+                    for k in range(0, per_step, SLOTS):  # SLOTS groups at a time, in order
                         part = None if mask is None else _lanes(builder, mask, k, SLOTS)
                         scale = builder.bitcast(load_at(sp, builder.add(g0, c(k)), I32, SLOTS,
                                                         part), vector(F32, SLOTS))
@@ -385,7 +401,7 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                                                    flags=("contract",)), slot)
 
             def steps(per_unit):
-                with cgutils.for_range(builder, builder.udiv(groups, c(lanes))) as loop:
+                with cgutils.for_range(builder, builder.udiv(groups, c(per_step))) as loop:
                     step = loop.index
                     stacks = [[] for _ in range(rows)]
                     for j in range(units):
@@ -393,7 +409,7 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                                                                      c(j)), per_unit),
                                             strict=True):
                             _merge(builder, stack, v, group_lanes)
-                    rescale(builder.mul(step, c(lanes)), stacks, None)
+                    rescale(builder.mul(step, c(per_step)), stacks, None)
 
             # groups of one block (or in one) as straight-line code: LLVM schedules the
             # blocks of a step together (a loop of one block each kept them apart)
@@ -403,23 +419,23 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
                     steps(c(1))
                 with more:
                     steps(per_unit)
-            left = builder.urem(groups, c(lanes))
+            left = builder.urem(groups, c(per_step))
             with builder.if_then(builder.icmp_unsigned("!=", left, c(0))):
                 # the last groups: the units there are (whole blocks: the caller's rows are),
                 # zeros for the rest; their scales and xneg read under a mask
                 g0 = builder.sub(groups, left)
-                have = builder.udiv(builder.mul(left, c(group_lanes)), c(lanes))
+                have = builder.udiv(builder.mul(left, c(fold * group_lanes)), c(lanes))
                 held = [[cgutils.alloca_once_value(builder, zero) for _ in range(units)]
                         for _ in range(rows)]
-                base = builder.udiv(builder.mul(g0, c(group_lanes)), c(lanes))
+                base = builder.udiv(builder.mul(g0, c(fold * group_lanes)), c(lanes))
                 for j in range(units):
                     with builder.if_then(builder.icmp_unsigned("<", c(j), have)):
                         for ptr, v in zip((h[j] for h in held),
                                           unit(builder.add(base, c(j)), per_unit), strict=True):
                             builder.store(v, ptr)
-                mask = builder.icmp_unsigned("<", ir.Constant(vector(ty, lanes),
-                                                              list(range(lanes))),
-                                             broadcast(builder, left, lanes))
+                mask = builder.icmp_unsigned("<", ir.Constant(vector(ty, per_step),
+                                                              list(range(per_step))),
+                                             broadcast(builder, left, per_step))
                 stacks = [[] for _ in range(rows)]
                 for stack, h in zip(stacks, held, strict=True):
                     for p in h:
@@ -533,8 +549,15 @@ grouped_dot_2bit_in = {b: make_scaled_dot(TARGET, grouped=True, group_bytes=b) f
 INT8_LANES = _sum_lanes(TARGET, False)  # int32 lanes of a block's int8 sums
 group_dot_2bit = {b: make_group_dot(TARGET, SCALED_ROWS, b * INT8_LANES // BLOCK_BYTES)
                   for b in SUB_BLOCK}
+# groups of one block, where a step of its halves is SLOTS groups or more (AVX-512): two
+# halves a group, SCALED_ROWS rows sharing each load of x (4096^2, g=256, 1 thread: 0.43-0.57x
+# the per-tensor speed as whole blocks, one row a dot, with the one-row dot's x loads)
+FOLDED = INT8_LANES // 2 >= SLOTS
+if FOLDED:
+    group_dot_2bit[BLOCK_BYTES] = make_group_dot(TARGET, SCALED_ROWS, INT8_LANES // 2, fold=2)
 # whole blocks, bpg a group: one row a dot (with four, a step's blocks spilled to the stack;
 # with one, 4096^2 g=256 took 1.29-1.39x the per-tensor time against 1.44-1.57x with two)
-group_dot_2bit[BLOCK_BYTES] = make_group_dot(TARGET, 1, INT8_LANES)
+WHOLE = 2 * BLOCK_BYTES  # the key of groups of whole blocks (of one, where not FOLDED)
+group_dot_2bit[WHOLE] = make_group_dot(TARGET, 1, INT8_LANES)
 decode_2bit = make_decode(TARGET)
 lane_sums_2bit = make_lane_sums(TARGET)
