@@ -171,18 +171,14 @@ def _warm_vsa(dev: str) -> None:
 
 
 def _warm_hdc(dev: str) -> None:
-    """The HDC classifiers' kernels (CPU only), with the class vector dtypes they take."""
+    """The HDC classifiers' kernels (CPU only), with the class sums' dtype they take."""
     if dev != "cpu":
         return
     from ._kernels.cpu import hdc
 
-    H, t = np.ones((2, 70), np.int8), np.array([0, 1])
-    norms = hdc.row_norms(H)
-    for dtype in (np.float64, np.int64):  # AdaptHD, OnlineHD, NeuralHD; SparseHD
-        W = np.zeros((2, 70), dtype)
-        hdc.add_rows(W, H, t)
-        hdc.mistake_pass(W, H, t, 1.0, 32, False, norms)
-        hdc.cosines(H, W, norms)
+    H = np.ones((2, 70), np.int8)
+    hdc.row_norms(H)
+    hdc.add_rows(np.zeros((2, 70), np.int64), H, np.array([0, 1]))
     hdc.phase_trits(np.zeros((2, 70), np.float32), np.zeros(70, np.float32), np.float32(0.25), H)
 
 

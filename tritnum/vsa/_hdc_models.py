@@ -51,7 +51,7 @@ class Encoder:
         features = X.shape[1]
         if self.kind == "nonlinear":
             self.low, self.high = X.mean(axis=0), _spread(X)
-            self.proj, self.phase = self._uniform(features, self.d, self.seed)
+            self.proj, self.phase = self._gaussian(features, self.d, self.seed)
             return self
         if self.kind == "projection":
             self.low = X.mean(axis=0)
@@ -66,18 +66,14 @@ class Encoder:
         return self
 
     @staticmethod
-    def _uniform(features: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """``d`` random projection columns (in turns) and phases, float32, from ``seed``.
+    def _gaussian(features: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``d`` Gaussian projection columns (in turns) and phases, float32, from ``seed``.
 
-        The columns are uniform with the standard deviation ``BANDWIDTH / sqrt(features)``
-        (a sum over the features is about Gaussian, and uniform floats are drawn ten
-        times faster than Gaussian ones).
+        The columns' standard deviation is ``BANDWIDTH / sqrt(features)``.
         """
         rng = np.random.default_rng(seed)
-        width = np.float32(BANDWIDTH * math.sqrt(3 / features) / math.pi)  # 2 a / (2 pi)
-        proj = rng.random((features, d), dtype=np.float32)
-        proj -= np.float32(0.5)
-        proj *= width
+        proj = rng.standard_normal((features, d), dtype=np.float32)
+        proj *= np.float32(BANDWIDTH / (2 * math.pi * math.sqrt(features)))
         return proj, rng.random(d, dtype=np.float32)
 
     def transform(self, X: np.ndarray, dims: Any = slice(None)) -> np.ndarray:
@@ -106,7 +102,7 @@ class Encoder:
     def regenerate(self, dims: np.ndarray, seed: int) -> None:
         """New random columns ``dims`` of the keys (or of the projection) from ``seed``."""
         if self.kind == "nonlinear":
-            self.proj[:, dims], self.phase[dims] = self._uniform(len(self.low), len(dims), seed)
+            self.proj[:, dims], self.phase[dims] = self._gaussian(len(self.low), len(dims), seed)
             return
         fresh = random(len(self.low), len(dims), seed=seed)
         if self.kind == "projection":
@@ -143,6 +139,59 @@ def norms(H: np.ndarray) -> np.ndarray:
     return kernels.row_norms(H)
 
 
+SCORE_ROWS = 256  # rows converted to float64 at a time for their product with the classes
+
+
+def cosines(H: np.ndarray, W: np.ndarray, h_norms: np.ndarray,
+            buffer: np.ndarray | None = None) -> np.ndarray:
+    """``(n, n_classes)`` cosines of int8 rows ``H`` (norms ``h_norms``) with ``W``.
+
+    0 for a zero row or class vector. BLAS products of ``SCORE_ROWS`` rows at a time,
+    made float64 in ``buffer`` (at least ``min(SCORE_ROWS, n)`` rows; a new one if None).
+    """
+    w_norms = np.sqrt(np.einsum("ij,ij->i", W, W, dtype=np.float64))
+    scale = 1.0 / np.where(w_norms > 0, w_norms, 1.0)
+    out = np.empty((len(H), len(W)))
+    if buffer is None:
+        buffer = np.empty((min(SCORE_ROWS, len(H)), H.shape[1]))
+    Wf = W.astype(np.float64, copy=False)
+    for r in batches(len(H), SCORE_ROWS):
+        rows = buffer[:len(H[r:r + SCORE_ROWS])]
+        np.copyto(rows, H[r:r + SCORE_ROWS])
+        np.matmul(rows, Wf.T, out=out[r:r + SCORE_ROWS])
+    out /= np.where(h_norms > 0, h_norms, 1.0)[:, None]
+    out *= scale
+    return out
+
+
+def mistake_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
+                 online: bool, h_norms: np.ndarray) -> int:
+    """One pass over the mini-batches of int8 ``H``; the number of mistakes.
+
+    Each batch is scored by cosine with ``W`` as it stands (the first largest wins);
+    then each misclassified row ``h`` (target ``c``, predicted ``p``, cosines ``s``)
+    adds ``a h`` to ``W[c]`` and ``b h`` to ``W[p]``: ``a = lr``, ``b = -lr`` (AdaptHD,
+    torchhd ``add_adapt``) or, with ``online``, ``a = lr (1 - s[c])``,
+    ``b = lr (s[p] - 1)`` (OnlineHD, ``add_online``). A batch is made float64 in
+    one buffer for its BLAS product with ``W``.
+    """
+    wrong_total = 0
+    buffer = np.empty((min(batch, SCORE_ROWS, len(H)), H.shape[1]))
+    for r in batches(len(H), batch):
+        tb = t[r:r + batch]
+        s = cosines(H[r:r + batch], W, h_norms[r:r + batch], buffer)
+        pred = s.argmax(axis=1)
+        wrong = np.flatnonzero(pred != tb)
+        if len(wrong):
+            wrong_total += len(wrong)
+            tw, pw = tb[wrong], pred[wrong]
+            if online:
+                move(W, H[r + wrong], tw, pw, lr * (1.0 - s[wrong, tw]), lr * (s[wrong, pw] - 1.0))
+            else:
+                move(W, H[r + wrong], tw, pw, lr, -lr)
+    return wrong_total
+
+
 def adapt_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
                h_norms: np.ndarray) -> int:
     """One pass of AdaptHD's rule (torchhd ``add_adapt``) over int8 ``H``; the mistakes.
@@ -150,7 +199,7 @@ def adapt_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: in
     Per mini-batch: predict by cosine; each misclassified sample is added to its
     class (``lr``) and subtracted from the predicted one (``-lr``).
     """
-    return kernels.mistake_pass(W, H, t, float(lr), batch, False, h_norms)
+    return mistake_pass(W, H, t, lr, batch, False, h_norms)
 
 
 def online_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
@@ -160,7 +209,7 @@ def online_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: i
     Per mini-batch, for each misclassified sample of cosines ``s``: its class gains
     ``lr (1 - s[target])`` times it, the predicted class ``lr (s[pred] - 1)`` times it.
     """
-    return kernels.mistake_pass(W, H, t, float(lr), batch, True, h_norms)
+    return mistake_pass(W, H, t, lr, batch, True, h_norms)
 
 
 def quant_pass(counts: np.ndarray, model: np.ndarray, H: np.ndarray, t: np.ndarray,

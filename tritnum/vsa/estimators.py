@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import _blas, packing
 from .._kernels.cpu import hdc as kernels
+from .._kernels.cpu._parallel import blas_threads
 from . import _hdc_models as rules
 from .classify import Centroid
 from .similarity_search import similarity
@@ -92,8 +93,13 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         return t
 
     def _encode(self, X: np.ndarray) -> np.ndarray:
-        """Rows ``X`` as ternary hypervectors, int8 ``(n, n_dimensions)``."""
-        return self.encoder_.transform(X)
+        """Rows ``X`` as ternary hypervectors, int8 ``(n, n_dimensions)``.
+
+        The BLAS gets tritnum's threads (:func:`tritnum.set_num_threads`) for the
+        projection of all the rows, a product large enough to share.
+        """
+        with _blas.limit(blas_threads()):
+            return self.encoder_.transform(X)
 
     def _start(self, X: np.ndarray) -> None:
         self._rng = _rng(self.random_state)
@@ -127,8 +133,9 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
             self.classes_ = classes
             self._start(X)
         t = self._targets(y)
+        H = self._encode(X)
         with _small_products():
-            self._fit(X, self._encode(X), t, warm)
+            self._fit(X, H, t, warm)
         return self
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> _HDClassifier:
@@ -156,8 +163,9 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         if first:
             self._start(X)
             self._empty(len(self.classes_))
+        H = self._encode(X)
         with _small_products():
-            self._pass(self._encode(X), t)
+            self._pass(H, t)
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
@@ -175,8 +183,9 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        H = self._encode(X)
         with _small_products():
-            s = np.asarray(self._scores(self._encode(X)), np.float64)
+            s = np.asarray(self._scores(H), np.float64)
         return s[:, 1] - s[:, 0] if len(self.classes_) == 2 else s
 
     def predict(self, X: Any) -> np.ndarray:
@@ -194,8 +203,9 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        H = self._encode(X)
         with _small_products():
-            return self.classes_[np.asarray(self._scores(self._encode(X))).argmax(axis=1)]
+            return self.classes_[np.asarray(self._scores(H)).argmax(axis=1)]
 
 
 def _class_sums(H: np.ndarray, t: np.ndarray, n_classes: int) -> np.ndarray:
@@ -214,7 +224,7 @@ class _Learned(_HDClassifier):
         self.class_vectors_ = np.zeros((n_classes, self.n_dimensions), self.dtype)
 
     def _scores(self, H: np.ndarray) -> np.ndarray:
-        return kernels.cosines(H, self.class_vectors_, rules.norms(H))
+        return rules.cosines(H, self.class_vectors_, rules.norms(H))
 
 
 _COMMON = """Parameters
@@ -232,10 +242,10 @@ _COMMON = """Parameters
         over P's draws, ``sqrt(2/3) |x|`` (about a third of the trits, as
         :func:`tritnum.vsa.random`'s density); ``"nonlinear"``, the nonlinear
         random projection of the OnlineHD and NeuralHD papers, standardizes the
-        features ``z`` and takes the signs of ``cos(z @ G + b)`` for a random
-        ``G`` (uniform, standard deviation ``1.5 / sqrt(features)``: ``z @ G`` is
-        about Gaussian) and phases ``b`` uniform in ``[0, 2 pi)``: random Fourier
-        features, one BLAS product, bipolar trits. The default is ``"nonlinear"``
+        features ``z`` and takes the signs of ``cos(z @ G + b)`` for a Gaussian
+        ``G`` (standard deviation ``1.5 / sqrt(features)``) and phases ``b``
+        uniform in ``[0, 2 pi)``: random Fourier features, one BLAS product,
+        bipolar trits. The default is ``"nonlinear"``
         for OnlineHD and NeuralHD, ``"record"`` for the others.
     n_levels : int
         Levels of the record and thermometer encoders (>= 2).
@@ -398,8 +408,9 @@ class OnlineHDClassifier(_Learned):
     (torchhd's ``OnlineHD``, ``add_online``). The encoder is by default the
     paper's nonlinear random projection, ternarized: one BLAS product of the
     rows, once per fit, where torchhd re-encodes every batch in every epoch with
-    its float ``Sinusoid``. Float64 class vectors; each epoch runs as one
-    compiled pass over the int8 hypervectors. ``partial_fit`` is one pass.
+    its float ``Sinusoid``. Float64 class vectors; the int8 hypervectors are
+    made float64 one mini-batch at a time, for its BLAS product with them.
+    ``partial_fit`` is one pass.
 
     {common}Passes over the training data.
     lr : float
