@@ -145,12 +145,15 @@ def main(argv: list[str] | None = None) -> int:
                             "speedup, bar, what the row measures)")
     bench.add_argument("--family", action="append",
                        choices=["packing", "quantize", "gguf", "matmul", "vsa", "dask",
-                                "compress", "torch", "sweep", "hdc"],
+                                "compress", "torch", "sweep", "hdc", "gpu"],
                        help="only this family of rows (repeatable; default: all but sweep, "
                             "every public op over its modes against NumPy, about 10 "
-                            "minutes, a minute with --quick, run only when named; and "
+                            "minutes, a minute with --quick, run only when named; "
                             "hdc, HDC classifiers against torch-hd's, accuracy and "
-                            "time, about 5 minutes, 1 with --quick, only when named)")
+                            "time, about 5 minutes, 1 with --quick, only when named; and "
+                            "gpu, with --device cuda, the rows of the GPU's bars: GEMV "
+                            "beyond the L2 cache, a steady call's host time, the int8 "
+                            "GEMM against cuBLAS int8, a search's result on the host)")
     bench.add_argument("--rows", type=int, default=None,
                        help="rows of trits in the packing and quantize cases (default 4096; "
                             "1024 with --quick)")

@@ -62,3 +62,30 @@ def test_gpu_rows_note_their_limit(monkeypatch):
     assert on_gpu(replace(case, note=None)).note(1.0) == "no peak figures for 'SIMULATOR'"
     results = _bench.run(quick=True, device="cuda", rows=2, cols=64, families=("packing",))
     assert all("no peak figures" in r.note for r in results)  # every packing row has a floor
+
+
+def test_gpu_family_rows_run_on_device_data():
+    """``--family gpu``'s rows (tiny under the simulator): each side runs and is right."""
+    from tritnum._bench.gpu_limits import gpu_limit_cases
+
+    assert gpu_limit_cases(True, "cpu") == []  # GPU rows only
+    cases = {case.name: case for case in gpu_limit_cases(True, "cuda")}
+    gemm_baselines = 1 if gpu.gpu_torch() is None else 2  # NumPy; cuBLAS int8 and fp16
+    assert len(cases) == 4 + gemm_baselines
+    assert all(case.family == "gpu" for case in cases.values())
+    for case in cases.values():
+        case.baseline()
+    gemv = [c for name, c in cases.items() if name.startswith("linear GEMV")]
+    assert [c.params["mode"] for c in gemv] == ["float", "int8"]
+    for case in gemv:
+        assert case.run().shape == (case.params["out"],)
+        assert case.work.bytes == case.params["weight_bytes"]  # the packed bytes alone
+    gemm = next(c for name, c in cases.items() if name.startswith("linear GEMM"))
+    assert gemm.run().shape == (gemm.params["rows"], gemm.params["out"])
+    steady = next(c for name, c in cases.items() if "steady" in name)
+    steady.run()
+    assert steady.note(steady.params["calls"] * 1e-5) == "10.0 us a call (bar: <= 20 us)"
+    search = next(c for name, c in cases.items() if name.startswith("search"))
+    index, score = search.run()  # on the host: the best of n stored vectors, its dot product
+    assert isinstance(index, np.ndarray) and index.shape == (1, 1)
+    assert 0 <= index[0, 0] < search.params["n"] and abs(score[0, 0]) <= search.params["d"]

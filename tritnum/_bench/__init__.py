@@ -21,6 +21,7 @@ from .compress import compression_cases
 from .dask import dask_cases
 from .gguf_files import gguf_file_cases
 from .gpu import on_gpu
+from .gpu_limits import gpu_limit_cases
 from .harness import ROUNDS, WARMUP_SECONDS, Result, measure, table
 from .hdc import hdc_results
 from .matmul import matmul_cases
@@ -57,6 +58,7 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
         "compress": lambda: compression_cases(quick, device),
         "torch": lambda: torch_cases(quick, device),
         "sweep": lambda: sweep_cases(quick, device),
+        "gpu": lambda: gpu_limit_cases(quick, device),
     }
     wanted = set(families)
     if "gguf" in wanted:  # the block codecs' cases are built with the quantization ones

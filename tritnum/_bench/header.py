@@ -17,12 +17,10 @@ def title(env: dict[str, Any]) -> str:
 
 def gpu_line() -> str:
     """The line ``--device cuda`` adds: the GPU's name and how its times are taken."""
-    from numba import cuda
-
-    name = cuda.get_current_device().name  # bytes in older numba-cuda
-    name = name.decode() if isinstance(name, bytes) else name
     from .._config import CUDA_GEMM
+    from .gpu import device_peak
 
+    name = device_peak()[0]
     return (f"on the GPU: {name}; each side's data lives "
             "where it runs and its time includes waiting for the GPU; no bars (2 CPU cores); "
             f"linear's GEMM: {CUDA_GEMM} (TRITNUM_CUDA_GEMM)")
