@@ -254,12 +254,15 @@ def _query_planes(queries, out, nnz, t0, t1):
     return 0
 
 
-def _layout(queries: np.ndarray, wide: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The queries' ``(A, S)`` planes, zero-padded to whole vectors, and their non-zeros."""
+def _layout(queries: np.ndarray, wide: bool, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """The queries' ``(A, S)`` planes, zero-padded to whole vectors, and their non-zeros.
+
+    ``rows`` >= ``len(queries)``: the rows past the queries are zero (phantom queries).
+    """
     words = WIDE_WORDS if wide else NARROW_WORDS
     nw = queries.shape[2] if queries.ndim == 3 else -(-queries.shape[1] // 64)
-    planes = np.zeros((len(queries), 2, -(-nw // words) * words), np.uint64)
-    nnz = np.zeros(len(queries), np.int64)
+    planes = np.zeros((rows, 2, -(-nw // words) * words), np.uint64)
+    nnz = np.zeros(rows, np.int64)
     _query_planes(queries, planes, nnz, 0, len(queries))
     return planes, nnz
 
@@ -267,8 +270,11 @@ def _layout(queries: np.ndarray, wide: bool) -> tuple[np.ndarray, np.ndarray]:
 def search_tiles(queries, memory, k: int, metric: int, d: int, wide: bool = WIDE):
     """The best ``k`` rows of ``memory`` for each query, with the wide or the portable tiles."""
     nq, m = len(queries), len(memory)
-    planes, qnnz = _layout(queries, wide)
     tq = (WIDE_TILES if wide else NARROW_TILES)[0][0]
+    # zero queries complete the last batch tile where that costs less than one-query tiles
+    # (one query x 4 rows: 2.5x the time a pair of the 6 x 2 tile; 100 queries: 4 % faster)
+    pad = -nq % tq if k <= KSTREAM and 4 * (nq % tq) > tq else 0
+    planes, qnnz = _layout(queries, wide, nq + pad)
     flat = memory.reshape(-1) if memory.ndim == 3 else np.zeros(0, np.uint64)
     spread = threads() * CHUNKS_PER_THREAD  # tritnum's count and limit; numba's pool left unstarted
     parts = max(1, min(-(-m // CHUNK_ROWS), spread))
@@ -280,13 +286,14 @@ def search_tiles(queries, memory, k: int, metric: int, d: int, wide: bool = WIDE
         return per_block, -(-units // per_block) * parts
 
     if k <= KSTREAM:
-        best_s = np.full((parts, nq, k), -np.inf)
-        best_i = np.zeros((parts, nq, k), np.int64)
-        per_block, count = tasks(nq)
+        best_s = np.full((parts, nq + pad, k), -np.inf)
+        best_i = np.zeros((parts, nq + pad, k), np.int64)
+        per_block, count = tasks(nq + pad)
         run(_search, count, nq * memory.nbytes, planes, qnnz, memory, flat, k, metric, d,
             wide, parts, per_block, best_s, best_i)
-        cand_i = best_i.transpose(1, 0, 2).reshape(nq, parts * k)
-        pick, s = topk(best_s.transpose(1, 0, 2).reshape(nq, parts * k), k)  # ties: lower row
+        cand_i = best_i[:, :nq].transpose(1, 0, 2).reshape(nq, parts * k)
+        cand_s = best_s[:, :nq].transpose(1, 0, 2).reshape(nq, parts * k)
+        pick, s = topk(cand_s, k)  # ties: lower row
         return np.take_along_axis(cand_i, pick, 1), s
 
     every = np.zeros((1, 1, 0), np.int64)  # no lists: every score
