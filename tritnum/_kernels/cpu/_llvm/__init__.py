@@ -9,7 +9,8 @@ One module per job:
 - :mod:`.popcount`: popcounts, of one word and of tiles of query x memory bit-plane rows.
 - :mod:`.bundle`: bit-sliced counts of a column block over many bit-plane rows (bundling).
 - :mod:`.planes`: int8 trits to bit-plane words, 64 at a time.
-- :mod:`.packing`: int8 trits to "2bit" and "base3" bytes and back, a vector at a time.
+- :mod:`.packing`: int8 trits to "2bit" and "base3" bytes and back, bit-plane words back to
+  trits, and the checked copy of int8 trits (dense ``permute``), a vector at a time.
 - :mod:`.gguf`: the TQ2_0/TQ1_0 block encoders (float32 values to code bytes).
 - :mod:`.unaligned`: word loads and stores at any byte offset.
 - :mod:`.cache`: cache control, prefetching rows and streaming (non-temporal) stores.
