@@ -129,7 +129,8 @@ def test_onlinehd_rule():
             for i, c, p, s in mistakes:
                 W[c] += 0.3 * (1 - s[c]) * H[i]
                 W[p] += 0.3 * (s[p] - 1) * H[i]
-    np.testing.assert_allclose(clf.class_vectors_, W, atol=1e-9)
+    # the weights come from float32 cosines (as torchhd's): float32's precision
+    np.testing.assert_allclose(clf.class_vectors_, W, rtol=1e-5, atol=1e-6)
 
 
 def test_quanthd_rule_is_exact():

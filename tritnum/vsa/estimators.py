@@ -25,7 +25,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import _blas, packing
 from .._kernels.cpu import hdc as kernels
-from .._kernels.cpu._parallel import blas_threads
 from . import _hdc_models as rules
 from .classify import Centroid
 from .similarity_search import similarity
@@ -52,7 +51,9 @@ def _small_products() -> Any:
     """One BLAS thread around the products of mini-batches with a few class vectors.
 
     They are too small to share: two OpenBLAS threads made them 40x slower on a busy
-    2-core host. (tritnum's own limiter: threadpoolctl's ``threadpool_limits`` scans the
+    2-core host. The nonlinear encoder's projection too: it goes 64 rows a call, and
+    on two threads the digits set's took 1.2 s against 0.1 s on one (load 10).
+    (tritnum's own limiter: threadpoolctl's ``threadpool_limits`` scans the
     process's libraries on every call, 4-9 ms a fit.)
     """
     return _blas.limit(1)
@@ -93,13 +94,8 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         return t
 
     def _encode(self, X: np.ndarray) -> np.ndarray:
-        """Rows ``X`` as ternary hypervectors, int8 ``(n, n_dimensions)``.
-
-        The BLAS gets tritnum's threads (:func:`tritnum.set_num_threads`) for the
-        projection of all the rows, a product large enough to share.
-        """
-        with _blas.limit(blas_threads()):
-            return self.encoder_.transform(X)
+        """Rows ``X`` as ternary hypervectors, int8 ``(n, n_dimensions)``."""
+        return self.encoder_.transform(X)
 
     def _start(self, X: np.ndarray) -> None:
         self._rng = _rng(self.random_state)
@@ -133,9 +129,8 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
             self.classes_ = classes
             self._start(X)
         t = self._targets(y)
-        H = self._encode(X)
         with _small_products():
-            self._fit(X, H, t, warm)
+            self._fit(X, self._encode(X), t, warm)
         return self
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> _HDClassifier:
@@ -163,9 +158,8 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         if first:
             self._start(X)
             self._empty(len(self.classes_))
-        H = self._encode(X)
         with _small_products():
-            self._pass(H, t)
+            self._pass(self._encode(X), t)
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
@@ -183,9 +177,8 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
-        H = self._encode(X)
         with _small_products():
-            s = np.asarray(self._scores(H), np.float64)
+            s = np.asarray(self._scores(self._encode(X)), np.float64)
         return s[:, 1] - s[:, 0] if len(self.classes_) == 2 else s
 
     def predict(self, X: Any) -> np.ndarray:
@@ -203,9 +196,8 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
-        H = self._encode(X)
         with _small_products():
-            return self.classes_[np.asarray(self._scores(H)).argmax(axis=1)]
+            return self.classes_[np.asarray(self._scores(self._encode(X))).argmax(axis=1)]
 
 
 def _class_sums(H: np.ndarray, t: np.ndarray, n_classes: int) -> np.ndarray:
