@@ -400,8 +400,8 @@ class OnlineHDClassifier(_Learned):
     (torchhd's ``OnlineHD``, ``add_online``). The encoder is by default the
     paper's nonlinear random projection, ternarized: one BLAS product of the
     rows, once per fit, where torchhd re-encodes every batch in every epoch with
-    its float ``Sinusoid``. Float64 class vectors; the int8 hypervectors are
-    made float64 one mini-batch at a time, for its BLAS product with them.
+    its float ``Sinusoid``. Float64 class vectors; each mini-batch is scored in
+    float32 (as torchhd's), one ``sgemm`` of its int8 hypervectors made float.
     ``partial_fit`` is one pass.
 
     {common}Passes over the training data.
