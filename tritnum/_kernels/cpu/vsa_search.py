@@ -4,32 +4,62 @@ Both kinds of hypervectors are searched on bit planes (:func:`._llvm.popcount.ti
 "bitplane" rows as stored, dense int8 rows packed as they are read (one
 compare per plane and 64 trits, :func:`._llvm.planes.trit_planes`).
 
-Floor, per query x memory pair at ``d`` = 10,000 (157 words per plane): the
-two popcounts and two logic operations per word pair, and the two additions
-into the counters, are 6 vector operations per 512 trits, 120 per pair: about
-30 cycles at 4 vector operations a cycle. Measured on an AMD EPYC (Zen 5,
-AVX-512 VPOPCNTDQ), one thread: the tile alone 9 ns a pair (34 cycles), a whole
-search 11-14 ns (selection, chunks, tails), so 100 x 10,000 takes 14 ms on one
-core and 7 ms on two. Bytes: each memory row is 2.5 KB of planes (10 KB as
-int8) and is read from DRAM once per call (25 MB for 10,000 rows: a single
-query is bound by that read, 0.5-0.8 ms); queries come from L1/L2 once per
-chunk. For comparison, an int8 matrix product with AVX-512 VNNI (``vpdpbusd``,
-64 multiply-adds an instruction) needs 157 instructions a pair: the bit planes
-read 4x fewer bytes but do only 1.3x fewer vector operations, so a batch
-search, which is bound by operations, stays within a small factor of a good
-VNNI int8 GEMM (torch's ``_int_mm``: 2-2.3x slower here, bfloat16 4x, float32 17x).
-Dense int8 memory is packed as it is read: 4x the bytes (the 1-thread read
-rate, about 16 GB/s, adds 6 ms at 100 x 10,000), a few operations per 64 trits.
+Floor, per query x memory pair at ``d`` = 10,000 (157 words per plane, 20
+vectors of 8 words, the last one masked): per vector, two logic operations
+(``vpand``, ``vpternlogq``), two popcounts (``vpopcntq``) and two additions into
+the counters, 6 vector ALU operations; with the 6 x 2 tile each vector of a memory
+row is loaded (and its planes OR-ed) once for 6 queries and each query vector
+once for 2 rows: 16 loads and 74 ALU operations per vector and 12 pairs. That is
+123 ALU operations a pair, 31 cycles at 4 a cycle (7.3 ns at 4.2 GHz); the loads
+(27 a pair, 2 a cycle) are not the bound. Measured on an AMD EPYC (Zen 5,
+AVX-512 VPOPCNTDQ), one thread, CPU time on a shared host: the tile alone
+8.4-8.7 ns a pair (36 cycles, 86 % of that bound), a whole top-k dot search
+10.1-10.5 ns (100 x 10,000, 1,000 x 20,000; 12.7-13.3 ns when the host's other
+load runs on the same cores). The other schemes, measured or counted:
+
+- Other register tiles (the tile alone, ns a pair): 6 x 2 8.5, 5 x 2 8.8, 4 x 2
+  9.1, 3 x 3 9.9, 8 x 1 12.7, 4 x 3 18.0, 3 x 4 19.0, 2 x 6 26.7 (LLVM spills
+  with three rows or more), 1 x 4 22.0 (hence the zero queries that complete
+  the last tile).
+- Harley-Seal counting: a carry-save adder is two ``vpternlogq`` for two
+  vectors and the carries halve at each level, about 2 operations per counted
+  vector, as many as ``vpopcntq`` + ``vpaddq``; the AND cannot fold into its
+  adders (five inputs), and its ones/twos/fours per pair and count (6 registers)
+  would leave room for 2-3 pairs a tile, so each loaded vector would serve fewer
+  pairs. Not a gain where ``vpopcntq`` exists (not measured on AVX2, where a
+  popcount is a few table-lookup operations and it might be).
+- The int8 VNNI route on decoded tiles: ``vpdpbusd`` does 64 multiply-adds, so
+  157 of them a pair, 2 a cycle at best: 78 cycles, 2.5x the bit planes' floor.
+  torch's ``_int_mm`` is that route: 23.6-23.8 ns a pair at 1,000 x 20,000 on
+  one thread here (420 GMAC/s, about 78 % of the VNNI peak), 29.7-32 ns at
+  100 x 10,000. The bit planes' lead is thus 2.3-2.9x depending on the host's
+  load; 3x at 1,000 queries would need 7.9 ns a pair, within 8 % of the ALU
+  bound above.
+- The dot metric's top k (:func:`._llvm.popcount.tile_dots`): the tile returns
+  its dots compared in registers with each query's k-th: 12.4 -> 10.4 ns a pair
+  (reading the counts the tile has just stored cost 2 ns a pair).
+- Prefetching the next chunk during the passes over this one: slower
+  (10.65 -> 11.08 ns; with 64-row chunks 10.9-11.1); chunks of 64 or 256 rows
+  the same as 128; a prefetch distance of 3 or 6 times ``rows_ahead`` the same.
+
+Bytes: each memory row is 2.5 KB of planes (10 KB as int8) and is read from DRAM
+once per call (25 MB for 10,000 rows: a single query is bound by that read,
+0.5-0.8 ms); queries come from L1/L2 once per chunk. Dense int8 memory is packed
+as it is read: 4x the bytes (the 1-thread read rate, about 16 GB/s, adds 6 ms at
+100 x 10,000), a few operations per 64 trits.
 
 - Register blocking: a tile of ``tq`` queries x ``tm`` memory rows loads each
   vector of the memory rows once for all its queries (6 x 2 with AVX-512
   VPOPCNTDQ: 24 accumulators in the 32 vector registers; 2 x 2 portable; a
-  one-query tile of 4 rows for the queries left over).
+  one-query tile of 4 rows for a query left over, zero queries completing the
+  last batch tile where more are left).
 - Cache blocking: ``CHUNK_ROWS`` memory rows at a time (read in place, or packed
   into a zero-padded scratch for int8) stay in L2 while every query tile of the
   task passes over them: each memory row is read from DRAM once per call.
 - Top-k: each query's best ``k`` (score, row) are kept sorted while the rows
-  stream by in index order (a tie never displaces an earlier row); tasks over
+  stream by in index order (a tie never displaces an earlier row; for the dot
+  the tile compares with the k-th in registers and only the pairs above it are
+  read); tasks over
   parts of the memory merge their lists at the end. Beyond ``KSTREAM`` the
   scores of blocks of queries are kept whole and selected on the host.
 - Threads: tasks are (block of queries, part of the memory); the memory is cut
