@@ -23,6 +23,8 @@ CASES = [
     (512, 32, "float", "_gemv_float_groups[8]"),
     (512, 64, "int8", "_gemv_int8_groups[16]"),
     (512, 64, "float", "_gemv_float_groups[16]"),
+    # 64 bytes: one AVX-512 block (its halves, four rows a dot), two AVX2 blocks (whole)
+    (1024, 256, "int8", "_gemv_int8_groups[64]"),
     (768, 96, "int8", "_gemv_lanes"),  # 24 bytes: neither whole blocks nor inside one
     (768, 96, "float", "_gemv_lanes"),
     (1056, None, "int8", "_gemv_segments"),  # 264 bytes a row: a partial last block
