@@ -5,7 +5,7 @@ I2_S encoder, and transformers' BitNetForCausalLM, whose logits a NumPy forward 
 over the GGUF file's tensors reproduces. The tokenizer keys are checked against a tiny
 BPE tokenizer built with the ``tokenizers`` package, whose tokens, ids and merges are
 known here, typed by hand as llama.cpp's ``get_vocab_base`` types them; bitnet.cpp's
-I2_S architecture against a transcription of microsoft's own 2B-4T I2_S file.
+architecture (of relu² models) against a transcription of microsoft's own 2B-4T I2_S file.
 """
 
 from __future__ import annotations
@@ -139,17 +139,17 @@ def test_gguf_names_types_metadata_values(model_dir, tmp_path, qtype):
     report = tn.io.convert(path, tmp_path / "m.gguf", qtype=qtype)
     assert report.counts()[qtype] == 14
     reader = gguf.GGUFReader(tmp_path / "m.gguf")
-    assert _field(reader, "general.architecture") == "bitnet"
-    expected = {"bitnet.vocab_size": 128, "bitnet.embedding_length": 256,
-                "bitnet.feed_forward_length": 512, "bitnet.block_count": 2,
-                "bitnet.context_length": 2048, "bitnet.attention.head_count": 4,
-                "bitnet.attention.head_count_kv": 2, "bitnet.rope.dimension_count": 64,
-                "general.file_type": {"TQ1_0": 36, "TQ2_0": 37}[qtype],
-                "bitnet.rope.scaling.type": "linear", "general.name": "model"}
+    arch = "bitnet-b1.58"  # relu²: bitnet.cpp's (llama.cpp's bitnet computes SiLU)
+    assert _field(reader, "general.architecture") == arch
+    expected = {"vocab_size": 128, "embedding_length": 256, "feed_forward_length": 512,
+                "block_count": 2, "context_length": 2048, "attention.head_count": 4,
+                "attention.head_count_kv": 2, "rope.dimension_count": 64}
     for key, value in expected.items():
-        assert _field(reader, key) == value, key
-    assert _field(reader, "bitnet.rope.freq_base") == 500000.0
-    assert _field(reader, "bitnet.attention.layer_norm_rms_epsilon") == np.float32(1e-5)
+        assert _field(reader, f"{arch}.{key}") == value, key
+    assert _field(reader, "general.file_type") == {"TQ1_0": 36, "TQ2_0": 37}[qtype]
+    assert _field(reader, "general.name") == "model"
+    assert _field(reader, f"{arch}.rope.freq_base") == 500000.0
+    assert _field(reader, f"{arch}.attention.layer_norm_rms_epsilon") == np.float32(1e-5)
     tensors = _tensors(reader)
     names = {f"blk.{i}.{g}.weight" for i in range(2) for g in [
         *PROJECTIONS.values(), "attn_norm", "ffn_norm", "attn_sub_norm", "ffn_sub_norm"]}
@@ -273,7 +273,7 @@ def test_hostile_tokenizer_files(model_dir, tmp_path, damage):
 
 
 def test_i2s_is_bitnet_cpps_architecture(model_dir, tmp_path):
-    """I2_S files as bitnet.cpp reads them: microsoft's bitnet-b1.58-2B-4T-gguf file's keys.
+    """relu² as bitnet.cpp reads it: microsoft's bitnet-b1.58-2B-4T-gguf file's keys.
 
     Transcribed from that file's metadata (bitnet.cpp's llama.cpp printing it, microsoft/BitNet
     issues 226 and 373: 24 keys, 332 tensors for 30 layers) and from bitnet.cpp's
@@ -388,13 +388,32 @@ def test_refused_by_name(tmp_path, model_dir):
     (untied / "config.json").write_text(json.dumps(config))
     with pytest.raises(FormatError, match=r"lm_head\.weight.*tie_word_embeddings"):
         tn.io.convert(untied, tmp_path / "m.gguf")
-    for key, value, match in [("hidden_act", "silu", "relu2"), ("num_hidden_layers", "2", "int"),
+    for key, value, match in [("hidden_act", "gelu", "relu2"), ("num_hidden_layers", "2", "int"),
                               ("rope_parameters", {"rope_type": "yarn"}, "yarn")]:
         (untied / "config.json").write_text(json.dumps({**config, key: value}))
         save_file(state, os.path.join(untied, "model.safetensors"))
         with pytest.raises(FormatError, match=match):
             tn.io.convert(untied, tmp_path / "m.gguf")
     assert sorted(os.listdir(tmp_path)) == ["untied"]  # no file written
+
+
+def test_silu_is_llama_cpps_bitnet(tmp_path, model_dir):
+    """hidden_act silu: llama.cpp's bitnet, whose graph computes SiLU (src/models/bitnet.cpp:
+    build_ffn(..., LLM_FFN_SILU, ...)), with the RoPE scaling keys its BitnetModel writes."""
+    path, _, state = model_dir
+    silu = tmp_path / "silu"
+    os.makedirs(silu)
+    save_file(state, os.path.join(silu, "model.safetensors"))
+    config = json.loads((path / "config.json").read_text())
+    (silu / "config.json").write_text(json.dumps({**config, "hidden_act": "silu"}))
+    tn.io.convert(silu, tmp_path / "m.gguf", tokenizer=path)
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    assert _field(reader, "general.architecture") == "bitnet"
+    assert _field(reader, "bitnet.block_count") == 2
+    assert _field(reader, "bitnet.rope.scaling.type") == "linear"
+    assert _field(reader, "bitnet.rope.scaling.factor") == 1.0
+    assert {t.name for t in reader.tensors} == {t.name for t in gguf.GGUFReader(
+        tn.io.convert(path, tmp_path / "relu2.gguf").path).tensors}  # the same tensors
 
 
 def test_bitlinear_scales_to_gguf(tmp_path, model_dir):

@@ -74,7 +74,7 @@ def _to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any], config: Ma
              progress: bool | None, tokenizer: str | None, arch: str | None = None
              ) -> GGUFReport:
     qtype = choice(qtype, "qtype", _TERNARY_QTYPES, FormatError)
-    arch = arch or bitnet_arch(qtype)
+    arch = arch or bitnet_arch(config)
     metadata = gguf_metadata(config, qtype, name, arch)
     if tokenizer is not None:
         metadata.update(tokenizer_metadata(tokenizer, config["vocab_size"], arch))
@@ -113,12 +113,14 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
                       progress: bool | None = None) -> GGUFReport:
     """Convert a Hugging Face ``bitnet`` model directory to a GGUF file for llama.cpp.
 
-    The file has llama.cpp's ``bitnet`` architecture (``convert_hf_to_gguf.py``'s
-    ``BitnetModel``), or for I2_S bitnet.cpp's ``bitnet-b1.58`` (the same tensors;
-    see ``tritnum.io.gguf.hf_models``): tensor names from the ``gguf`` package's
-    ``TensorNameMap``, the hyperparameters of ``config.json`` under its ``Keys``, the
-    projections in ``qtype`` with their exact trits and scale, the token embeddings in
-    their stored dtype (bfloat16 kept), the norms in F32, and the tokenizer as
+    The file has the architecture that computes the model: for relu² (transformers'
+    default, microsoft/bitnet-b1.58-2B-4T) bitnet.cpp's ``bitnet-b1.58``, which
+    mainline llama.cpp does not load; for SiLU llama.cpp's ``bitnet``, whose graph
+    computes SiLU (see ``tritnum.io.gguf.hf_models``): tensor names from the
+    ``gguf`` package's ``TensorNameMap``, the hyperparameters of ``config.json``
+    under its ``Keys``, the projections in ``qtype`` with their exact trits and
+    scale, the token embeddings in their stored dtype (bfloat16 kept), the norms in
+    F32, and the tokenizer as
     llama.cpp's ``tokenizer.ggml.*`` keys (byte-level BPE, as the 2B-4T model's; see
     ``tritnum.io.gguf.vocab``). Tensors are encoded one at a time into a file
     written beside ``dst`` and renamed when complete.
@@ -152,8 +154,8 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
     ------
     FormatError
         What :func:`~tritnum.io.read_hf_bitnet` refuses; a tensor or setting
-        llama.cpp's bitnet architecture has no place for (an untied ``lm_head``,
-        ``use_rms_norm``, an activation other than relu2, RoPE scaling), named; a
+        the architecture has no place for (an untied ``lm_head``, ``use_rms_norm``,
+        an activation other than relu2 and silu, RoPE scaling), named; a
         missing or ill-typed hyperparameter; a tokenizer file that cannot be read,
         is not byte-level BPE, or whose pre-tokenizer llama.cpp has no name for; a
         ``tokenizer`` directory without ``tokenizer.json``.
@@ -184,7 +186,7 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
     >>> report = tn.io.hf_bitnet_to_gguf(os.path.join(d, "hf"), os.path.join(d, "m.gguf"),
     ...                                  tokenizer=False)  # this model has no tokenizer
     >>> print(report)  # doctest: +ELLIPSIS
-    GGUFReport('...m.gguf', 26944 bytes, 3 tensors: 2 F32, 1 TQ2_0)
+    GGUFReport('...m.gguf', 26912 bytes, 3 tensors: 2 F32, 1 TQ2_0)
       token_embd.weight  [8x256]  float32 -> F32  8192 bytes
       output_norm.weight  [256]  float32 -> F32  1024 bytes
       blk.0.attn_q.weight  [256x256]  ternary -> TQ2_0  16896 bytes

@@ -10,15 +10,19 @@ adjacent pairs (RoPE "norm"), transformers rotates halves: the rows of the query
 key projections are permuted as ``LlamaModel.permute`` does (:func:`rope_rows`);
 ``bitnet`` rotates halves, as transformers.
 
-I2_S files are for bitnet.cpp, whose llama.cpp fork reads a BitNet b1.58 model as
-``bitnet-b1.58`` (:func:`bitnet_arch`): the architecture of microsoft's own
-``bitnet-b1.58-2B-4T-gguf`` file and of bitnet.cpp's ``utils/convert-hf-to-gguf-bitnet.py``
-(``BitnetModel.model_arch = gguf.MODEL_ARCH.BITNET_B158``), whose graph
-(``build_bitnet_158``: relu², the two sub-norms, rotate-half RoPE, the output by
-``token_embd``) is transformers' ``BitNetForCausalLM``. Its ``bitnet`` is the older
-3B graph, and mainline llama.cpp, which computes ``bitnet``, has no I2_S. The tensor
-names are the same; the hyperparameters are those bitnet.cpp's converter writes
-(no RoPE scaling keys).
+Which BitNet architecture (:func:`bitnet_arch`) follows from the model's activation.
+Mainline llama.cpp's ``bitnet`` (``src/models/bitnet.cpp``) computes the feed-forward
+with SiLU (``LLM_FFN_SILU``): the 1bitLLM BitNet 3B graph. microsoft/bitnet-b1.58-2B-4T
+and transformers' ``BitNetForCausalLM`` use relu²; llama.cpp computes such a file,
+silently, with SiLU (measured: logits of a converted tiny model correlate 0.92 with
+transformers' relu² ones and 0.9998 with its SiLU ones). A relu² model is written as
+bitnet.cpp's ``bitnet-b1.58``, the architecture of microsoft's own
+``bitnet-b1.58-2B-4T-gguf`` file and of bitnet.cpp's
+``utils/convert-hf-to-gguf-bitnet.py`` (``BitnetModel.model_arch =
+gguf.MODEL_ARCH.BITNET_B158``), whose graph (``build_bitnet_158``: relu², the two
+sub-norms, rotate-half RoPE, the output by ``token_embd``) is transformers' model; the
+same tensor names, its hyperparameters as bitnet.cpp's converter writes them (no RoPE
+scaling keys). Mainline llama.cpp refuses that name rather than computing it wrong.
 """
 
 from __future__ import annotations
@@ -38,15 +42,15 @@ from .model import GGUFBlocks
 from .quantize import FILE_TYPES
 from .values import GGUFValue
 
-__all__ = ["ARCHS", "BITNET_I2S_ARCH", "bitnet_arch", "gguf_metadata", "gguf_names",
+__all__ = ["ARCHS", "BITNET_RELU2_ARCH", "bitnet_arch", "gguf_metadata", "gguf_names",
            "gguf_qtypes", "model_name", "rope_rows"]
 
-#: bitnet.cpp's architecture for BitNet b1.58 (its gguf-py's MODEL_ARCH.BITNET_B158).
-BITNET_I2S_ARCH = "bitnet-b1.58"
-#: llama.cpp architecture -> (gguf.MODEL_ARCH member whose tensor names it uses,
-#: transformers' hidden_act). The gguf package has no BITNET_B158: bitnet.cpp's list of
-#: its tensors is BITNET's with an optional output and rope_freqs, under the same names.
-ARCHS = {"bitnet": ("BITNET", "relu2"), BITNET_I2S_ARCH: ("BITNET", "relu2"),
+#: bitnet.cpp's architecture for BitNet b1.58 with relu² (its MODEL_ARCH.BITNET_B158).
+BITNET_RELU2_ARCH = "bitnet-b1.58"
+#: llama.cpp architecture -> (gguf.MODEL_ARCH member whose tensor names it uses, the
+#: hidden_act its graph computes). The gguf package has no BITNET_B158: bitnet.cpp's list
+#: of its tensors is BITNET's with an optional output and rope_freqs, the same names.
+ARCHS = {"bitnet": ("BITNET", "silu"), BITNET_RELU2_ARCH: ("BITNET", "relu2"),
          "llama": ("LLAMA", "silu")}
 # transformers' names of the two norms inside each block, which the gguf package's
 # TensorNameMap (0.19) knows only under their older names (inner_attn_ln, ffn_layernorm)
@@ -99,9 +103,13 @@ def _heads(config: Mapping[str, Any]) -> tuple[int, int]:
     return heads, _int({"num_key_value_heads": kv_heads}, "num_key_value_heads")
 
 
-def bitnet_arch(qtype: str) -> str:
-    """The architecture of a BitNet model's file: bitnet.cpp's for I2_S, llama.cpp's else."""
-    return BITNET_I2S_ARCH if qtype == "I2_S" else "bitnet"
+def bitnet_arch(config: Mapping[str, Any]) -> str:
+    """The architecture that computes a BitNet model of ``config``.
+
+    bitnet.cpp's ``bitnet-b1.58`` for relu² (transformers' default), llama.cpp's
+    ``bitnet`` for SiLU.
+    """
+    return "bitnet" if config.get("hidden_act", "relu2") == "silu" else BITNET_RELU2_ARCH
 
 
 def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str,
@@ -117,8 +125,10 @@ def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str,
                           "bitnet architecture has no norm inside each projection")
     act = ARCHS[arch][1]
     if config.get("hidden_act", act) != act:
+        which = "" if arch == "llama" else " (llama.cpp's bitnet computes silu, bitnet.cpp's " \
+            f"{BITNET_RELU2_ARCH} relu2)"
         raise FormatError(f"config.json: hidden_act is {config.get('hidden_act')!r:.60}; "
-                          f"llama.cpp's {arch} architecture computes {act}")
+                          f"the {arch} architecture computes {act}{which}")
     if config.get("attention_bias") or config.get("mlp_bias"):
         raise FormatError(f"config.json: attention_bias or mlp_bias is true; this converter "
                           f"writes llama.cpp's {arch} architecture without biases")
