@@ -243,6 +243,11 @@ def test_without_a_tokenizer(model_dir, tmp_path):
             (path / "config.json").read_text()), "hidden_act": "silu"}, tokenizer=path)
     assert "tokenizer.ggml.tokens" not in gguf.GGUFReader(tmp_path / "n.gguf").fields
     assert _field(gguf.GGUFReader(tmp_path / "l.gguf"), "tokenizer.ggml.pre") == "llama-bpe"
+    # from tritnum's own file: the tokenizer beside the config.json given
+    tn.io.convert(path, tmp_path / "m.npz")
+    tn.io.convert(tmp_path / "m.npz", tmp_path / "npz.gguf", config=path / "config.json")
+    reader = gguf.GGUFReader(tmp_path / "npz.gguf")
+    assert _field(reader, "tokenizer.ggml.tokens") == expected_tokens()[0]
 
 
 @pytest.mark.parametrize("damage", ["not json", "a list", "ids past vocab_size", "wordpiece",
