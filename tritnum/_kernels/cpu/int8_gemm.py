@@ -27,7 +27,11 @@ each, two float64 FMAs, two conversions and an extract. On Zen 5 the FMAs share
 the ``vpdpbusd`` pipes, so the floor is about ``1 + 8 / g`` times the per-tensor
 time (``1 + 16 / g`` if the conversions do too): measured by CPU time on one core,
 256 x 4096 x 4096, 1.07-1.10x for g = 256, 1.13-1.18x for 128, 1.3x for 64, 1.7x
-for 32.
+for 32. Where the g = 32 excess goes (thread CPU time, 1 thread, the flush cut down
+step by step): about a third each to the segment's restart (accumulators from its sums,
+a loop of two steps), the 32 int32-to-float64 conversions and 16 extracts of a tile,
+and its 32 FMAs with their slot loads and stores. No help, measured: accumulators
+restarted by broadcast loads of sums negated beforehand; g = 32's two steps unrolled.
 
 Threads split the weight rows (:func:`._parallel.run`). Other formats, and groups
 that do not fill whole bytes, are first re-packed as 2bit with each group padded
