@@ -24,7 +24,7 @@ import numpy as np
 
 from ._jit import jit
 from ._parallel import run
-from .matmul import _slot_total
+from .rescale import slot_total
 
 _POWERS = (1, 3, 9, 27, 81)
 RUN = 1 << 16  # trits a dot run: its int8 sum stays far inside int32
@@ -91,7 +91,7 @@ def _rows(xp, xscale, w, scales, n, y, t0, t1, dot):
                         # vectorized
                         part += np.float64(dot(trits[c0:c1], xp[r, c0:c1]))
                 slots[k % 8] += np.float64(scales[o, k]) * part
-            y[r, o] = xscale[r] * _slot_total(slots)
+            y[r, o] = xscale[r] * slot_total(slots)
     return 0
 
 

@@ -49,13 +49,11 @@ from ._llvm.gemv import (
 )
 from ._llvm.gemv_target import BLOCK_BYTES
 from ._parallel import claim, leave, run, run_claimed, with_blas_limit
+from .base3_gemv import gemv_base3
 from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack
 from .quantize import _absmax_quantize_rows
-
-# Internal API: the private names other modules use (tests/test_architecture_seams.py):
-# base3_gemv.py (the int8 rescale's slot order).
-_INTERNAL_API = ("_slot_total",)
+from .rescale import slot_total
 
 GEMV_MAX_ROWS = 16
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
@@ -256,7 +254,7 @@ def _gemv_lanes(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
                     for i in range(g * per, g * per + per):
                         total += lane_i[i]
                     slots[g % SLOTS] += np.float64(scales[o, g]) * total
-                y[r, o] = xscale[r] * _slot_total(slots)
+                y[r, o] = xscale[r] * slot_total(slots)
             else:
                 lane_sums_2bit(w, o * units, xl, xo, units // BLOCK_BYTES, lane_f, 0)
                 acc = 0.0
@@ -269,13 +267,6 @@ def _gemv_lanes(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
         o, end = _next(ctl, t1, o + 1, end)
     leave(ctl)
     return 0
-
-
-@jit(inline="always")
-def _slot_total(slots):
-    """The slots of the int8 rescale summed by halves, as :func:`.make_group_dot` does."""
-    return (((slots[0] + slots[4]) + (slots[2] + slots[6]))
-            + ((slots[1] + slots[5]) + (slots[3] + slots[7])))
 
 
 @jit()
@@ -305,7 +296,7 @@ def _gemv_segments(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
                 part += dot_2bit(tail, 0, xl, xo + g * per_segment + 4 * BLOCK_BYTES * full,
                                  1)
                 slots[g % SLOTS] += np.float64(scales[o, g]) * (part + xneg[r, g])
-            y[r, o] = xscale[r] * _slot_total(slots)
+            y[r, o] = xscale[r] * slot_total(slots)
         o, end = _next(ctl, t1, o + 1, end)
     leave(ctl)
     return 0
@@ -485,13 +476,6 @@ def rescale(sums: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return slots[..., 0]
 
 
-def _base3() -> Any:
-    """The "base3" GEMV's module (imported at first use: it builds on this one's helpers)."""
-    from . import base3_gemv
-
-    return base3_gemv
-
-
 def _finish(y, bias):
     if bias is not None:
         y += bias
@@ -504,7 +488,7 @@ def linear_float(x, w, fmt, n, scales, bias, out=None):
     if segment and x.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(x, np.ones(x.shape[0], np.float32), w, fmt, n, scales, segment)
     elif fmt.name == "base3" and x.shape[0] <= GEMV_MAX_ROWS:
-        y = _base3().gemv_base3(x, np.ones(x.shape[0], np.float32), w, n, scales)
+        y = gemv_base3(x, np.ones(x.shape[0], np.float32), w, n, scales)
     else:
         y = _gemm(x, w, fmt, n, scales, np.ones(x.shape[0], np.float32), exact=False)
     return into(_finish(y, bias), out)
@@ -516,7 +500,7 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
     if segment and q.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(q, xscale, w, fmt, n, scales, segment)
     elif fmt.name == "base3" and q.shape[0] <= GEMV_MAX_ROWS:
-        y = _base3().gemv_base3(q, xscale, w, n, scales)
+        y = gemv_base3(q, xscale, w, n, scales)
     elif applies(n, scales.shape[1]):
         y = gemm_int8(q, xscale, w, fmt, n, scales)
     else:
