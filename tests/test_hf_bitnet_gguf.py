@@ -402,6 +402,21 @@ def test_refused_by_name(tmp_path, model_dir):
     assert sorted(os.listdir(tmp_path)) == ["untied"]  # no file written
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint16])
+def test_integer_tensors_refused(tmp_path, model_dir, dtype):
+    """A norm or embedding of integers (a U16 tensor is not bfloat16) gets a FormatError."""
+    path, _, state = model_dir
+    bad = tmp_path / "bad"
+    os.makedirs(bad)
+    embed = state["model.embed_tokens.weight"]
+    save_file({**state, "model.embed_tokens.weight": torch.zeros(embed.shape, dtype=dtype)},
+              os.path.join(bad, "model.safetensors"))
+    (bad / "config.json").write_text((path / "config.json").read_text())
+    with pytest.raises(FormatError, match=r"model\.embed_tokens\.weight.*float tensors"):
+        tn.io.convert(bad, tmp_path / "m.gguf", tokenizer=False)
+    assert sorted(os.listdir(tmp_path)) == ["bad"]  # no file written
+
+
 def test_silu_is_llama_cpps_bitnet(tmp_path, model_dir):
     """hidden_act silu: llama.cpp's bitnet, whose graph computes SiLU (src/models/bitnet.cpp:
     build_ffn(..., LLM_FFN_SILU, ...)), with the RoPE scaling keys its BitnetModel writes."""

@@ -79,7 +79,7 @@ def _to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any], config: Ma
     if tokenizer is not None:
         metadata.update(tokenizer_metadata(tokenizer, config["vocab_size"], arch))
     names = gguf_names(list(tensors), config, arch)
-    renamed = {names[n]: _bfloat16(v, getattr(tensors, "dtypes", {}).get(n))
+    renamed = {names[n]: _gguf_value(n, v, getattr(tensors, "dtypes", {}).get(n))
                for n, v in tensors.items()}
     if arch == "llama":  # llama.cpp rotates adjacent pairs: permute the rows as LlamaModel does
         heads = config["num_attention_heads"]
@@ -98,6 +98,15 @@ def _bfloat16(value: Any, dtype: str | None) -> Any:
     if value.ndim == 1:
         return bfloat16_to_float32(value)
     return GGUFBlocks(value.reshape(-1).view(np.uint8), "BF16", value.shape)
+
+
+def _gguf_value(name: str, value: Any, dtype: str | None) -> Any:
+    """``value`` as :func:`write_gguf` takes it; FormatError for an array of no float type."""
+    value = _bfloat16(value, dtype)
+    if isinstance(value, np.ndarray) and value.dtype.kind != "f":
+        raise FormatError(f"tensor {name!r} holds {dtype or value.dtype} values: a GGUF model "
+                          "takes float tensors (F32, F16, BF16) beside the ternary projections")
+    return value
 
 
 def _float_bfloat16(tensors: Mapping[str, Any]) -> dict[str, Any]:
