@@ -146,14 +146,21 @@ def vector_width(instruction: str) -> int:
 def _dispatchers(module):
     from numba.core.registry import CPUDispatcher
 
+    def own(value):
+        return isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__
+
     for name, value in vars(module).items():
-        if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__:
+        if own(value):
             yield name, value
+        elif isinstance(value, dict):  # kernels a size or format each (the GEMV's groups)
+            yield from ((f"{name}[{key}]", k) for key, k in value.items() if own(k))
 
 
 def _zeros(ty):
     """A zero of the numba type ``ty`` (what a kernel that is not run returns)."""
+    import numpy as np
     from numba.core import types
+    from numba.np import numpy_support
 
     if isinstance(ty, types.BaseTuple):
         return tuple(_zeros(t) for t in ty)
@@ -165,6 +172,8 @@ def _zeros(ty):
         return 0.0
     if isinstance(ty, types.Integer):
         return 0
+    if isinstance(ty, types.Array):  # one zero, broadcasting like any array of its rank
+        return np.zeros((1,) * ty.ndim, numpy_support.as_dtype(ty.dtype))
     raise TypeError(f"no zero of {ty} for a kernel that is not run")
 
 
