@@ -171,15 +171,12 @@ def _warm_vsa(dev: str) -> None:
 
 
 def _warm_hdc(dev: str) -> None:
-    """The HDC classifiers' kernels (CPU only), with the class sums' dtype they take."""
-    if dev != "cpu":
-        return
-    from ._kernels.cpu import hdc
-
+    """The HDC classifiers' kernels, with the class sums' dtype they take."""
     H = np.ones((2, 70), np.int8)
-    hdc.row_norms(H)
-    hdc.add_rows(np.zeros((2, 70), np.int64), H, np.array([0, 1]))
-    hdc.phase_trits(np.zeros((2, 70), np.float32), np.zeros(70, np.float32), np.float32(0.25), H)
+    kernel("hdc.row_norms", dev)(H)
+    kernel("hdc.add_rows", dev)(np.zeros((2, 70), np.int64), H, np.array([0, 1]))
+    kernel("hdc.phase_trits", dev)(np.zeros((2, 70), np.float32), np.zeros(70, np.float32),
+                                   np.float32(0.25), H)
 
 
 def _warm_compress(dev: str) -> None:

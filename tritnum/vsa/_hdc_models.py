@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels.cpu import hdc as kernels
+from .._dispatch import kernel
 from .encoders import encode_features
 from .generation import level, random
 
@@ -86,7 +86,7 @@ class Encoder:
             for r in range(0, len(X), ROWS):
                 part = turns[:len(z[r:r + ROWS])]
                 np.matmul(z[r:r + ROWS], proj, out=part)
-                kernels.phase_trits(part, phase, np.float32(EDGE), out[r:r + ROWS])
+                kernel("hdc.phase_trits", "cpu")(part, phase, np.float32(EDGE), out[r:r + ROWS])
             return out
         if self.kind == "projection":
             z = ((X - self.low) / self.high).astype(np.float32)
@@ -136,7 +136,7 @@ def move(W: np.ndarray, H: np.ndarray, toward: np.ndarray, away: np.ndarray,
 
 def norms(H: np.ndarray) -> np.ndarray:
     """The Euclidean norms of trit rows ``H``: the square roots of their non-zero counts."""
-    return kernels.row_norms(H)
+    return kernel("hdc.row_norms", "cpu")(H)
 
 
 SCORE_ROWS = 256  # rows converted to floats at a time for their product with the classes

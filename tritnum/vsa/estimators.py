@@ -24,7 +24,7 @@ from sklearn.utils.multiclass import (
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import _blas, packing
-from .._kernels.cpu import hdc as kernels
+from .._dispatch import kernel
 from . import _hdc_models as rules
 from .classify import Centroid
 from .similarity_search import similarity
@@ -203,7 +203,7 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
 def _class_sums(H: np.ndarray, t: np.ndarray, n_classes: int) -> np.ndarray:
     """The integer sum of the rows of each class, ``(n_classes, d)`` int64."""
     sums = np.zeros((n_classes, H.shape[1]), np.int64)
-    kernels.add_rows(sums, H, t)
+    kernel("hdc.add_rows", "cpu")(sums, H, t)
     return sums
 
 

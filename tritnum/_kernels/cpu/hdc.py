@@ -11,11 +11,13 @@ import math
 
 import numpy as np
 
+from ..._dispatch import register
 from ._jit import jit
 
 FAST = {"reassoc", "contract", "nsz"}
 
 
+@register("hdc.row_norms", "cpu")
 @jit()
 def row_norms(H):
     """The Euclidean norm of each int8 trit row: the square root of its non-zero count."""
@@ -28,6 +30,7 @@ def row_norms(H):
     return out
 
 
+@register("hdc.add_rows", "cpu")
 @jit()
 def add_rows(W, H, t):
     """``W[t[i]] += H[i]`` for every row (class sums of int8 rows, any ``W`` dtype)."""
@@ -37,6 +40,7 @@ def add_rows(W, H, t):
             W[k, j] += H[i, j]
 
 
+@register("hdc.phase_trits", "cpu")
 @jit(fastmath=FAST)
 def phase_trits(turns, phase, edge, out):
     """``out``: the trits of ``cos(2 pi (turns + phase))`` against ``cos(2 pi edge)``.

@@ -1,6 +1,7 @@
 """CUDA kernels compiled with ``numba.cuda.jit`` (imported on first CUDA use only)."""
 
 from ..._dispatch import register
+from ..shared import hdc
 from ..shared.threads import warm_threads
 from . import (  # noqa: F401  (registers the kernels)
     compress,
@@ -19,3 +20,5 @@ from ._launch import contiguous, take_rows
 register("warm_threads", "cuda")(warm_threads)  # no thread pool to warm
 register("contiguous", "cuda")(contiguous)
 register("take_rows", "cuda")(take_rows)
+for _op in ("row_norms", "add_rows", "phase_trits"):  # the HDC classifiers' host arrays
+    register(f"hdc.{_op}", "cuda")(getattr(hdc, _op))
