@@ -60,7 +60,7 @@ def test_buffers_ending_at_a_guard_page(fmt, tail_of_mapping):
             elif fmt == "base3":
                 bad = packing._unpack3(src, half, packing._BASE3_WORDS, out, 0, tasks)
             else:
-                bad = packing._unpackbp(src, half, packing._SPREAD, out, 0, tasks)
+                bad = packing._unpackbp(src, half, out, 0, tasks)
             assert bad == 0
             np.testing.assert_array_equal(out, trits)
 
