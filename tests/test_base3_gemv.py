@@ -33,16 +33,48 @@ def _x(rows, n, seed):
 
 
 @pytest.fixture
-def no_decode(monkeypatch):
-    """The float GEMM (decode the matrix, then BLAS) fails: batch-1 calls must not take it."""
-    def decoded(*args, **kwargs):
-        raise AssertionError("a GEMV call decoded the whole matrix")
-    monkeypatch.setattr(cpu_matmul, "_gemm", decoded)
+def gemv_only(monkeypatch):
+    """The other routes (decode for BLAS, repack for the integer GEMM) fail: the GEMV runs."""
+    def other(*args, **kwargs):
+        raise AssertionError("a call the base3 GEMV takes went another route")
+    monkeypatch.setattr(cpu_matmul, "_gemm", other)
+    monkeypatch.setattr(cpu_matmul, "gemm_int8", other)
+
+
+# calls the GEMV takes (a few rows, long groups: cpu/matmul.py's _BASE3_GEMV)
+ROUTED = [(2048, 8, None, "int8", 1), (5000, 6, 1250, "int8", 2), (512, 8, 256, "float", 4),
+          (1000, 7, None, "float", 1)]
+
+
+@pytest.mark.parametrize(("n", "out", "group_size", "activations", "rows"), ROUTED)
+def test_the_gemv_takes_a_few_rows_of_long_groups(n, out, group_size, activations, rows,
+                                                   gemv_only):
+    w = _weights(n, out, group_size, n)
+    x = _x(rows, n, rows)
+    y = tn.linear(x, w, activations=activations, device="cpu")
+    reference = tn.linear(x, w, activations=activations, device="numpy")
+    if activations == "int8":
+        assert np.array_equal(y, reference)
+    else:
+        np.testing.assert_allclose(y, reference, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("n", "out", "group_size"), SHAPES)
+def test_kernel_any_group_gives_the_rescale_bits(n, out, group_size):
+    """The kernel itself, on groups the route sends elsewhere (short, straddling bytes)."""
+    rng = np.random.default_rng(n)
+    g = n if group_size is None else group_size
+    trits = rng.integers(-1, 2, (out, n), dtype=np.int8)
+    scales = (rng.random((out, n // g)) * 3 + 0.01).astype(np.float32)
+    q = rng.integers(-128, 128, (3, n), dtype=np.int8)
+    xscale = (rng.random(3) + 0.1).astype(np.float32)
+    y = base3_gemv.gemv_base3(q, xscale, tn.pack(trits, "base3").data, n, scales)
+    np.testing.assert_array_equal(y, rescaled(q, xscale, trits, scales))
 
 
 @pytest.mark.parametrize(("n", "out", "group_size"), SHAPES)
 @pytest.mark.parametrize("rows", [1, 3, 16])
-def test_int8_bits_equal_the_reference_and_2bit(n, out, group_size, rows, no_decode):
+def test_int8_bits_equal_the_reference_and_2bit(n, out, group_size, rows):
     w3 = _weights(n, out, group_size, n + out)
     w2 = tn.TernaryTensor(tn.pack(tn.unpack(w3.packed), "2bit"), w3.scales,
                           group_size=group_size)
@@ -53,15 +85,15 @@ def test_int8_bits_equal_the_reference_and_2bit(n, out, group_size, rows, no_dec
     assert np.array_equal(y, tn.linear(x, w2, activations="int8", device="cpu"))
 
 
-@pytest.mark.parametrize("size", [5, 32, 37])
-def test_int8_rescale_order(size, no_decode):
+@pytest.mark.parametrize("size", [1024, 1283])
+def test_int8_rescale_order(size, gemv_only):
     """Group products 5 * 2**60, 1, -5 * 2**60: the slot order keeps the 1, a sequence loses it.
 
     In slots (group g into slot g % 8, then halves) the two large products cancel before
     the 1 is added; added one after the other, 5 * 2**60 + 1 rounds to 5 * 2**60 in float64.
     """
     trits = np.zeros((1, 3 * size), np.int8)
-    trits[0, :size], trits[0, size], trits[0, 2 * size:] = 1, 1, -1
+    trits[0, :5], trits[0, size], trits[0, 2 * size:2 * size + 5] = 1, 1, -1
     scales = np.array([[2.0 ** 60, 1.0, 2.0 ** 60]], np.float32)
     w = tn.TernaryTensor(tn.pack(trits, "base3"), scales, size)
     q = np.ones((1, 3 * size), np.int8)
@@ -82,7 +114,7 @@ def test_int8_row_bits_do_not_depend_on_the_batch(n, out, group_size):
 
 @pytest.mark.parametrize(("n", "out", "group_size"), SHAPES)
 @pytest.mark.parametrize("rows", [1, 5])
-def test_float_within_float32_rounding_of_float64(n, out, group_size, rows, no_decode):
+def test_float_within_float32_rounding_of_float64(n, out, group_size, rows):
     w = _weights(n, out, group_size, 3)
     x = _x(rows, n, 4)
     y = tn.linear(x, w, activations="float", device="cpu")
@@ -92,7 +124,7 @@ def test_float_within_float32_rounding_of_float64(n, out, group_size, rows, no_d
     assert np.all(np.abs(y - expected) <= 4e-7 * n ** 0.5 * bound + 1e-30)
 
 
-def test_rows_longer_than_a_dot_run(no_decode):
+def test_rows_longer_than_a_dot_run(gemv_only):
     """A digit plane longer than ``RUN`` bytes is summed run by run: still exact."""
     n = 5 * base3_gemv.RUN + 7
     w = _weights(n, 2, None, 11)
@@ -103,8 +135,8 @@ def test_rows_longer_than_a_dot_run(no_decode):
 
 @pytest.mark.parametrize("activations", ["int8", "float"])
 def test_two_threads_give_the_same_bits(monkeypatch, activations):
-    w = _weights(1280, 64, 64, 5)
-    x = _x(2, 1280, 6)
+    w = _weights(2048, 64, None, 5)  # a call the GEMV takes
+    x = _x(2, 2048, 6)
     with tn.limit_threads(1):
         alone = tn.linear(x, w, activations=activations)
     monkeypatch.setattr(_parallel, "MIN_PARALLEL_BYTES", 0)  # share even this small call

@@ -476,6 +476,20 @@ def rescale(sums: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return slots[..., 0]
 
 
+# Where the "base3" GEMV beats decoding the matrix to float32 for BLAS (float x) or
+# repacking it to 2bit for the integer GEMM (int8 x): at most this many rows, groups of at
+# least this many inputs (its dots run a group and digit plane at a time). 4096 x 4096,
+# 1 thread, ms (GEMV / the other route): float 1 row per tensor 0.95 / 3.2, 16 rows
+# 10 / 12, groups of 128 4.1 / 7.6, of 32 17 / 7.8; int8 1 row per tensor 0.81 / 2.1,
+# 2 rows 1.3 / 2.1, 16 rows 7.8 / 2.7, groups of 128 4.3 / 2.7
+_BASE3_GEMV = {False: (4, 256), True: (2, 1024)}  # int8 x: (rows, group size)
+
+
+def _base3_gemv_pays(rows: int, size: int, int8: bool) -> bool:
+    most_rows, least_size = _BASE3_GEMV[int8]
+    return rows <= most_rows and size >= least_size
+
+
 def _finish(y, bias):
     if bias is not None:
         y += bias
@@ -487,7 +501,7 @@ def linear_float(x, w, fmt, n, scales, bias, out=None):
     segment = _gemv_segment(fmt, n, scales.shape[1])
     if segment and x.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(x, np.ones(x.shape[0], np.float32), w, fmt, n, scales, segment)
-    elif fmt.name == "base3" and x.shape[0] <= GEMV_MAX_ROWS:
+    elif fmt.name == "base3" and _base3_gemv_pays(x.shape[0], n // scales.shape[1], False):
         y = gemv_base3(x, np.ones(x.shape[0], np.float32), w, n, scales)
     else:
         y = _gemm(x, w, fmt, n, scales, np.ones(x.shape[0], np.float32), exact=False)
@@ -499,7 +513,7 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
     segment = _gemv_segment(fmt, n, scales.shape[1])
     if segment and q.shape[0] <= GEMV_MAX_ROWS:
         y = _gemv(q, xscale, w, fmt, n, scales, segment)
-    elif fmt.name == "base3" and q.shape[0] <= GEMV_MAX_ROWS:
+    elif fmt.name == "base3" and _base3_gemv_pays(q.shape[0], n // scales.shape[1], True):
         y = gemv_base3(q, xscale, w, n, scales)
     elif applies(n, scales.shape[1]):
         y = gemm_int8(q, xscale, w, fmt, n, scales)
