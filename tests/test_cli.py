@@ -227,6 +227,16 @@ def test_convert_reads_a_hugging_face_directory(tmp_path):
     assert config["quantization_config"]["linear_class"] == "bitlinear"
     out = tritnum_cli("convert", str(tmp_path / "missing"), str(tmp_path / "x.gguf"))
     assert out.returncode == 1 and "no such file" in out.stderr
+    # GGUF's tokenizer: the source's by default (this one has none: a warning), a
+    # directory named, or none (this model's config lacks what a GGUF needs: exit 1 after)
+    args = ("convert", str(tmp_path / "hf"), str(tmp_path / "x.gguf"), "--no-progress")
+    default, named, none = (tritnum_cli(*args, *more) for more in (
+        (), ("--tokenizer", str(tmp_path / "sharded")), ("--no-tokenizer",)))
+    assert default.returncode == 1 and "has no tokenizer.json" in default.stderr
+    assert named.returncode == 1 and "sharded' has no tokenizer.json" in named.stderr
+    assert none.returncode == 1 and "tokenizer" not in none.stderr
+    both = tritnum_cli(*args, "--no-tokenizer", "--tokenizer", str(tmp_path))
+    assert both.returncode == 2 and "not allowed with" in both.stderr
 
 
 def test_hdc_family_says_when_torchhd_is_missing(monkeypatch, capsys):

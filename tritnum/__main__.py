@@ -56,6 +56,7 @@ def _convert(args: argparse.Namespace) -> int:
                          layout=args.layout, linear_class=args.linear_class,
                          scale_dtype=args.scale_dtype, max_shard_size=args.max_shard_size,
                          requantize=args.requantize,
+                         tokenizer=False if args.no_tokenizer else args.tokenizer or True,
                          progress=False if args.no_progress else None)
     except (TritnumError, OSError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -198,6 +199,12 @@ def main(argv: list[str] | None = None) -> int:
                       help="shard a Hugging Face directory written into files of this size")
     conv.add_argument("--requantize", action="store_true",
                       help="round scales the target cannot hold exactly")
+    vocab = conv.add_mutually_exclusive_group()
+    vocab.add_argument("--tokenizer", metavar="DIR",
+                       help="GGUF: the directory whose tokenizer.json the file takes "
+                            "(default: the source directory's, or the --config one's)")
+    vocab.add_argument("--no-tokenizer", action="store_true",
+                       help="GGUF: write no tokenizer (llama.cpp then cannot run it on text)")
     conv.add_argument("--no-progress", action="store_true", help="no progress bar")
     conv.set_defaults(func=_convert)
     args = parser.parse_args(argv)
