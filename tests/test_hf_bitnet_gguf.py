@@ -251,7 +251,9 @@ def test_without_a_tokenizer(model_dir, tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["not json", "a list", "ids past vocab_size", "wordpiece",
-                                    "vocab not a map", "bad config"])
+                                    "vocab not a map", "bad config", "too deep",
+                                    "a list for a pattern", "an object for a behavior",
+                                    "a number in a chat template"])
 def test_hostile_tokenizer_files(model_dir, tmp_path, damage):
     path, _, _ = model_dir
     tok = tmp_path / "tok"
@@ -270,6 +272,18 @@ def test_hostile_tokenizer_files(model_dir, tmp_path, damage):
     elif damage == "vocab not a map":
         data["model"]["vocab"] = "abc"
         (tok / "tokenizer.json").write_text(json.dumps(data))
+    elif damage == "too deep":  # past Python's recursion limit
+        (tok / "tokenizer.json").write_text('{"a": ' + "[" * 100_000)
+    elif damage == "a list for a pattern":
+        data["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": ["x"]}
+        (tok / "tokenizer.json").write_text(json.dumps(data))
+    elif damage == "an object for a behavior":
+        data["pre_tokenizer"]["pretokenizers"][0]["behavior"] = {}
+        (tok / "tokenizer.json").write_text(json.dumps(data))
+    elif damage == "a number in a chat template":
+        config = json.loads((tok / "tokenizer_config.json").read_text())
+        config["chat_template"] = [{"name": "x", "template": 5}]
+        (tok / "tokenizer_config.json").write_text(json.dumps(config))
     else:
         (tok / "tokenizer_config.json").write_text("{bos")
     with pytest.raises(FormatError, match="tokenizer"):
@@ -400,6 +414,19 @@ def test_refused_by_name(tmp_path, model_dir):
         with pytest.raises(FormatError, match=match):
             tn.io.convert(untied, tmp_path / "m.gguf")
     assert sorted(os.listdir(tmp_path)) == ["untied"]  # no file written
+
+
+def test_vocab_size_is_the_embeddings_rows(model_dir, tmp_path):
+    """A config whose vocab_size is not the embedding's rows: refused before any token list."""
+    path, _, state = model_dir
+    bad = tmp_path / "bad"
+    os.makedirs(bad)
+    save_file(state, os.path.join(bad, "model.safetensors"))
+    config = json.loads((path / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**config, "vocab_size": 2**32 - 1}))
+    with pytest.raises(FormatError, match=r"vocab_size 4294967295.*128 rows"):
+        tn.io.convert(bad, tmp_path / "m.gguf", tokenizer=path)
+    assert sorted(os.listdir(tmp_path)) == ["bad"]
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.uint16])

@@ -76,9 +76,14 @@ def _to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any], config: Ma
     qtype = choice(qtype, "qtype", _TERNARY_QTYPES, FormatError)
     arch = arch or bitnet_arch(config)
     metadata = gguf_metadata(config, qtype, name, arch)
-    if tokenizer is not None:
-        metadata.update(tokenizer_metadata(tokenizer, config["vocab_size"], arch))
     names = gguf_names(list(tensors), config, arch)
+    if tokenizer is not None:
+        embed = next((tensors[n] for n, g in names.items() if g == "token_embd.weight"), None)
+        rows = None if embed is None else int(embed.shape[0])
+        if rows is not None and rows != config["vocab_size"]:
+            raise FormatError(f"vocab_size {config['vocab_size']} (config.json) is not the "
+                              f"token embedding's {rows} rows: llama.cpp takes a token per row")
+        metadata.update(tokenizer_metadata(tokenizer, config["vocab_size"], arch))
     renamed = {names[n]: _gguf_value(n, v, getattr(tensors, "dtypes", {}).get(n))
                for n, v in tensors.items()}
     if arch == "llama":  # llama.cpp rotates adjacent pairs: permute the rows as LlamaModel does

@@ -54,8 +54,8 @@ def _json(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise FormatError(f"{path!r} is not JSON: {exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # too deep: RecursionError
+        raise FormatError(f"{path!r} is not JSON: {type(exc).__name__}: {exc}") from None
     if not isinstance(data, dict):
         raise FormatError(f"{path!r} holds a {type(data).__name__}, not a JSON object")
     return data
@@ -69,10 +69,15 @@ def _step(step: Any, where: str) -> tuple[Any, ...]:
         pattern = step.get("pattern")
         regex = pattern.get("Regex", pattern.get("String")) if isinstance(pattern, Mapping) \
             else pattern
-        return ("Split", regex, step.get("behavior"), step.get("invert", False))
-    if kind == "ByteLevel":
-        return ("ByteLevel", step.get("add_prefix_space", True), step.get("use_regex", True))
-    return (kind,)
+        found: tuple[Any, ...] = ("Split", regex, step.get("behavior"), step.get("invert", False))
+    elif kind == "ByteLevel":
+        found = ("ByteLevel", step.get("add_prefix_space", True), step.get("use_regex", True))
+    else:
+        found = (kind,)
+    if not all(isinstance(v, (str, bool, type(None))) for v in found):  # a list, a number...
+        raise FormatError(f"{where}: a pre-tokenizer step holds {found!r:.100}, where "
+                          "tokenizer.json has strings and booleans")
+    return found
 
 
 def pre_tokenizer(tokenizer: Mapping[str, Any], where: str = TOKENIZER_FILE
@@ -194,16 +199,17 @@ def tokenizer_metadata(path: str | os.PathLike[str], vocab_size: int,
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         tokens, types = _vocab_base(tokenizer, vocab_size, where)
         special = gguf.SpecialVocab(path, load_merges=True)
+        writer = gguf.GGUFWriter(path=None, arch=arch)
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre(pre)
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        special.add_to_gguf(writer, quiet=True)
+        # a chat template of other types than strings raises here or in GGUFValue
+        return {key: _gguf_value(value) for key, value in writer.kv_data[0].items()
+                if key.startswith("tokenizer.")}
     except (FormatError, ImportError):
         raise
-    except Exception as exc:  # tokenizers' and transformers' own errors on a hostile file
+    except Exception as exc:  # tokenizers', transformers' and gguf's own errors on a hostile file
         raise FormatError(f"cannot read the tokenizer in {path!r}: "
                           f"{type(exc).__name__}: {exc}") from exc
-    writer = gguf.GGUFWriter(path=None, arch=arch)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(pre)
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    special.add_to_gguf(writer, quiet=True)
-    return {key: _gguf_value(value) for key, value in writer.kv_data[0].items()
-            if key.startswith("tokenizer.")}
