@@ -149,6 +149,9 @@ def _linear_step(name: str) -> Callable[[str], None]:
             # the integer GEMM's partial steps of 16 inputs, a kernel of their own
             w = quantize(np.resize(WEIGHTS, (8, 264)), format=name, device=dev)
             linear(np.ones((64, 264), np.float32), w, activations="int8", device=dev)
+        if name == "base3":  # its GEMV takes int8 x for rows of 1024 inputs and more
+            w = quantize(np.resize(WEIGHTS, (2, 1024)), format=name, device=dev)
+            linear(np.ones((1, 1024), np.float32), w, activations="int8", device=dev)
     return step
 
 
