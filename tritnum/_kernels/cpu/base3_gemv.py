@@ -53,7 +53,7 @@ def _decode(w, o, trits):
 
 @jit(inline="always")
 def _int_run(tj, xj):
-    """``sum tj * xj`` of int8 trits and int8 ``x``, int32 lanes (exact: under 2**24 a run)."""
+    """``sum tj * xj`` of int8 trits and int8 ``x``, in int32 lanes (exact: a ``RUN`` at most)."""
     run = np.int32(0)
     for j in range(tj.shape[0]):
         run = np.int32(run + np.int32(tj[j]) * np.int32(xj[j]))
