@@ -253,20 +253,6 @@ def test_nonlinear_encoder_is_cosine_signs():
     assert not np.array_equal(again[:, dims], got[:, dims])
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.int64])
-def test_cosines_in_row_chunks(dtype):
-    """More rows than one chunk (not whole chunks), zero rows and zero class vectors."""
-    rng = np.random.default_rng(1)
-    H = rng.integers(-1, 2, (rules.SCORE_ROWS + 45, 70)).astype(np.int8)
-    H[[2, rules.SCORE_ROWS + 3]] = 0  # a zero row: cosines 0
-    W = rng.integers(-5, 6, (6, 70)).astype(dtype)
-    W[4] = 0  # a zero class vector: cosines 0
-    norms = np.sqrt(np.count_nonzero(H, axis=1))
-    expect = (H @ W.T.astype(np.float64)) / (np.maximum(norms, 1)[:, None]
-                                              * np.maximum(np.linalg.norm(W, axis=1), 1))
-    np.testing.assert_allclose(rules.cosines(H, W, rules.norms(H)), expect, rtol=1e-12)
-
-
 def test_phase_trits_zero_band():
     from tritnum._kernels.cpu import hdc
 

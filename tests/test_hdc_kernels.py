@@ -1,12 +1,15 @@
-"""The HDC classifiers' kernels (row norms, class sums, phases to trits) on every backend.
+"""The HDC classifiers' kernels (row norms, class sums, phases to trits, cosines, passes) on
+every backend.
 
 Each against an independent oracle: float64 square roots of non-zero counts, a Python
-loop of row additions, and the trits read from float64 cosines of the phases.
+loop of row additions, the trits read from float64 cosines of the phases, float64 cosines
+row by row, and a Python loop of the update rule, row by row.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tritnum._dispatch import kernel
 
@@ -46,3 +49,47 @@ def test_phase_trits_are_the_cosines_signs_past_the_edge(device):
     expected = (c > limit).astype(np.int8) - (c < -limit)
     assert far.mean() > 0.99
     np.testing.assert_array_equal(out[far], expected[far])
+
+
+def _cosine(h, w):
+    """The float64 cosine of two rows, 0 when either is zero."""
+    nh, nw = np.sqrt(float(np.count_nonzero(h))), float(np.linalg.norm(w))
+    return 0.0 if nh == 0 or nw == 0 else float(h.astype(np.float64) @ w) / (nh * nw)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_cosines_of_rows_with_class_vectors(device, dtype):
+    H = _trits((11, 70), 5)  # not a multiple of the kernel's four rows
+    H[2] = 0  # a zero row: cosines 0
+    W = np.random.default_rng(6).integers(-5, 6, (6, 70)).astype(dtype)
+    W[4] = 0  # a zero class vector: cosines 0
+    got = kernel("hdc.cosines", device)(H, W, np.sqrt(np.count_nonzero(H, axis=1)))
+    expected = [[_cosine(h, w) for w in W.astype(np.float64)] for h in H]
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(("online", "dtype", "lr"), [(False, np.float64, 0.3),
+                                                     (True, np.float64, 0.3),
+                                                     (False, np.int64, 1)])
+def test_mistake_pass_follows_the_rule_row_by_row(device, online, dtype, lr):
+    """A Python loop over the rows: batches scored as they stand, then their mistakes moved."""
+    rng = np.random.default_rng(7)
+    H = _trits((23, 40), 8)  # batches of 5: the last one short
+    t = rng.integers(0, 3, 23)
+    W = rng.integers(-3, 4, (3, 40)).astype(dtype)
+    expected, wrong = W.astype(np.float64), 0
+    for r in range(0, 23, 5):
+        scores = [[_cosine(h, w) for w in expected] for h in H[r:r + 5]]
+        for i, s in enumerate(scores):
+            c, p = t[r + i], int(np.argmax(s))
+            if p != c:
+                a, b = (lr * (1 - s[c]), lr * (s[p] - 1)) if online else (lr, -lr)
+                expected[c] += a * H[r + i]
+                expected[p] += b * H[r + i]
+                wrong += 1
+    got = kernel("hdc.mistake_pass", device)(W, H, t, float(lr), 5, online,
+                                             np.sqrt(np.count_nonzero(H, axis=1)))
+    assert got == wrong and wrong > 5
+    assert W.dtype == dtype
+    np.testing.assert_allclose(W, expected, rtol=1e-5, atol=1e-6)  # float32 cosines

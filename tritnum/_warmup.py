@@ -174,12 +174,16 @@ def _warm_vsa(dev: str) -> None:
 
 
 def _warm_hdc(dev: str) -> None:
-    """The HDC classifiers' kernels, with the class sums' dtype they take."""
+    """The HDC classifiers' kernels, with the class vectors' dtypes they take."""
     H = np.ones((2, 70), np.int8)
     kernel("hdc.row_norms", dev)(H)
     kernel("hdc.add_rows", dev)(np.zeros((2, 70), np.int64), H, np.array([0, 1]))
     kernel("hdc.phase_trits", dev)(np.zeros((2, 70), np.float32), np.zeros(70, np.float32),
                                    np.float32(0.25), H)
+    norms, t = np.ones(2), np.array([0, 1])
+    for W in (np.zeros((2, 70)), np.zeros((2, 70), np.int64)):  # OnlineHD's, SparseHD's
+        kernel("hdc.cosines", dev)(H, W, norms)
+        kernel("hdc.mistake_pass", dev)(W, H, t, 1.0, 32, False, norms)
 
 
 def _warm_compress(dev: str) -> None:

@@ -139,30 +139,12 @@ def norms(H: np.ndarray) -> np.ndarray:
     return kernel("hdc.row_norms", "cpu")(H)
 
 
-SCORE_ROWS = 256  # rows converted to floats at a time for their product with the classes
+def cosines(H: np.ndarray, W: np.ndarray, h_norms: np.ndarray) -> np.ndarray:
+    """``(n, n_classes)`` float32 cosines of int8 rows ``H`` (norms ``h_norms``) with ``W``.
 
-
-def cosines(H: np.ndarray, W: np.ndarray, h_norms: np.ndarray,
-            buffer: np.ndarray | None = None) -> np.ndarray:
-    """``(n, n_classes)`` cosines of int8 rows ``H`` (norms ``h_norms``) with ``W``.
-
-    0 for a zero row or class vector. BLAS products of ``SCORE_ROWS`` rows at a time,
-    made floats in ``buffer`` (at least ``min(SCORE_ROWS, n)`` rows; float64 if None),
-    with ``W`` in the buffer's precision: the cosines are of that float type.
+    0 for a zero row or class vector; float32 products, as the update passes score.
     """
-    if buffer is None:
-        buffer = np.empty((min(SCORE_ROWS, len(H)), H.shape[1]))
-    w_norms = np.sqrt(np.einsum("ij,ij->i", W, W, dtype=np.float64))
-    scale = (1.0 / np.where(w_norms > 0, w_norms, 1.0)).astype(buffer.dtype)
-    out = np.empty((len(H), len(W)), buffer.dtype)
-    Wf = W.astype(buffer.dtype)
-    for r in batches(len(H), SCORE_ROWS):
-        rows = buffer[:len(H[r:r + SCORE_ROWS])]
-        np.copyto(rows, H[r:r + SCORE_ROWS])
-        np.matmul(rows, Wf.T, out=out[r:r + SCORE_ROWS])
-    out /= np.where(h_norms > 0, h_norms, 1.0)[:, None]
-    out *= scale
-    return out
+    return kernel("hdc.cosines", "cpu")(H, W, h_norms)
 
 
 def mistake_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
@@ -174,25 +156,10 @@ def mistake_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: 
     adds ``a h`` to ``W[c]`` and ``b h`` to ``W[p]``: ``a = lr``, ``b = -lr`` (AdaptHD,
     torchhd ``add_adapt``) or, with ``online``, ``a = lr (1 - s[c])``,
     ``b = lr (s[p] - 1)`` (OnlineHD, ``add_online``). ``W`` keeps its dtype; the
-    scores are float32, as torchhd's (its default dtype): each batch is made float32
-    in one buffer for an ``sgemm`` with a float32 copy of ``W`` (twice the speed of
-    float64 here).
+    scores are float32, as torchhd's (its default dtype). One compiled call a pass.
     """
-    wrong_total = 0
-    buffer = np.empty((min(batch, SCORE_ROWS, len(H)), H.shape[1]), np.float32)
-    for r in batches(len(H), batch):
-        tb = t[r:r + batch]
-        s = cosines(H[r:r + batch], W, h_norms[r:r + batch], buffer)
-        pred = s.argmax(axis=1)
-        wrong = np.flatnonzero(pred != tb)
-        if len(wrong):
-            wrong_total += len(wrong)
-            tw, pw = tb[wrong], pred[wrong]
-            if online:
-                move(W, H[r + wrong], tw, pw, lr * (1.0 - s[wrong, tw]), lr * (s[wrong, pw] - 1.0))
-            else:
-                move(W, H[r + wrong], tw, pw, lr, -lr)
-    return wrong_total
+    return kernel("hdc.mistake_pass", "cpu")(W, H, np.ascontiguousarray(t, np.int64), float(lr),
+                                             int(batch), bool(online), h_norms)
 
 
 def adapt_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,

@@ -20,5 +20,5 @@ from ._launch import contiguous, take_rows
 register("warm_threads", "cuda")(warm_threads)  # no thread pool to warm
 register("contiguous", "cuda")(contiguous)
 register("take_rows", "cuda")(take_rows)
-for _op in ("row_norms", "add_rows", "phase_trits"):  # the HDC classifiers' host arrays
+for _op in hdc.OPS:  # the HDC classifiers' host arrays
     register(f"hdc.{_op}", "cuda")(getattr(hdc, _op))

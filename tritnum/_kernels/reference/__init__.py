@@ -9,5 +9,5 @@ from . import compress, gguf, matmul, packing, q8k, quantize, vsa  # noqa: F401 
 register("warm_threads", "numpy")(warm_threads)  # no thread pool to warm
 register("contiguous", "numpy")(contiguous)
 register("take_rows", "numpy")(take_rows)
-for _op in ("row_norms", "add_rows", "phase_trits"):  # the HDC classifiers' host arrays
+for _op in hdc.OPS:  # the HDC classifiers' host arrays
     register(f"hdc.{_op}", "numpy")(getattr(hdc, _op))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+OPS = ("row_norms", "add_rows", "phase_trits", "cosines", "mistake_pass")  # registered as hdc.*
+
 
 def row_norms(H: np.ndarray) -> np.ndarray:
     """The Euclidean norm of each int8 trit row: the square root of its non-zero count."""
@@ -29,3 +31,37 @@ def phase_trits(turns: np.ndarray, phase: np.ndarray, edge: np.float32,
     f = u - np.floor(u)
     m = np.minimum(f, np.float32(1) - f)
     out[...] = (m < edge).astype(np.int8) - (m > np.float32(0.5) - edge).astype(np.int8)
+
+
+def cosines(H: np.ndarray, W: np.ndarray, h_norms: np.ndarray) -> np.ndarray:
+    """Float32 cosines ``(n, n_classes)`` of int8 rows ``H`` (norms ``h_norms``) with ``W``.
+
+    0 for a zero row or class vector: a float32 product, the norms' scales in float32.
+    """
+    w_norms = np.sqrt(np.einsum("ij,ij->i", W, W, dtype=np.float64))
+    scale = (1.0 / np.where(w_norms > 0, w_norms, 1.0)).astype(np.float32)
+    dots = H.astype(np.float32) @ W.astype(np.float32).T
+    return (dots / np.where(h_norms > 0, h_norms, 1.0)[:, None]).astype(np.float32) * scale
+
+
+def mistake_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
+                 online: bool, h_norms: np.ndarray) -> int:
+    """One pass of AdaptHD's (or, ``online``, OnlineHD's) rule over int8 ``H``; the mistakes.
+
+    Per mini-batch: float32 cosines with ``W`` as it stands (the first largest wins);
+    each misclassified row ``h`` (target ``c``, predicted ``p``, cosines ``s``) adds
+    ``a h`` to ``W[c]`` and ``b h`` to ``W[p]``: ``a = lr``, ``b = -lr``, or with
+    ``online`` ``a = lr (1 - s[c])``, ``b = lr (s[p] - 1)``.
+    """
+    wrong_total = 0
+    for r in range(0, len(H), batch):
+        tb = t[r:r + batch]
+        s = cosines(H[r:r + batch], W, h_norms[r:r + batch]).astype(np.float64)
+        pred = s.argmax(axis=1)
+        for i in np.flatnonzero(pred != tb):
+            c, p = tb[i], pred[i]
+            a, b = (lr * (1.0 - s[i, c]), lr * (s[i, p] - 1.0)) if online else (lr, -lr)
+            W[c] += (a * H[r + i]).astype(W.dtype)
+            W[p] += (b * H[r + i]).astype(W.dtype)
+            wrong_total += 1
+    return wrong_total
