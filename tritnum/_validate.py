@@ -162,7 +162,7 @@ def owned(a: np.ndarray, copy: bool | None, source: Any = None) -> np.ndarray:
     if copy or (copy is None and _writable_elsewhere(a)):
         a = a.copy()
     view = a.view()
-    view.flags.writeable = False
+    view.setflags(write=False)  # (the flags object costs twice this, on one-pair ops' path)
     return view
 
 

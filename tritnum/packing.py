@@ -21,6 +21,7 @@ import numpy as np
 
 from ._dispatch import call, place, resolve_device
 from ._formats import FORMATS, Format, get_format
+from ._formats import FORMATS as _BY_NAME
 from ._interop import (
     HOST,
     Origin,
@@ -151,12 +152,15 @@ class PackedTrits:
         ``data`` (the kernel's rows) is placed where ``like`` lives and shaped for
         ``shape``; :func:`unpack` hands trits back in ``like``'s kind.
         """
-        fmt = get_format(format)
-        if not is_dask(data):
-            data = like.native(data).reshape(fmt.data_shape(shape))
+        fmt = _BY_NAME.get(format) or get_format(format)
+        if like is not HOST or type(data) is not np.ndarray:
+            if not is_dask(data):
+                data = like.native(data).reshape(fmt.data_shape(shape))
+        elif data.shape != (expected := fmt.data_shape(shape)):  # host rows: as they are
+            data = data.reshape(expected)
         if type(data) is np.ndarray and data.dtype == fmt.dtype and data.flags.c_contiguous:
             packed = cls.__new__(cls)  # tritnum's own buffer: nothing to check or copy
-            packed._fill(owned(data, copy=False), tuple(int(n) for n in shape), fmt,
+            packed._fill(owned(data, copy=False), tuple(map(int, shape)), fmt,
                          valid=True, like=like)
             return packed
         packed = cls(data, shape, format, copy=False)

@@ -62,18 +62,23 @@ def _host_pair(a: Any, b: Any, device: str) -> tuple[Any, Any, np.ndarray, bool]
             return None
         ra, rb, packed = _rows(a, 1), _rows(b, 1), False
     elif ta is PackedTrits:  # rows of the data as _hv.hypervectors reads them (as_rows)
-        da, db = a.data, b.data
-        if (type(da) is not np.ndarray or type(db) is not np.ndarray or a.shape != b.shape
-                or not a.shape or not a.size or a.format != "bitplane" or b.format != "bitplane"
-                or not (a._valid and b._valid) or a._like is not HOST or b._like is not HOST):
+        da, db, shape = a.data, b.data, a.shape
+        if (type(da) is not np.ndarray or type(db) is not np.ndarray or shape != b.shape
+                or not shape or 0 in shape or a._format is not BITPLANE
+                or b._format is not BITPLANE or not (a._valid and b._valid)
+                or a._like is not HOST or b._like is not HOST):
             return None
         ra, rb, packed = _rows(da, 2), _rows(db, 2), True
     else:
         return None
-    return ra, rb, np.arange(ra.shape[0], dtype=np.int64), packed
+    n = ra.shape[0]
+    index = _ROW_INDEX[n] if n < len(_ROW_INDEX) else np.arange(n, dtype=np.int64)
+    return ra, rb, index, packed
 
 
 _INT8 = np.dtype(np.int8)
+# arange(R) for a few rows, made once: the kernels only read them
+_ROW_INDEX = tuple(np.arange(n, dtype=np.int64) for n in range(17))
 
 
 def _rows(a: np.ndarray, tail: int) -> np.ndarray:
