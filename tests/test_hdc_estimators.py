@@ -237,13 +237,24 @@ def test_nonlinear_encoder_is_cosine_signs():
     enc = rules.Encoder("nonlinear", 300, 2, 9).fit(X)
     z = (X - X.mean(axis=0)) / X.std(axis=0)
     rng = np.random.default_rng(9)
-    G = rng.standard_normal((5, 300), dtype=np.float32) * rules.BANDWIDTH / math.sqrt(5)
+    # near-Gaussian entries from 64 random bits each: (popcount of the high 48 - 24 +
+    # the low 16 / 65536 - 1/2) / sqrt(12 + 1/12), here in float64
+    bits = [int(w) for w in rng.integers(0, 2**64, 5 * 300, np.uint64)]
+    g = [(bin(w >> 16).count("1") - 24 + (w & 0xFFFF) / 65536 - 0.5) / math.sqrt(12 + 1 / 12)
+         for w in bits]
+    G = np.reshape(g, (5, 300)) * rules.BANDWIDTH / math.sqrt(5)
     b = 2 * math.pi * rng.random(300, dtype=np.float32).astype(np.float64)
-    v = np.cos(z @ G.astype(np.float64) + b)
+    v = np.cos(z @ G + b)
     got = enc.transform(X)
-    assert got.dtype == np.int8 and set(np.unique(got)) == {-1, 1}
-    # float32 products: a phase right at a quarter turn may fall either way
-    assert np.array_equal(got[np.abs(v) > 1e-3], np.sign(v)[np.abs(v) > 1e-3])
+    # 0 where |cos| is below cos(2 pi EDGE): phases within EDGE turns of a quarter turn
+    limit = math.cos(2 * math.pi * rules.EDGE)
+    expect = np.where(v > limit, 1, np.where(v < -limit, -1, 0))
+    assert got.dtype == np.int8 and set(np.unique(got)) == {-1, 0, 1}
+    # float32 products: a phase right at the band's edge may fall either way
+    clear = np.abs(np.abs(v) - limit) > 1e-3
+    assert clear.mean() > 0.99 and np.array_equal(got[clear], expect[clear])
+    # 0 where a phase is more than EDGE turns from a whole and from a half turn: 1 - 4 EDGE
+    assert abs(np.mean(got == 0) - (1 - 4 * rules.EDGE)) < 0.05
     # the columns asked for only, and regenerated columns drawn afresh
     dims = np.array([3, 17, 250])
     assert np.array_equal(enc.transform(X, dims), got[:, dims])
@@ -348,3 +359,14 @@ def test_import_tritnum_leaves_sklearn_unloaded():
     subprocess.run([sys.executable, "-c", code], check=True)
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         tn.vsa.Nope  # noqa: B018
+
+
+def test_weakest_dimensions_in_order_ties_to_the_lower():
+    """NeuralHD's regenerated dimensions: the least variances first, equal ones by index."""
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 29, 30):
+        W = rng.integers(-2, 3, (3, 30)).astype(np.float64)  # small integers: many ties
+        W[:, 5] = W[:, 11] = 0  # two zero-variance dimensions
+        unit = W / np.linalg.norm(W, axis=1, keepdims=True)
+        var = [float(np.var(unit[:, j], ddof=1)) for j in range(30)]
+        assert rules.weakest(W, n).tolist() == sorted(range(30), key=lambda j: (var[j], j))[:n]

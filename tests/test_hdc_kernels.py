@@ -93,3 +93,16 @@ def test_mistake_pass_follows_the_rule_row_by_row(device, online, dtype, lr):
     assert got == wrong and wrong > 5
     assert W.dtype == dtype
     np.testing.assert_allclose(W, expected, rtol=1e-5, atol=1e-6)  # float32 cosines
+
+
+def test_near_normal_values_from_bits(device):
+    """Each word's value by its formula (Python integers, float64), and their moments."""
+    bits = np.random.default_rng(9).integers(0, 2**64, 50_000, np.uint64)
+    out = np.empty(50_000, np.float32)
+    kernel("hdc.near_normal", device)(bits, out)
+    some = [int(w) for w in bits[:500]]
+    expected = [(bin(w >> 16).count("1") - 24 + (w & 0xFFFF) / 65536 - 0.5) / np.sqrt(12 + 1 / 12)
+                for w in some]
+    np.testing.assert_allclose(out[:500], expected, rtol=1e-6, atol=1e-6)  # float32 steps
+    assert abs(out.mean()) < 0.015 and abs(out.std() - 1) < 0.01
+    assert np.unique(out).size > 45_000  # a density (of 3.2 M values), not 49 popcounts

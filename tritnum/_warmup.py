@@ -184,6 +184,7 @@ def _warm_hdc(dev: str) -> None:
     for W in (np.zeros((2, 70)), np.zeros((2, 70), np.int64)):  # OnlineHD's, SparseHD's
         kernel("hdc.cosines", dev)(H, W, norms)
         kernel("hdc.mistake_pass", dev)(W, H, t, 1.0, 32, False, norms)
+    kernel("hdc.near_normal", dev)(np.zeros(70, np.uint64), np.empty(70, np.float32))
 
 
 def _warm_compress(dev: str) -> None:

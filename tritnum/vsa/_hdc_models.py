@@ -21,10 +21,13 @@ from .generation import level, random
 PROJECTION_ZERO = 0.43
 DENSITY = 2 / 3  # of the projection's random trits
 # the nonlinear encoder: its random projection's standard deviation times sqrt(features)
-# (the kernel's bandwidth on standardized features) and its trits' zero band, the phases
-# within EDGE turns of a quarter turn (none: 1/4)
+# (the kernel's bandwidth on standardized features), and its trits' zero band: +1 within
+# EDGE turns of a whole turn, -1 within EDGE of a half turn, 0 between (1/4: none). 0.15
+# (40 % zeros) had the best mean accuracy of 0.1, 0.125, 0.15, 0.2 and 0.25 for OnlineHD
+# and NeuralHD in 5-fold cross-validation on the training rows of the four bundled sets
+# (OnlineHD 95.5 % against 94.9 % bipolar, NeuralHD 95.8 % against 95.4 %)
 BANDWIDTH = 1.5
-EDGE = 0.25
+EDGE = 0.15
 ROWS = 64  # rows projected at a time by the nonlinear encoder (its floats stay in cache)
 
 
@@ -67,12 +70,16 @@ class Encoder:
 
     @staticmethod
     def _gaussian(features: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """``d`` Gaussian projection columns (in turns) and phases, float32, from ``seed``.
+        """``d`` near-Gaussian projection columns (in turns) and phases, float32, from ``seed``.
 
-        The columns' standard deviation is ``BANDWIDTH / sqrt(features)``.
+        The entries' standard deviation is ``BANDWIDTH / sqrt(features)`` (in radians);
+        each is drawn from 64 random bits by ``hdc.near_normal`` (NumPy's Gaussian took
+        2.4 ms of a 7 ms breast cancer fit).
         """
         rng = np.random.default_rng(seed)
-        proj = rng.standard_normal((features, d), dtype=np.float32)
+        proj = np.empty((features, d), np.float32)
+        kernel("hdc.near_normal", "cpu")(rng.integers(0, 2**64, features * d, np.uint64),
+                                         proj.reshape(-1))
         proj *= np.float32(BANDWIDTH / (2 * math.pi * math.sqrt(features)))
         return proj, rng.random(d, dtype=np.float32)
 
@@ -214,7 +221,15 @@ def sparsify(W: np.ndarray, density: float) -> None:
 
 
 def weakest(W: np.ndarray, n: int) -> np.ndarray:
-    """The ``n`` dimensions of least variance across the row-normalized class vectors (NeuralHD)."""
+    """The ``n`` dimensions of least variance across the row-normalized class vectors (NeuralHD).
+
+    In the order of a stable sort of the variances (ties: the lower dimension first);
+    a partition finds them, the ``n`` alone are sorted.
+    """
     norms = np.linalg.norm(W, axis=1, keepdims=True)
-    unit = W / np.maximum(norms, 1e-12)
-    return np.argsort(unit.var(axis=0, ddof=1), kind="stable")[:n]
+    var = (W / np.maximum(norms, 1e-12)).var(axis=0, ddof=1)
+    if n >= len(var):
+        return np.argsort(var, kind="stable")
+    kth = var[np.argpartition(var, n - 1)[n - 1]]
+    dims = np.concatenate([np.flatnonzero(var < kth), np.flatnonzero(var == kth)])[:n]
+    return dims[np.lexsort((dims, var[dims]))]

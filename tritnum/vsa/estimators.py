@@ -234,10 +234,11 @@ _COMMON = """Parameters
         over P's draws, ``sqrt(2/3) |x|`` (about a third of the trits, as
         :func:`tritnum.vsa.random`'s density); ``"nonlinear"``, the nonlinear
         random projection of the OnlineHD and NeuralHD papers, standardizes the
-        features ``z`` and takes the signs of ``cos(z @ G + b)`` for a Gaussian
-        ``G`` (standard deviation ``1.5 / sqrt(features)``) and phases ``b``
-        uniform in ``[0, 2 pi)``: random Fourier features, one BLAS product,
-        bipolar trits. The default is ``"nonlinear"``
+        features ``z`` and takes the trits of ``cos(z @ G + b)`` for a near-Gaussian
+        ``G`` (standard deviation ``1.5 / sqrt(features)``, each entry from 64
+        random bits) and phases ``b`` uniform in ``[0, 2 pi)``: +1 above
+        ``cos(0.3 pi)``, -1 below its negative, 0 between (40 % of the trits):
+        random Fourier features, one BLAS product. The default is ``"nonlinear"``
         for OnlineHD and NeuralHD, ``"record"`` for the others.
     n_levels : int
         Levels of the record and thermometer encoders (>= 2).
@@ -599,7 +600,11 @@ class NeuralHDClassifier(_Learned):
 
     {common}Passes over the training data; the first one adds the samples up.
     lr : float
-        The learning rate of the retraining passes.
+        The learning rate of the retraining passes. torchhd's default is 0.37; on
+        the ternary encoders' class sums it left them almost where the first pass
+        put them (breast cancer 91.6 % after 3 epochs, as the first pass alone). 3
+        was chosen from 0.37, 1, 3 and 10 by 5-fold cross-validation on the
+        training rows of the four bundled data sets (the best mean, 95.4 %).
     regen_rate : float
         The share of dimensions regenerated each time, in [0, 1].
     regen_freq : int
@@ -619,7 +624,7 @@ class NeuralHDClassifier(_Learned):
     """
 
     def __init__(self, n_dimensions: int = 10_000, encoder: str = "nonlinear", n_levels: int = 100,
-                 epochs: int = 20, lr: float = 0.37, regen_rate: float = 0.04,
+                 epochs: int = 20, lr: float = 3.0, regen_rate: float = 0.04,
                  regen_freq: int = 20, batch_size: int = 32, warm_start: bool = False,
                  random_state: Any = None) -> None:
         self.n_dimensions = n_dimensions

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ..._dispatch import register
+from ..shared import hdc as shared
 from ._jit import jit
 
 FAST = {"reassoc", "contract", "nsz"}
@@ -171,3 +172,19 @@ def mistake_pass(W, H, t, lr, batch, online, h_norms):
                 W[p, j] += b * h
             stale[c] = stale[p] = True
     return wrong
+
+
+
+_near_normal = jit(inline="always")(shared.near_normal_value)
+
+
+@register("hdc.near_normal", "cpu")
+@jit()
+def near_normal(bits, out):
+    """``out[i]``: a near-Gaussian float32 value from the random 64-bit word ``bits[i]``.
+
+    :func:`..shared.hdc.near_normal_value`; a fifth of the time of NumPy's Gaussian
+    here (the popcount is one instruction).
+    """
+    for i in range(bits.shape[0]):
+        out[i] = _near_normal(bits[i])
