@@ -10,16 +10,24 @@ architecture (of relu² models) against a transcription of microsoft's own 2B-4T
 
 from __future__ import annotations
 
+import gc
+import importlib
 import json
+import mmap
 import os
 import warnings
+import weakref
 
 import numpy as np
 import pytest
 
 import tritnum as tn
 from tritnum.errors import FormatError
+from tritnum.io import hf_checkpoint
 from tritnum.io.gguf.container import map_file
+from tritnum.io.gguf.file import drop_view
+from tritnum.io.gguf.model import LazyTernary
+from tritnum.io.hf_checkpoint import open_hf_bitnet
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -184,6 +192,98 @@ def test_i2s_bytes_are_tritnums_encoder(model_dir, tmp_path):
     back = model["blk.0.ffn_down.weight"]
     assert back.packed.unpack().tolist() == w.packed.unpack().tolist()
     assert back.scales == w.scales
+
+
+@pytest.mark.parametrize("qtype", ["TQ2_0", "TQ1_0", "I2_S"])
+def test_streamed_file_is_the_eager_file(model_dir, tmp_path, monkeypatch, qtype):
+    """The streamed conversion (projections read as they are written) writes the bytes the
+    eager one (every projection decoded first, as read_hf_bitnet gives them) writes."""
+    path, _, _ = model_dir
+    tensors, _ = open_hf_bitnet(path)
+    assert isinstance(tensors["model.layers.0.mlp.down_proj.weight"], LazyTernary)
+    tn.io.convert(path, tmp_path / "streamed.gguf", qtype=qtype)
+    convert_module = importlib.import_module("tritnum.io.convert")  # tn.io.convert: a function
+    monkeypatch.setattr(convert_module, "open_hf_bitnet", tn.io.read_hf_bitnet)
+    tn.io.convert(path, tmp_path / "eager.gguf", qtype=qtype)
+    assert (tmp_path / "streamed.gguf").read_bytes() == (tmp_path / "eager.gguf").read_bytes()
+
+
+def _spy_on_loads(monkeypatch, tmp_path):
+    """Each projection decoded: whether the GGUF file was being written, and whether the
+    projections decoded before it are still alive (weak references to their trits)."""
+    seen = []
+    decode = hf_checkpoint._offline_ternary
+
+    def spy(*args):
+        gc.collect()
+        writing = any(n.endswith(".part") for n in os.listdir(tmp_path))
+        seen.append([writing, sum(ref() is not None for _, _, ref in seen), lambda: None])
+        t = decode(*args)
+        seen[-1][2] = weakref.ref(t.packed.data)
+        return t
+
+    monkeypatch.setattr(hf_checkpoint, "_offline_ternary", spy)
+    return seen
+
+
+def test_streamed_one_projection_at_a_time(model_dir, tmp_path, monkeypatch):
+    path, trits, _ = model_dir
+    seen = _spy_on_loads(monkeypatch, tmp_path)
+    tn.io.hf_bitnet_to_gguf(path, tmp_path / "m.gguf", tokenizer=False)
+    assert len(seen) == len(trits) == 14
+    assert all(writing and alive == 0 for writing, alive, _ in seen)  # header first, one held
+    seen.clear()
+    tn.io.read_hf_bitnet(path)  # the eager reader decodes each once, and keeps them
+    assert len(seen) == 14 and seen[-1][1] == 13
+
+
+def test_code_3_found_mid_write_leaves_no_file(model_dir, tmp_path, monkeypatch):
+    """A hostile projection late in the file: FormatError naming it once earlier tensors are
+    written, and neither the file nor its temporary remains."""
+    path, _, state = model_dir
+    bad = tmp_path / "bad"
+    os.makedirs(bad)
+    name = "model.layers.1.mlp.down_proj.weight"
+    damaged = state[name].clone()
+    damaged[3, 5] = 0b0011_0000  # code 3 in bits 4-5
+    save_file({**state, name: damaged}, os.path.join(bad, "model.safetensors"))
+    (bad / "config.json").write_text((path / "config.json").read_text())
+    seen = _spy_on_loads(monkeypatch, tmp_path)
+    for qtype in ("TQ2_0", "I2_S"):
+        seen.clear()
+        with pytest.raises(FormatError, match=rf"tensor '{name}'.*code 3"):
+            tn.io.convert(bad, tmp_path / "m.gguf", qtype=qtype, tokenizer=False)
+        assert sorted(os.listdir(tmp_path)) == ["bad"]
+        assert len(seen) > 1 and all(writing for writing, _, _ in seen)  # others written first
+
+
+def test_mapped_pages_let_go(tmp_path):
+    """drop_view: the pages of a read-only mapped view leave the process (its Rss in
+    /proc/self/smaps), the values read back the same; other arrays are left alone."""
+    smaps = "/proc/self/smaps"
+    if not os.path.exists(smaps):
+        pytest.skip("no /proc/self/smaps")
+    data = np.random.default_rng(0).integers(0, 256, 8 << 20, dtype=np.uint8)
+    data.tofile(tmp_path / "f")
+    with open(tmp_path / "f", "rb") as f:
+        mapped = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
+    start = mapped.__array_interface__["data"][0]
+
+    def resident_kb():
+        lines = open(smaps).read().splitlines()
+        at = next(i for i, line in enumerate(lines)
+                  if line.split()[0].split("-")[0] == f"{start:x}")
+        return next(int(line.split()[1]) for line in lines[at:] if line.startswith("Rss:"))
+
+    assert int(mapped.sum(dtype=np.uint64)) == int(data.sum(dtype=np.uint64))
+    assert resident_kb() >= 8 << 10
+    view = mapped[1 << 20:].reshape(7, -1)
+    drop_view(view)
+    assert resident_kb() <= (1 << 10) + 4  # the first MiB (and a page) stay
+    assert np.array_equal(view.reshape(-1), data[1 << 20:])
+    copy = data.copy()
+    drop_view(copy)
+    assert np.array_equal(copy, data)
 
 
 def test_tokenizer_keys(model_dir, tmp_path):
@@ -499,10 +599,12 @@ def test_bfloat16_kept_as_bits(model_dir, tmp_path):
     expected = (bits.astype(np.uint32) << 16).view(np.float32)
     assert np.array_equal(floats["model.embed_tokens.weight"], expected)
     tn.io.convert(tmp_path / "bf16", tmp_path / "m.gguf", progress=False, tokenizer=False)
-    entry = _tensors(gguf.GGUFReader(tmp_path / "m.gguf"))["token_embd.weight"]
-    assert entry.tensor_type.name == "BF16"
-    np.testing.assert_array_equal(gguf.quants.dequantize(entry.data, entry.tensor_type),
-                                  expected)
+    tn.io.hf_bitnet_to_gguf(tmp_path / "bf16", tmp_path / "h.gguf", tokenizer=False)
+    for file in ("m.gguf", "h.gguf"):  # hf_bitnet_to_gguf wrote F32 before: it read float32
+        entry = _tensors(gguf.GGUFReader(tmp_path / file))["token_embd.weight"]
+        assert entry.tensor_type.name == "BF16"
+        np.testing.assert_array_equal(gguf.quants.dequantize(entry.data, entry.tensor_type),
+                                      expected)
     tn.io.convert(tmp_path / "bf16", tmp_path / "m.safetensors")
     f = tn.io.read_safetensors(tmp_path / "m.safetensors", bfloat16="bits")
     assert f.dtypes["model.embed_tokens.weight"] == "BF16"

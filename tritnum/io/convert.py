@@ -34,7 +34,13 @@ from .gguf.hf_models import (
 )
 from .gguf.model import GGUFBlocks, GGUFReport
 from .gguf.vocab import TOKENIZER_FILE, tokenizer_metadata
-from .hf_checkpoint import CONFIG, bitnet_settings, read_hf_bitnet, write_hf_bitnet
+from .hf_checkpoint import (
+    CONFIG,
+    bitnet_settings,
+    open_hf_bitnet,
+    read_hf_bitnet,
+    write_hf_bitnet,
+)
 from .safetensors_file import read_safetensors, write_safetensors
 from .safetensors_header import json_object
 
@@ -136,8 +142,11 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
     scale, the token embeddings in their stored dtype (bfloat16 kept), the norms in
     F32, and the tokenizer as
     llama.cpp's ``tokenizer.ggml.*`` keys (byte-level BPE, as the 2B-4T model's; see
-    ``tritnum.io.gguf.vocab``). Tensors are encoded one at a time into a file
-    written beside ``dst`` and renamed when complete.
+    ``tritnum.io.gguf.vocab``). The checkpoint is memory-mapped and streamed: each
+    projection is decoded when its bytes are due and let go once written, so about
+    one tensor is in memory at a time. The file is written beside ``dst`` and
+    renamed when complete: an error (a code 3 in a packed weight found on the way)
+    leaves no file.
 
     Parameters
     ----------
@@ -205,7 +214,7 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
       output_norm.weight  [256]  float32 -> F32  1024 bytes
       blk.0.attn_q.weight  [256x256]  ternary -> TQ2_0  16896 bytes
     """
-    tensors, config = read_hf_bitnet(src)
+    tensors, config = open_hf_bitnet(src, bfloat16="bits")
     return _to_gguf(dst, tensors, config, model_name(src, config), qtype, layout, requantize,
                     progress, _tokenizer_dir(tokenizer, src))
 
@@ -406,8 +415,9 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
     """
     src, dst = os.fspath(src), os.fspath(dst)
     kind = dst.lower().rsplit(".", 1)[-1] if "." in os.path.basename(dst) else ""
-    if os.path.isdir(src):
-        tensors, model_config = read_hf_bitnet(src, bfloat16="bits")
+    if os.path.isdir(src):  # into GGUF, each projection read as it is written
+        read = open_hf_bitnet if kind == "gguf" else read_hf_bitnet
+        tensors, model_config = read(src, bfloat16="bits")
         name = model_name(src, model_config)
         if config is not None:
             model_config = _config_of(config)

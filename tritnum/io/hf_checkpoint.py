@@ -16,22 +16,26 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 
 from .._npz import field
+from .._validate import choice
 from ..errors import FormatError, TritnumError
 from ..packing import pack
 from ..quantize import TernaryTensor
 from .arrays import bfloat16_to_float32, is_array, plain_array
+from .gguf.file import drop_view
+from .gguf.model import LazyTernary
 from .hf_bitnet import LINEAR_CLASSES, SCALE_DTYPES, decode_scale, from_hf_bitnet, to_hf_bitnet
 from .safetensors_file import SafetensorsFile, read_safetensors, write_safetensors
 from .safetensors_header import FILE, json_object
 
-__all__ = ["CONFIG", "INDEX", "SINGLE", "bitnet_settings", "read_config", "read_hf_bitnet",
-           "write_hf_bitnet"]
+__all__ = ["CONFIG", "INDEX", "SINGLE", "bitnet_settings", "open_hf_bitnet", "read_config",
+           "read_hf_bitnet", "write_hf_bitnet"]
 
 CONFIG, INDEX, SINGLE = "config.json", "model.safetensors.index.json", "model.safetensors"
 _SCALE, _WEIGHT, _BIAS = ".weight_scale", ".weight", ".bias"
@@ -159,6 +163,28 @@ def _offline_ternary(name: str, weight: Any, scale: Any, linear_class: str) -> T
                          np.array(decode_scale(scale, linear_class), np.float32))
 
 
+def _lazy(name: str, stored: np.ndarray,
+          load: Callable[[], TernaryTensor]) -> LazyTernary | TernaryTensor:
+    """A projection read by ``load`` from ``stored`` when it is wanted, then its pages let go.
+
+    Its shape comes from ``stored``'s: ``(4 rows, in)`` of transformers' packed
+    ``uint8`` (out / 4, in), else its own. One that is not 2-D is read now (packed
+    or trits: refused, by name; online float weights of any shape are quantized).
+    """
+    def read() -> TernaryTensor:
+        try:
+            tensor = load()
+        except (TritnumError, TypeError, ValueError) as exc:
+            FILE.fail(f"tensor {name!r}: {exc}")
+        drop_view(stored)
+        return tensor
+
+    if stored.ndim != 2:
+        return read()
+    rows = stored.shape[0] * (4 if stored.dtype == np.uint8 else 1)
+    return LazyTernary((rows, stored.shape[1]), read)
+
+
 def _skipped(name: str, skip: list[str] | None) -> bool:
     module = name[:-len(_WEIGHT)]
     return any(module == s or module.endswith("." + s) or module.startswith(s + ".")
@@ -231,6 +257,22 @@ def read_hf_bitnet(path: str | os.PathLike[str], *, max_bytes: int | None = None
     >>> tn.unpack(tensors["q_proj.weight"].packed)[:, 0], float(tensors["q_proj.weight"].scales)
     (array([ 1, -1,  0,  1], dtype=int8), 0.5)
     """
+    tensors, config = open_hf_bitnet(path, max_bytes=max_bytes, bfloat16=bfloat16)
+    for name, value in tensors.items():
+        if isinstance(value, LazyTernary):
+            tensors[name] = value.load()
+    return tensors, config
+
+
+def open_hf_bitnet(path: str | os.PathLike[str], *, max_bytes: int | None = None,
+                   bfloat16: Literal["float32", "bits"] = "float32"
+                   ) -> tuple[SafetensorsFile, dict[str, Any]]:
+    """:func:`read_hf_bitnet`, each projection a :class:`~.gguf.model.LazyTernary`.
+
+    What the config, the index and the safetensors headers say is checked now; a
+    projection is decoded (and its trits checked) when it is loaded, then the pages
+    of its mapped bytes are let go, so a writer holds one at a time.
+    """
     path = os.fspath(path)
     if not os.path.isdir(path):
         if not os.path.exists(path):
@@ -240,7 +282,8 @@ def read_hf_bitnet(path: str | os.PathLike[str], *, max_bytes: int | None = None
     config = read_config(path)
     settings = bitnet_settings(config)
     linear_class = settings["linear_class"]
-    raw = _read_tensors(path, max_bytes, bfloat16)
+    choice(bfloat16, "bfloat16", ("float32", "bits"))
+    raw = _read_tensors(path, max_bytes, "bits")
 
     def floats(name: str) -> Any:
         value = raw[name]
@@ -254,24 +297,25 @@ def read_hf_bitnet(path: str | os.PathLike[str], *, max_bytes: int | None = None
         if name.endswith(_SCALE):
             continue
         scale = raw.get(name[:-len(_WEIGHT)] + _SCALE) if name.endswith(_WEIGHT) else None
-        try:
-            if scale is not None:
-                out[name] = _offline_ternary(name, floats(name), scale, linear_class)
-            elif (settings["quantization_mode"] == "online" and name.endswith(_PROJECTION)
-                  and not _skipped(name, settings["modules_to_not_convert"])):
-                out[name] = _online_ternary(floats(name))
-            else:
-                out[name] = value
-                out.dtypes[name] = raw.dtypes[name]
-        except (TritnumError, TypeError, ValueError) as exc:
-            FILE.fail(f"tensor {name!r}: {exc}")
+        if scale is not None:
+            out[name] = _lazy(name, value, partial(
+                lambda n, s: _offline_ternary(n, floats(n), s, linear_class), name, scale))
+        elif (settings["quantization_mode"] == "online" and name.endswith(_PROJECTION)
+              and not _skipped(name, settings["modules_to_not_convert"])):
+            out[name] = _lazy(name, value, partial(lambda n: _online_ternary(floats(n)), name))
+        else:
+            out[name] = floats(name) if bfloat16 == "float32" else value
+            out.dtypes[name] = raw.dtypes[name]
     if linear_class == "autobitlinear":
         for name in list(out):
             weight = out.get(name[:-len(_BIAS)] + _WEIGHT) if name.endswith(_BIAS) else None
-            if isinstance(weight, TernaryTensor) and name[:-len(_BIAS)] + _SCALE in raw:
-                _, out[name] = from_hf_bitnet(raw[name[:-len(_BIAS)] + _WEIGHT],
-                                              raw[name[:-len(_BIAS)] + _SCALE],
-                                              linear_class=linear_class, bias=floats(name))
+            if isinstance(weight, LazyTernary) and name[:-len(_BIAS)] + _SCALE in raw:
+                try:
+                    _, out[name] = from_hf_bitnet(raw[name[:-len(_BIAS)] + _WEIGHT],
+                                                  raw[name[:-len(_BIAS)] + _SCALE],
+                                                  linear_class=linear_class, bias=floats(name))
+                except (TritnumError, TypeError, ValueError) as exc:
+                    FILE.fail(f"tensor {name!r}: {exc}")
                 out.dtypes[name] = "F32"
     return out, config
 

@@ -12,8 +12,9 @@ I2_S (type 36), which the ``gguf`` package does not know, is read and written to
 
 from __future__ import annotations
 
+import mmap
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,22 +26,25 @@ from ...typing import Format, I2SLayout
 from ..arrays import bfloat16_to_float32
 from ..suffixes import check_writer_suffix
 from . import i2s
-from .blocks import QTYPES, from_gguf_blocks
+from .blocks import QTYPES, check_shape, from_gguf_blocks
 from .container import (
     ALIGNMENT_KEY,
     DEFAULT_ALIGNMENT,
     PLAIN_CODES,
     TensorInfo,
+    drop_pages,
+    ggml_type_id,
     map_file,
     plain_view,
+    tensor_nbytes,
     write_file,
 )
-from .encode import FLOATS, WRITABLE, check_value, default_qtype, plan, source_of
+from .encode import FLOATS, WRITABLE, Plan, check_value, default_qtype, plan, source_of
 from .header import I2_S_TYPE
-from .model import GGUFBlocks, GGUFModel, GGUFReport, TensorReport, alignment_of
+from .model import GGUFBlocks, GGUFModel, GGUFReport, LazyTernary, TensorReport, alignment_of
 from .values import GGUFValue, as_value
 
-__all__ = ["I2_S_TYPE", "progress_bar", "read_gguf", "write_gguf"]
+__all__ = ["I2_S_TYPE", "drop_view", "progress_bar", "read_gguf", "write_gguf"]
 
 _PROGRESS_FROM = 8  # tensors: show a progress bar from this many on
 
@@ -185,7 +189,7 @@ def _qtype_rule(qtype: Any, tensors: Mapping[str, Any]) -> Callable[[str, Any], 
         if known is not None and known != "F64" and (
                 known in WRITABLE or isinstance(value, GGUFBlocks)):
             return known
-        return default_qtype(value)
+        return "TQ2_0" if isinstance(value, LazyTernary) else default_qtype(value)
 
     if qtype is None:
         return default
@@ -193,7 +197,7 @@ def _qtype_rule(qtype: Any, tensors: Mapping[str, Any]) -> Callable[[str, Any], 
         qtype = choice(qtype, "qtype", WRITABLE, FormatError)
 
         def single(name: str, value: Any) -> str:
-            ternary = isinstance(value, TernaryTensor)
+            ternary = isinstance(value, (TernaryTensor, LazyTernary))
             floats = isinstance(value, np.ndarray) and value.dtype.kind == "f"
             if (ternary and qtype in QTYPES) or (floats and qtype in FLOATS):
                 return qtype
@@ -227,6 +231,9 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
     tensors : mapping of str to TernaryTensor, numpy.ndarray or GGUFBlocks
         In the order they go into the file; a :class:`GGUFModel` from
         :func:`read_gguf` also brings its metadata, tensor types and I2_S layout.
+        A ``tritnum.io.gguf.model.LazyTernary`` stands for a TernaryTensor loaded
+        when its bytes are due (a model streamed one tensor at a time). The pages of
+        arrays that map a file are let go once written.
     metadata : mapping of str to GGUFValue or a plain value, optional
         The key-value pairs, in order. Plain values get a type (:class:`GGUFValue`:
         an int is a uint32, a float a float32, a str a string, a list an array);
@@ -304,16 +311,95 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
         raise TypeError("write_gguf takes a mapping of tensor names to TernaryTensors or "
                         f"arrays, got {type(tensors).__name__}")
     for name, value in tensors.items():
-        check_value(name, value)
+        if not (isinstance(value, LazyTernary) and isinstance(name, str)):
+            check_value(name, value)
     rule = _qtype_rule(qtype, tensors)
     if layout is None:
         layout = tensors.layout if isinstance(tensors, GGUFModel) else "x86"
     layout = i2s.layout(layout)
     meta = _metadata(tensors, metadata, arch, alignment)
-    plans = [plan(name, value, rule(name, value), layout, requantize)
-             for name, value in tensors.items()]
+    plans = [(_lazy_plan if isinstance(value, LazyTernary) else plan)(
+        name, value, rule(name, value), layout, requantize) for name, value in tensors.items()]
+    for p in plans:
+        p.chunks = _dropping(p.chunks)
     size = write_file(path, meta, plans, alignment_of(meta), lambda items: progress_bar(
         items, len(plans), "writing", progress))
     return GGUFReport(os.fspath(path), size, {p.name: TensorReport(
-        p.name, p.shape, source_of(tensors[p.name]), p.qtype, p.nbytes, p.relative_error,
+        p.name, p.shape, _source(tensors[p.name]), p.qtype, p.nbytes, p.relative_error,
         p.note) for p in plans})
+
+
+def _source(value: Any) -> str:
+    return "ternary" if isinstance(value, LazyTernary) else source_of(value)
+
+
+def _lazy_plan(name: str, value: LazyTernary, qtype: str, layout: str,
+               requantize: bool) -> Plan:
+    """How a tensor loaded when its bytes are due is written: type and size from its shape.
+
+    A ternary type's shape is checked now; the loaded tensor goes through
+    :func:`~.encode.plan` (every other check), and what it reports (re-quantized,
+    with what error) is set on the plan returned.
+    """
+    qtype = choice(qtype, f"tensor {name!r}: qtype", WRITABLE, FormatError)
+    if qtype in QTYPES:
+        try:
+            check_shape(value.shape, qtype, layout)
+        except ShapeMismatchError as exc:
+            raise ShapeMismatchError(f"tensor {name!r}: {exc}", expected=exc.expected,
+                                     actual=exc.actual) from None
+    type_id = ggml_type_id(qtype)
+
+    def chunks() -> Iterable[Any]:
+        tensor = value.load()
+        if not isinstance(tensor, TernaryTensor) or tuple(tensor.shape) != value.shape:
+            raise FormatError(f"tensor {name!r}: loaded a {type(tensor).__name__} of shape "
+                              f"{getattr(tensor, 'shape', None)}, not the TernaryTensor of "
+                              f"shape {value.shape} the header announces")
+        loaded = plan(name, tensor, qtype, layout, requantize)
+        out.relative_error, out.note = loaded.relative_error, loaded.note
+        return loaded.chunks()
+
+    out = Plan(name, value.shape, type_id, tensor_nbytes(value.shape, type_id), chunks)
+    return out
+
+
+_PIECE = 16 << 20  # bytes of a mapped chunk written (and let go) at a time
+
+
+def _dropping(chunks: Callable[[], Iterable[Any]]) -> Callable[[], Iterator[Any]]:
+    """``chunks``, those that map a file in pieces, each piece's pages let go once written."""
+    def written() -> Iterator[Any]:
+        for chunk in chunks():
+            if _mapping(chunk) is None:
+                yield chunk
+                continue
+            flat = chunk.reshape(-1).view(np.uint8)
+            for start in range(0, flat.size, _PIECE):
+                yield flat[start:start + _PIECE]
+                drop_view(flat[start:start + _PIECE])
+    return written
+
+
+def _mapping(a: Any) -> mmap.mmap | None:
+    """The read-only mapped file a C-contiguous array ``a`` is a view of, or None."""
+    if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
+        return None
+    base: Any = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    mapping = getattr(base, "obj", base)
+    return mapping if isinstance(mapping, mmap.mmap) and memoryview(mapping).readonly else None
+
+
+def drop_view(a: Any) -> None:
+    """Let the pages of ``a`` leave memory where it is a view of a read-only mapped file.
+
+    Read again, they come back from the page cache: the resident size of a pass
+    over mapped files stays at what is in use. Anything else is left as it is.
+    """
+    mapping = _mapping(a)
+    if mapping is not None:
+        whole = np.frombuffer(mapping, np.uint8)
+        drop_pages(whole, a.__array_interface__["data"][0]
+                   - whole.__array_interface__["data"][0], a.nbytes)

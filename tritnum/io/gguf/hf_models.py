@@ -38,7 +38,7 @@ from ...errors import FormatError
 from ...packing import pack
 from ...quantize import TernaryTensor
 from ..hf_checkpoint import bitnet_settings
-from .model import GGUFBlocks
+from .model import GGUFBlocks, LazyTernary
 from .quantize import FILE_TYPES
 from .values import GGUFValue
 
@@ -176,12 +176,14 @@ def rope_rows(value: Any, heads: int) -> Any:
 
     Within each head, rows ``(h, half, i)`` go to ``(h, i, half)``: transformers
     rotates the two halves of a head, llama.cpp's ``llama`` adjacent pairs. Scales
-    follow their rows.
+    follow their rows; a :class:`~.model.LazyTernary` is permuted once loaded.
     """
     out = value.shape[0]
     if out % (2 * heads):
         raise FormatError(f"a projection of {out} rows does not split into {heads} heads of "
                           "an even size")
+    if isinstance(value, LazyTernary):
+        return value.then(lambda loaded: rope_rows(loaded, heads))
     order = np.arange(out).reshape(heads, 2, out // heads // 2).swapaxes(1, 2).reshape(-1)
     if not isinstance(value, TernaryTensor):
         return np.asarray(value)[order]
@@ -226,7 +228,7 @@ def gguf_qtypes(qtype: str) -> Callable[[str, Any], str]:
     float arrays in their own dtype (float64 as F32).
     """
     def rule(name: str, value: Any) -> str:
-        if isinstance(value, TernaryTensor):
+        if isinstance(value, (TernaryTensor, LazyTernary)):
             return qtype
         if isinstance(value, GGUFBlocks):
             return value.qtype

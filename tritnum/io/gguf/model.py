@@ -7,12 +7,14 @@
   (Q4_K, Q6_K, Q8_0, ...), written back unchanged, dequantized on request.
 - :class:`GGUFReport`: what a write did to each tensor (its type, size, whether it
   was re-quantized and with what error, why it was kept in float).
+- :class:`LazyTernary`: a ternary tensor :func:`~tritnum.io.write_gguf` reads only when
+  its bytes are due (a model streamed from a checkpoint, one tensor in memory at a time).
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,8 @@ from ...errors import FormatError, ShapeMismatchError
 from .container import ALIGNMENT_KEY, DEFAULT_ALIGNMENT
 from .values import GGUFValue
 
-__all__ = ["GGUFBlocks", "GGUFModel", "GGUFReport", "TensorReport", "alignment_of"]
+__all__ = ["GGUFBlocks", "GGUFModel", "GGUFReport", "LazyTernary", "TensorReport",
+           "alignment_of"]
 
 
 class GGUFBlocks:
@@ -107,6 +110,46 @@ class GGUFBlocks:
 
     def __repr__(self) -> str:
         return f"GGUFBlocks(qtype={self.qtype!r}, shape={self.shape}, {self.nbytes} bytes)"
+
+
+class LazyTernary:
+    """A :class:`~tritnum.TernaryTensor` of a known shape, read when it is written.
+
+    :func:`~tritnum.io.write_gguf` writes the file's header from ``shape`` and calls
+    ``load`` when the tensor's bytes are due, then lets the tensor go: a model
+    streams through one tensor at a time. What the loaded tensor fails (trits,
+    scales, a shape other than ``shape``) raises then, and no file is left.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The tensor's shape, kept as ``shape``.
+    load : callable
+        ``load()`` returns the TernaryTensor; kept as ``load``.
+
+    Examples
+    --------
+    >>> import numpy as np, tritnum as tn
+    >>> from tritnum.io.gguf.model import LazyTernary
+    >>> lazy = LazyTernary((4, 256), lambda: tn.quantize(np.ones((4, 256))))
+    >>> lazy
+    LazyTernary(shape=(4, 256))
+    >>> float(lazy.then(lambda t: tn.TernaryTensor(t.packed, t.scales * 2)).load().scales)
+    2.0
+    """
+
+    __slots__ = ("load", "shape")
+
+    def __init__(self, shape: tuple[int, ...], load: Callable[[], Any]) -> None:
+        self.shape = tuple(operator.index(d) for d in shape)
+        self.load = load
+
+    def then(self, change: Callable[[Any], Any]) -> LazyTernary:
+        """The tensor ``change`` makes of this one once loaded (of the same shape)."""
+        return LazyTernary(self.shape, lambda: change(self.load()))
+
+    def __repr__(self) -> str:
+        return f"LazyTernary(shape={self.shape})"
 
 
 class GGUFModel(Mapping[str, Any]):
