@@ -689,3 +689,25 @@ def test_llama_gguf_permutes_q_and_k_rows(tmp_path):
         tn.io.llama_to_gguf(tmp_path / "bad.gguf",
                             {**tensors, "model.layers.0.mlp.extra.weight": np.ones(4)},
                             config.to_dict())
+
+
+def test_tritnum_torch_model_to_llama_gguf(tmp_path):
+    """A Llama converted with tritnum.torch (float activations, float16 scales: TQ's), exported
+    and written by llama_to_gguf: a NumPy pass over the file gives the converted model's logits."""
+    tt = pytest.importorskip("tritnum.torch")
+    torch.manual_seed(3)
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, rope_theta=10000.0,
+                                      rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
+    model = transformers.LlamaForCausalLM(config).float()
+    tt.convert(model, activations="float", scale_dtype="float16").eval()
+    tn.io.llama_to_gguf(tmp_path / "m.gguf", tt.export(model), config.to_dict())
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    file = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+            .reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+    assert {t.tensor_type.name for t in reader.tensors if "ffn_up" in t.name} == {"TQ2_0"}
+    ours = llama_cpp_forward(file, TOKENS, 4, 2, 2, 10000.0, 1e-6)
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(TOKENS)).logits[0].double().numpy()
+    np.testing.assert_allclose(ours, theirs, atol=1e-4 * np.abs(theirs).max())
