@@ -106,3 +106,19 @@ def test_near_normal_values_from_bits(device):
     np.testing.assert_allclose(out[:500], expected, rtol=1e-6, atol=1e-6)  # float32 steps
     assert abs(out.mean()) < 0.015 and abs(out.std() - 1) < 0.01
     assert np.unique(out).size > 45_000  # a density (of 3.2 M values), not 49 popcounts
+
+
+def test_project_trits_are_the_cosines_trits_of_the_projection(device):
+    """Rows in several blocks and threads: the trits of the float64 ``cos(z @ proj + phase)``."""
+    rng = np.random.default_rng(10)
+    z = rng.standard_normal((300, 6)).astype(np.float32)
+    proj = (rng.standard_normal((6, 20_000)) * 0.3).astype(np.float32)  # 64 rows a block
+    phase = rng.random(20_000).astype(np.float32)
+    out = np.full((300, 20_000), 9, np.int8)
+    kernel("hdc.project_trits", device)(z, proj, phase, np.float32(0.15), out)
+    c = np.cos(2 * np.pi * (z.astype(np.float64) @ proj + phase))
+    limit = np.cos(2 * np.pi * 0.15)
+    far = np.abs(np.abs(c) - limit) > 1e-4  # float32 products: the band's edges either way
+    expected = (c > limit).astype(np.int8) - (c < -limit)
+    assert far.mean() > 0.99
+    np.testing.assert_array_equal(out[far], expected[far])

@@ -185,6 +185,8 @@ def _warm_hdc(dev: str) -> None:
         kernel("hdc.cosines", dev)(H, W, norms)
         kernel("hdc.mistake_pass", dev)(W, H, t, 1.0, 32, False, norms)
     kernel("hdc.near_normal", dev)(np.zeros(70, np.uint64), np.empty(70, np.float32))
+    kernel("hdc.project_trits", dev)(np.zeros((2, 3), np.float32), np.zeros((3, 70), np.float32),
+                                     np.zeros(70, np.float32), np.float32(0.25), H)
 
 
 def _warm_compress(dev: str) -> None:

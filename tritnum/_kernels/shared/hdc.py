@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 # registered as hdc.* on every backend
-OPS = ("row_norms", "add_rows", "phase_trits", "cosines", "mistake_pass", "near_normal")
+OPS = ("row_norms", "add_rows", "phase_trits", "project_trits", "cosines", "mistake_pass",
+       "near_normal")
 NEAR_NORMAL_SCALE = np.float32(1 / math.sqrt(12 + 1 / 12))  # of near_normal_value's sum
 
 
@@ -35,6 +36,12 @@ def phase_trits(turns: np.ndarray, phase: np.ndarray, edge: np.float32,
     f = u - np.floor(u)
     m = np.minimum(f, np.float32(1) - f)
     out[...] = (m < edge).astype(np.int8) - (m > np.float32(0.5) - edge).astype(np.int8)
+
+
+def project_trits(z: np.ndarray, proj: np.ndarray, phase: np.ndarray, edge: np.float32,
+                  out: np.ndarray) -> None:
+    """``out``: :func:`phase_trits` of the float32 product ``z @ proj`` (the nonlinear encoder)."""
+    phase_trits(z @ proj, phase, edge, out)
 
 
 def cosines(H: np.ndarray, W: np.ndarray, h_norms: np.ndarray) -> np.ndarray:
