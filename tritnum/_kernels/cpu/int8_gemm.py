@@ -61,12 +61,13 @@ def applies(n: int, groups: int) -> bool:
     return TILE is not None and n > 0 and (groups == 1 or n // groups <= INT32_EXACT)
 
 
-@jit()
+@jit(inline="always")
 def _weight_panel(w, seg, words, nseg, cols, b0, b1, panel):
     """Weight rows of blocks ``b0..b1`` (of ``cols`` rows) in the panel layout.
 
     ``words`` steps per segment; bytes past a segment's or a row's end, and rows past
-    the last, are 0.
+    the last, are 0. Inlined into :func:`_gemm_blocks`, its only caller: numba compiled
+    it apart too (0.15-0.2 s of the first integer GEMM), then again in the caller.
     """
     out, units = w.shape
     steps = nseg * words
