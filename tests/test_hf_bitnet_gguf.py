@@ -208,6 +208,31 @@ def test_streamed_file_is_the_eager_file(model_dir, tmp_path, monkeypatch, qtype
     assert (tmp_path / "streamed.gguf").read_bytes() == (tmp_path / "eager.gguf").read_bytes()
 
 
+def test_streamed_online_checkpoint_is_the_eager_file(tmp_path, monkeypatch):
+    """bfloat16 master weights (online mode), quantized as each projection is written."""
+    torch.manual_seed(4)
+    model = transformers.BitNetForCausalLM(gguf_config()).to(torch.bfloat16)
+    path = tmp_path / "online"
+    os.makedirs(path)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"},
+              os.path.join(path, "model.safetensors"))
+    model.config.quantization_config = {"quant_method": "bitnet", "linear_class": "autobitlinear",
+                                        "quantization_mode": "online"}
+    model.config.save_pretrained(path)
+    lazy, _ = open_hf_bitnet(path, bfloat16="bits")
+    assert lazy["model.layers.1.mlp.down_proj.weight"].shape == (256, 512)
+    tn.io.convert(path, tmp_path / "streamed.gguf", qtype="TQ1_0", tokenizer=False)
+    convert_module = importlib.import_module("tritnum.io.convert")
+    monkeypatch.setattr(convert_module, "open_hf_bitnet", tn.io.read_hf_bitnet)
+    tn.io.convert(path, tmp_path / "eager.gguf", qtype="TQ1_0", tokenizer=False)
+    assert (tmp_path / "streamed.gguf").read_bytes() == (tmp_path / "eager.gguf").read_bytes()
+    model_file = tn.io.read_gguf(tmp_path / "streamed.gguf")
+    w = model.state_dict()["model.layers.1.mlp.down_proj.weight"].float()
+    mean = w.abs().mean().item()
+    np.testing.assert_array_equal(model_file["blk.1.ffn_down.weight"].packed.unpack(),
+                                  torch.clamp(torch.round(w / mean), -1, 1).numpy())
+
+
 def _spy_on_loads(monkeypatch, tmp_path):
     """Each projection decoded: whether the GGUF file was being written, and whether the
     projections decoded before it are still alive (weak references to their trits)."""
