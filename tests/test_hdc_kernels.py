@@ -25,10 +25,11 @@ def test_row_norms(device):
     assert kernel("hdc.row_norms", device)(H).tolist() == expected
 
 
-def test_add_rows_adds_each_row_to_its_class(device):
-    H = _trits((12, 33), 2)
-    t = np.random.default_rng(3).integers(0, 4, 12)
-    W = np.arange(4 * 33, dtype=np.int64).reshape(4, 33)
+@pytest.mark.parametrize(("rows", "d"), [(12, 33), (200, 6000)])  # the second on threads
+def test_add_rows_adds_each_row_to_its_class(device, rows, d):
+    H = _trits((rows, d), 2)
+    t = np.random.default_rng(3).integers(0, 4, rows)
+    W = np.arange(4 * d, dtype=np.int64).reshape(4, d)
     expected = W.copy()
     for i, k in enumerate(t.tolist()):  # repeated classes add up
         expected[k] += H[i]
@@ -61,7 +62,7 @@ def _cosine(h, w):
 def test_cosines_of_rows_with_class_vectors(device, dtype):
     H = _trits((11, 70), 5)  # not a multiple of the kernel's four rows
     H[2] = 0  # a zero row: cosines 0
-    W = np.random.default_rng(6).integers(-5, 6, (6, 70)).astype(dtype)
+    W = np.random.default_rng(6).integers(-5, 6, (5, 70)).astype(dtype)  # an odd count
     W[4] = 0  # a zero class vector: cosines 0
     got = kernel("hdc.cosines", device)(H, W, np.sqrt(np.count_nonzero(H, axis=1)))
     expected = [[_cosine(h, w) for w in W.astype(np.float64)] for h in H]

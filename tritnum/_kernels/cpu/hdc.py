@@ -40,14 +40,29 @@ def row_norms(H):
     return out
 
 
-@register("hdc.add_rows", "cpu")
 @jit()
-def add_rows(W, H, t):
-    """``W[t[i]] += H[i]`` for every row (class sums of int8 rows, any ``W`` dtype)."""
-    for i in range(H.shape[0]):
-        k = t[i]
+def _add_class_rows(W, H, t, c0, c1):
+    """:func:`add_rows` for classes ``c0:c1``: each class's rows summed in int32, then added."""
+    acc = np.zeros(H.shape[1], np.int32)
+    for k in range(c0, c1):
+        acc[:] = 0
+        for i in range(H.shape[0]):
+            if t[i] == k:
+                for j in range(H.shape[1]):
+                    acc[j] += H[i, j]
         for j in range(H.shape[1]):
-            W[k, j] += H[i, j]
+            W[k, j] += acc[j]
+    return 0
+
+
+@register("hdc.add_rows", "cpu")
+def add_rows(W, H, t):
+    """``W[t[i]] += H[i]`` for every row (class sums of int8 rows, any ``W`` dtype).
+
+    Classes are shared among the pool's threads; a class's rows add up in int32
+    first (exact below 2**24 rows; 1.4x the speed of adding each row to ``W``).
+    """
+    run(_add_class_rows, W.shape[0], H.nbytes, W, H, t)
 
 
 @register("hdc.phase_trits", "cpu")
@@ -71,23 +86,30 @@ def phase_trits(turns, phase, edge, out):
 def _dots(H, Wf, out):
     """``out[i, c]``: the float32 dot product of int8 row ``H[i]`` with ``Wf[c]``.
 
-    Four rows at a time, so that each load of ``Wf`` serves four of them (1.6x the
-    speed of one row at a time, and 3x BLAS's on float copies of 32-row batches).
+    ``Wf`` has an even number of rows (a zero row pads an odd count): four rows and
+    two classes at a time, each load of a row serving two classes and each load of
+    a class vector four rows (2.8x BLAS's speed on float copies of 32-row batches;
+    1.2x four rows and one class, 1.6x one row and one class).
     """
     n, d = H.shape
-    i = 0
-    while i + 4 <= n:
-        for c in range(Wf.shape[0]):
-            a0 = a1 = a2 = a3 = np.float32(0)
+    for i in range(0, n - n % 4, 4):
+        for c in range(0, Wf.shape[0], 2):
+            a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = np.float32(0)
             for j in range(d):
-                w = Wf[c, j]
-                a0 += np.float32(H[i, j]) * w
-                a1 += np.float32(H[i + 1, j]) * w
-                a2 += np.float32(H[i + 2, j]) * w
-                a3 += np.float32(H[i + 3, j]) * w
+                w, v = Wf[c, j], Wf[c + 1, j]
+                h0, h1 = np.float32(H[i, j]), np.float32(H[i + 1, j])
+                h2, h3 = np.float32(H[i + 2, j]), np.float32(H[i + 3, j])
+                a0 += h0 * w
+                a1 += h1 * w
+                a2 += h2 * w
+                a3 += h3 * w
+                b0 += h0 * v
+                b1 += h1 * v
+                b2 += h2 * v
+                b3 += h3 * v
             out[i, c], out[i + 1, c], out[i + 2, c], out[i + 3, c] = a0, a1, a2, a3
-        i += 4
-    for r in range(i, n):
+            out[i, c + 1], out[i + 1, c + 1], out[i + 2, c + 1], out[i + 3, c + 1] = b0, b1, b2, b3
+    for r in range(n - n % 4, n):
         for c in range(Wf.shape[0]):
             a = np.float32(0)
             for j in range(d):
@@ -129,13 +151,13 @@ def cosines(H, W, h_norms):
     0 for a zero row or class vector.
     """
     k = W.shape[0]
-    Wf = np.empty((k, W.shape[1]), np.float32)
-    scale = np.empty(k, np.float32)
+    Wf = np.zeros((k + k % 2, W.shape[1]), np.float32)  # for _dots: an even count
+    scale = np.ones(k + k % 2, np.float32)
     _refresh(W, Wf, scale, np.ones(k, np.bool_))
-    out = np.empty((H.shape[0], k), np.float32)
+    out = np.empty((H.shape[0], k + k % 2), np.float32)
     _dots(H, Wf, out)
     _scaled(out, h_norms, scale)
-    return out
+    return out[:, :k]
 
 
 @register("hdc.mistake_pass", "cpu")
@@ -152,10 +174,10 @@ def mistake_pass(W, H, t, lr, batch, online, h_norms):
     """
     n, d = H.shape
     k = W.shape[0]
-    Wf = np.empty((k, d), np.float32)
-    scale = np.empty(k, np.float32)
+    Wf = np.zeros((k + k % 2, d), np.float32)  # for _dots: an even count
+    scale = np.ones(k + k % 2, np.float32)
     stale = np.ones(k, np.bool_)
-    s = np.empty((min(batch, n), k), np.float32)
+    s = np.empty((min(batch, n), k + k % 2), np.float32)
     wrong = 0
     for r in range(0, n, batch):
         m = min(batch, n - r)
