@@ -736,3 +736,46 @@ def test_tritnum_torch_model_to_llama_gguf(tmp_path):
     with torch.no_grad():
         theirs = model(torch.from_numpy(TOKENS)).logits[0].double().numpy()
     np.testing.assert_allclose(ours, theirs, atol=1e-4 * np.abs(theirs).max())
+
+
+def test_hf_llama_bitnet_checkpoint_is_llamas(tmp_path):
+    """A Llama checkpoint in transformers' bitnet format (HF1BitLLM's kind: model_type llama,
+    bitlinear scales) converts to llama.cpp's llama architecture, Q/K rows permuted as each
+    projection is read: a NumPy pass over the file gives the float Llama of the same weights."""
+    torch.manual_seed(5)
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, rope_theta=10000.0,
+                                      rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
+    model = transformers.LlamaForCausalLM(config).float().eval()
+    tensors = {}
+    for name, value in model.state_dict().items():
+        if name.endswith("_proj.weight"):
+            t = tn.TernaryTensor(tn.pack(np.random.default_rng(len(name)).integers(
+                -1, 2, value.shape)), np.float32(2.0 ** -(4 + len(name) % 3)))
+            value.copy_(torch.from_numpy(t.dequantize()))
+            tensors[name] = t
+        else:
+            tensors[name] = value.numpy().copy()
+    settings = {"quant_method": "bitnet", "linear_class": "bitlinear"}
+    tn.io.write_hf_bitnet(tmp_path / "hf", tensors, {**config.to_dict(),
+                                                     "quantization_config": settings})
+    tn.io.convert(tmp_path / "hf", tmp_path / "m.gguf", tokenizer=False)
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    assert _field(reader, "general.architecture") == "llama"
+    file = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+            .reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+    ours = llama_cpp_forward(file, TOKENS, 4, 2, 2, 10000.0, 1e-6)
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(TOKENS)).logits[0].double().numpy()
+    np.testing.assert_allclose(ours, theirs, atol=1e-4 * np.abs(theirs).max())
+    rms = json.loads((tmp_path / "hf" / "config.json").read_text())
+    rms["quantization_config"]["use_rms_norm"] = True  # a norm inside each projection
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(rms))
+    with pytest.raises(FormatError, match=r"use_rms_norm.*llama architecture"):
+        tn.io.convert(tmp_path / "hf", tmp_path / "rms.gguf", tokenizer=False)
+    rms["model_type"] = "bitnet"
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(rms))
+    with pytest.raises(FormatError, match=r"use_rms_norm.*bitnet architecture"):
+        tn.io.convert(tmp_path / "hf", tmp_path / "rms.gguf", tokenizer=False)
+    assert sorted(os.listdir(tmp_path)) == ["hf", "m.gguf"]

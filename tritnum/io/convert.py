@@ -2,10 +2,11 @@
 
 :func:`convert` picks the formats from the paths (a directory is a Hugging Face
 model, ``.safetensors`` and ``.npz`` are tritnum's own files, ``.gguf`` is
-llama.cpp's); :func:`hf_bitnet_to_gguf` writes llama.cpp's ``bitnet``
-architecture. Each projection goes through a :class:`~tritnum.TernaryTensor`: its
-exact trits and the one scale its layer multiplies by, so a scale convention
-(``weight_scale`` or its reciprocal) is applied once, on reading the checkpoint.
+llama.cpp's); :func:`hf_bitnet_to_gguf` writes the BitNet architecture that computes
+the model (or llama.cpp's ``llama`` for a Llama in the ``bitnet`` format). Each
+projection goes through a :class:`~tritnum.TernaryTensor`: its exact trits and the
+one scale its layer multiplies by, so a scale convention (``weight_scale`` or its
+reciprocal) is applied once, on reading the checkpoint.
 """
 
 from __future__ import annotations
@@ -136,7 +137,9 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
     The file has the architecture that computes the model: for relu² (transformers'
     default, microsoft/bitnet-b1.58-2B-4T) bitnet.cpp's ``bitnet-b1.58``, which
     mainline llama.cpp does not load; for SiLU llama.cpp's ``bitnet``, whose graph
-    computes SiLU (see ``tritnum.io.gguf.hf_models``): tensor names from the
+    computes SiLU (see ``tritnum.io.gguf.hf_models``); for a Llama (``model_type``
+    "llama", HF1BitLLM's) llama.cpp's ``llama``, its query and key rows permuted as
+    :func:`llama_to_gguf` does: tensor names from the
     ``gguf`` package's ``TensorNameMap``, the hyperparameters of ``config.json``
     under its ``Keys``, the projections in ``qtype`` with their exact trits and
     scale, the token embeddings in their stored dtype (bfloat16 kept), the norms in
@@ -342,9 +345,11 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
     (:func:`~tritnum.io.read_hf_bitnet` / :func:`~tritnum.io.write_hf_bitnet`),
     ``.safetensors`` and ``.npz`` are tritnum's own files (:func:`tritnum.save`;
     a ``.safetensors`` keeps the model's ``config.json`` in its metadata, key
-    ``hf_bitnet.config``), ``.gguf`` is llama.cpp's ``bitnet`` architecture
-    (:func:`~tritnum.io.hf_bitnet_to_gguf`). The trits are exact in every
-    direction, and so are the scales wherever the target holds them.
+    ``hf_bitnet.config``), ``.gguf`` is a GGUF file of the BitNet architecture that
+    computes the model, or llama.cpp's ``llama`` for a ``model_type`` "llama" config
+    (a Llama trained with :mod:`tritnum.torch`; :func:`~tritnum.io.hf_bitnet_to_gguf`).
+    The trits are exact in every direction, and so are the scales wherever the
+    target holds them.
 
     Parameters
     ----------

@@ -10,7 +10,8 @@ adjacent pairs (RoPE "norm"), transformers rotates halves: the rows of the query
 key projections are permuted as ``LlamaModel.permute`` does (:func:`rope_rows`);
 ``bitnet`` rotates halves, as transformers.
 
-Which BitNet architecture (:func:`bitnet_arch`) follows from the model's activation.
+Which BitNet architecture (:func:`bitnet_arch`) follows from the model's activation
+(and a Llama with ternary projections, ``model_type`` "llama", is llama.cpp's ``llama``).
 Mainline llama.cpp's ``bitnet`` (``src/models/bitnet.cpp``) computes the feed-forward
 with SiLU (``LLM_FFN_SILU``): the 1bitLLM BitNet 3B graph. microsoft/bitnet-b1.58-2B-4T
 and transformers' ``BitNetForCausalLM`` use relu²; llama.cpp computes such a file,
@@ -106,9 +107,13 @@ def _heads(config: Mapping[str, Any]) -> tuple[int, int]:
 def bitnet_arch(config: Mapping[str, Any]) -> str:
     """The architecture that computes a BitNet model of ``config``.
 
-    bitnet.cpp's ``bitnet-b1.58`` for relu² (transformers' default), llama.cpp's
-    ``bitnet`` for SiLU.
+    llama.cpp's ``llama`` for a Llama with ternary projections (``model_type``
+    "llama": HF1BitLLM's checkpoints, a Llama trained with ``tritnum.torch``);
+    otherwise bitnet.cpp's ``bitnet-b1.58`` for relu² (transformers' default),
+    llama.cpp's ``bitnet`` for SiLU.
     """
+    if config.get("model_type") == "llama":
+        return "llama"
     return "bitnet" if config.get("hidden_act", "relu2") == "silu" else BITNET_RELU2_ARCH
 
 
@@ -120,9 +125,10 @@ def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str,
     setting llama.cpp's architecture cannot express.
     """
     keys = _gguf().Keys
-    if arch != "llama" and bitnet_settings(config, "config.json")["use_rms_norm"]:
-        raise FormatError("config.json: quantization_config.use_rms_norm is true: llama.cpp's "
-                          "bitnet architecture has no norm inside each projection")
+    if (arch != "llama" or config.get("quantization_config") is not None) and bitnet_settings(
+            config, "config.json")["use_rms_norm"]:
+        raise FormatError(f"config.json: quantization_config.use_rms_norm is true: llama.cpp's "
+                          f"{arch} architecture has no norm inside each projection")
     act = ARCHS[arch][1]
     if config.get("hidden_act", act) != act:
         which = "" if arch == "llama" else " (llama.cpp's bitnet computes silu, bitnet.cpp's " \
