@@ -183,6 +183,24 @@ def test_online_checkpoint_quantized_as_transformers_does(tmp_path):
     assert isinstance(tensors["lm_head.weight"], np.ndarray)  # modules_to_not_convert: lm_head
 
 
+@pytest.mark.parametrize("linear_class", ["autobitlinear", "bitlinear"])
+def test_bias_through_a_directory(tmp_path, linear_class):
+    """autobitlinear stores the bias divided by weight_scale (its layer multiplies the sum
+    with the bias by it): written so, read back as the bias the layer adds; bitlinear as is."""
+    trits = np.random.default_rng(0).integers(-1, 2, (8, 4))
+    w = tn.TernaryTensor(tn.pack(trits), np.float32(0.5))
+    bias = np.array([1, -2, 0.25, 3, 0, 1.5, -0.5, 4], np.float32)
+    tn.io.write_hf_bitnet(tmp_path / "m", {"p.weight": w, "p.bias": bias},
+                          {"model_type": "bitnet"}, linear_class=linear_class)
+    stored = pytest.importorskip("safetensors.torch").load_file(tmp_path / "m" /
+                                                                "model.safetensors")
+    np.testing.assert_array_equal(stored["p.bias"].numpy(),
+                                  bias / 0.5 if linear_class == "autobitlinear" else bias)
+    tensors, _ = tn.io.read_hf_bitnet(tmp_path / "m")
+    np.testing.assert_array_equal(tensors["p.bias"], bias)
+    assert np.array_equal(tn.unpack(tensors["p.weight"].packed), trits)
+
+
 def _broken(tmp_path, name="bad"):
     path = tmp_path / name
     make_checkpoint(path, "autobitlinear")
