@@ -222,3 +222,22 @@ def test_activations_non_finite(device):
     x[0, 3] = -1e300  # finite, but activations are computed in float32
     with pytest.raises(ValueError, match=r"x\[0, 3\] = -1e\+300 overflows float32"):
         tn.quantize_activations(x, device=device)
+
+
+@pytest.mark.parametrize("shape", [(0, 64), (1, 5), (7, 64), (300, 640)])
+@pytest.mark.parametrize("kw", [{}, {"axis": -1}, {"group_size": 32}])
+@pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])
+def test_dequantize_is_trits_times_their_scale_on_every_backend(device, shape, kw, fmt):
+    """Each weight's trit times its tensor's, row's or group's scale, bits as float32 math."""
+    if "group_size" in kw and shape[1] % 32:
+        kw = {"group_size": shape[1]}
+    rng = np.random.default_rng(3)
+    tw = tn.quantize(rng.standard_normal(shape).astype(np.float32), format=fmt, **kw)
+    trits = tn.unpack(tw.packed).astype(np.float32)
+    scales = np.asarray(tw.scales, np.float32)
+    groups = 1 if tw.group_size is None else shape[1] // tw.group_size
+    by_group = trits.reshape(shape[0], groups, shape[1] // groups)
+    want = (by_group * (scales if not kw else scales.reshape(shape[0], groups, 1))).reshape(shape)
+    got = tn.dequantize(tw, device=device)
+    assert got.dtype == np.float32 and got.shape == shape
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint32), want.view(np.uint32))

@@ -17,6 +17,9 @@ from ._formats import FORMATS
 from .typing import Device
 
 WEIGHTS = np.ones((2, 256), np.float32)
+# rows of 256 inputs past the CPU's small layers (``_kernels/cpu/small_linear.py``, 2**17
+# weights), which take a route of their own
+LARGE_LAYER_ROWS = 520
 
 
 def warmup(device: Device = "auto") -> float:
@@ -113,7 +116,7 @@ def _warm_quantize(dev: str) -> None:
     from .quantize import quantize, quantize_activations
 
     for name in FORMATS:
-        quantize(WEIGHTS, format=name, device=dev)
+        quantize(WEIGHTS, format=name, device=dev).dequantize(device=dev)
     for x in (WEIGHTS, WEIGHTS.astype(np.float64)):
         for axis in (-1, None):  # per row (one fused pass) and per tensor
             quantize_activations(x, axis=axis, device=dev)
@@ -136,10 +139,13 @@ def _linear_step(name: str) -> Callable[[str], None]:
         from .matmul import linear
         from .quantize import quantize
 
-        w = quantize(WEIGHTS, format=name, device=dev)
-        for rows in (1, 4, 64):
-            for activations in ("float", "int8", "q8_k"):
-                linear(np.ones((rows, 256), np.float32), w, activations=activations, device=dev)
+        # a small layer (the one-call route of a few rows) and one past it (the GEMV)
+        for out in (2, LARGE_LAYER_ROWS):
+            w = quantize(np.resize(WEIGHTS, (out, 256)), format=name, device=dev)
+            for rows in (1, 4, 64):
+                for activations in ("float", "int8", "q8_k"):
+                    linear(np.ones((rows, 256), np.float32), w, activations=activations,
+                           device=dev)
         if name == "2bit":  # the GEMV's group paths of their own: groups of whole lanes
             for n, size in ((768, 96), (320, 32)):  # (96 inputs), rows not of whole blocks
                 w = quantize(np.resize(WEIGHTS, (8, n)), format=name, group_size=size,
@@ -147,10 +153,10 @@ def _linear_step(name: str) -> Callable[[str], None]:
                 for activations in ("float", "int8"):
                     linear(np.ones((1, n), np.float32), w, activations=activations, device=dev)
             # the integer GEMM's partial steps of 16 inputs, a kernel of their own
-            w = quantize(np.resize(WEIGHTS, (8, 264)), format=name, device=dev)
+            w = quantize(np.resize(WEIGHTS, (LARGE_LAYER_ROWS, 264)), format=name, device=dev)
             linear(np.ones((64, 264), np.float32), w, activations="int8", device=dev)
         if name == "base3":  # its GEMV takes int8 x for rows of 1024 inputs and more
-            w = quantize(np.resize(WEIGHTS, (2, 1024)), format=name, device=dev)
+            w = quantize(np.resize(WEIGHTS, (LARGE_LAYER_ROWS, 1024)), format=name, device=dev)
             linear(np.ones((1, 1024), np.float32), w, activations="int8", device=dev)
     return step
 

@@ -2,7 +2,19 @@
 
 from ..._dispatch import register
 from ..shared.layout import contiguous, take_rows
-from . import compress, gguf, hdc, matmul, packing, q8k, quantize, vsa, vsa_search  # noqa: F401  (registers the kernels)
+from . import (  # noqa: F401  (registers the kernels)
+    compress,
+    dequantize,
+    gguf,
+    hdc,
+    matmul,
+    packing,
+    q8k,
+    quantize,
+    small_linear,
+    vsa,
+    vsa_search,
+)
 
 register("contiguous", "cpu")(contiguous)
 register("take_rows", "cpu")(take_rows)

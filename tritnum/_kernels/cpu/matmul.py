@@ -496,7 +496,6 @@ def _finish(y, bias):
     return y
 
 
-@register("linear_float", "cpu")
 def linear_float(x, w, fmt, n, scales, bias, out=None):
     segment = _gemv_segment(fmt, n, scales.shape[1])
     if segment and x.shape[0] <= GEMV_MAX_ROWS:
@@ -508,7 +507,6 @@ def linear_float(x, w, fmt, n, scales, bias, out=None):
     return into(_finish(y, bias), out)
 
 
-@register("linear_int8", "cpu")
 def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
     segment = _gemv_segment(fmt, n, scales.shape[1])
     if segment and q.shape[0] <= GEMV_MAX_ROWS:
@@ -587,7 +585,6 @@ def _release(kept: bool) -> None:
         _SCRATCH.busy = False
 
 
-@register("linear_int8_fused", "cpu")
 def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
     """``quantize_activations`` then ``linear_int8``, as one step for the GEMV.
 
@@ -615,5 +612,4 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
     return into(_finish(y, bias), out), xscale
 
 
-register("linear_weights", "cpu")(linear.weights)
 register("keep", "cpu")(linear.keep)

@@ -10,7 +10,7 @@ from ..._dispatch import register
 from ..._formats import FORMATS, Format
 from ..shared.floatbits import block_absmax_bits
 from ..shared.packing import byte_rows
-from ..shared.quantize import EPS, dequantize_rows, kept_amax
+from ..shared.quantize import EPS, kept_amax
 from . import packing
 from ._jit import jit
 from ._parallel import run
@@ -207,6 +207,3 @@ def quantize_activations(x: np.ndarray, per_tensor: bool) -> tuple[np.ndarray, n
     amax = np.maximum(amax, np.float32(EPS))  # NaN stays NaN
     run(_quantize_rows, rows, x.nbytes, x, amax, q)
     return q, kept_amax(amax, per_tensor)
-
-
-register("dequantize", "cpu")(dequantize_rows)  # a float multiply: NumPy's
