@@ -274,6 +274,10 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     calls on the same ``w`` (as :class:`BitLinear` makes them) prepare nothing again.
     Other arguments (lists, float64 bias, torch tensors, GPU or Dask arrays) take the
     general route to the same kernels: the same bits, a few microseconds more per call.
+    On the CPU a layer of at most 2**17 weights with one scale per tensor or row is
+    prepared on its first call (its codes in rows of whole SIMD blocks, kept with
+    ``w``: at most 32 KiB), and then a call of up to 4 rows is one compiled step
+    (quantization, products, rescale and bias); the int8 results are the same bits.
 
     On the float path NaN and infinity in ``x`` propagate as they do in BLAS:
     every output that reads them is NaN or infinite. Values beyond float32's range
