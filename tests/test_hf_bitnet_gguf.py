@@ -133,6 +133,36 @@ def model_dir(tmp_path_factory):
     return path, trits, state
 
 
+def ternary_llama(seed, ternary):
+    """A tiny float Llama computing with the values of ``ternary(name, weight)`` for each
+    projection, its config, and its tensors (those TernaryTensors, the rest arrays)."""
+    torch.manual_seed(seed)
+    config = llama_config()
+    model = transformers.LlamaForCausalLM(config).float().eval()
+    tensors = {}
+    for name, value in model.state_dict().items():
+        if name.endswith("_proj.weight"):
+            tensors[name] = ternary(name, value.numpy())
+            value.copy_(torch.from_numpy(tensors[name].dequantize()))  # what the model computes
+        else:
+            tensors[name] = value.numpy().copy()
+    return config, model, tensors
+
+
+def llama_config():
+    """A tiny Llama (hidden 256: TQ blocks), 2 layers, grouped-query attention."""
+    return transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512,
+                                    num_hidden_layers=2, num_attention_heads=4,
+                                    num_key_value_heads=2, rope_theta=10000.0,
+                                    rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
+
+
+def dequantized(reader):
+    """A GGUF file's tensors as float64 in NumPy order, decoded by the gguf package."""
+    return {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+            .reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+
+
 def _tensors(reader):
     return {t.name: t for t in reader.tensors}
 
@@ -492,8 +522,7 @@ def test_numpy_forward_over_the_gguf_file_reproduces_transformers(model_dir, tmp
     path, _, _ = model_dir
     tn.io.convert(path, tmp_path / "m.gguf", qtype="TQ2_0")
     reader = gguf.GGUFReader(tmp_path / "m.gguf")
-    tensors = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
-               .reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+    tensors = dequantized(reader)
     ours = numpy_forward(tensors, TOKENS)
     model = transformers.BitNetForCausalLM.from_pretrained(path)
     with torch.no_grad():
@@ -676,29 +705,18 @@ def llama_cpp_forward(t, tokens, heads, kv_heads, layers, theta, eps):
 
 def test_llama_gguf_permutes_q_and_k_rows(tmp_path):
     """A Llama with ternary projections (as tritnum.torch trains them) in llama.cpp's layout."""
-    torch.manual_seed(2)
-    config = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512,
-                                      num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, rope_theta=10000.0,
-                                      rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
-    model = transformers.LlamaForCausalLM(config).float().eval()
-    tensors = {}
-    for name, value in model.state_dict().items():
-        if name.endswith("_proj.weight"):
-            t = tn.quantize(value.numpy())
-            t = tn.TernaryTensor(t.packed, np.float32(np.float16(t.scales)))  # TQ's float16
-            value.copy_(torch.from_numpy(t.dequantize()))  # the model computes with them
-            tensors[name] = t
-        else:
-            tensors[name] = value.numpy().copy()
+    def fp16_scale(name, w):
+        t = tn.quantize(w)
+        return tn.TernaryTensor(t.packed, np.float32(np.float16(t.scales)))  # TQ's float16
+
+    config, model, tensors = ternary_llama(2, fp16_scale)
     report = tn.io.llama_to_gguf(tmp_path / "llama.gguf", tensors, config.to_dict())
     assert report.counts()["TQ2_0"] == 14
     reader = gguf.GGUFReader(tmp_path / "llama.gguf")
     assert _field(reader, "general.architecture") == "llama"
     assert _field(reader, "llama.attention.head_count_kv") == 2
     assert _field(reader, "llama.rope.freq_base") == 10000.0
-    file = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
-            .reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+    file = dequantized(reader)
     assert "output.weight" in file and "blk.1.ffn_gate.weight" in file
     ours = llama_cpp_forward(file, TOKENS, 4, 2, 2, 10000.0, 1e-6)
     with torch.no_grad():
@@ -721,16 +739,12 @@ def test_tritnum_torch_model_to_llama_gguf(tmp_path):
     and written by llama_to_gguf: a NumPy pass over the file gives the converted model's logits."""
     tt = pytest.importorskip("tritnum.torch")
     torch.manual_seed(3)
-    config = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512,
-                                      num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, rope_theta=10000.0,
-                                      rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
+    config = llama_config()
     model = transformers.LlamaForCausalLM(config).float()
     tt.convert(model, activations="float", scale_dtype="float16").eval()
     tn.io.llama_to_gguf(tmp_path / "m.gguf", tt.export(model), config.to_dict())
     reader = gguf.GGUFReader(tmp_path / "m.gguf")
-    file = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
-            .reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+    file = dequantized(reader)
     assert {t.tensor_type.name for t in reader.tensors if "ffn_up" in t.name} == {"TQ2_0"}
     ours = llama_cpp_forward(file, TOKENS, 4, 2, 2, 10000.0, 1e-6)
     with torch.no_grad():
@@ -742,29 +756,16 @@ def test_hf_llama_bitnet_checkpoint_is_llamas(tmp_path):
     """A Llama checkpoint in transformers' bitnet format (HF1BitLLM's kind: model_type llama,
     bitlinear scales) converts to llama.cpp's llama architecture, Q/K rows permuted as each
     projection is read: a NumPy pass over the file gives the float Llama of the same weights."""
-    torch.manual_seed(5)
-    config = transformers.LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512,
-                                      num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, rope_theta=10000.0,
-                                      rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=1)
-    model = transformers.LlamaForCausalLM(config).float().eval()
-    tensors = {}
-    for name, value in model.state_dict().items():
-        if name.endswith("_proj.weight"):
-            t = tn.TernaryTensor(tn.pack(np.random.default_rng(len(name)).integers(
-                -1, 2, value.shape)), np.float32(2.0 ** -(4 + len(name) % 3)))
-            value.copy_(torch.from_numpy(t.dequantize()))
-            tensors[name] = t
-        else:
-            tensors[name] = value.numpy().copy()
+    config, model, tensors = ternary_llama(5, lambda name, w: tn.TernaryTensor(
+        tn.pack(np.random.default_rng(len(name)).integers(-1, 2, w.shape)),
+        np.float32(2.0 ** -(4 + len(name) % 3))))  # bitlinear's 1 / scale exact in bfloat16
     settings = {"quant_method": "bitnet", "linear_class": "bitlinear"}
     tn.io.write_hf_bitnet(tmp_path / "hf", tensors, {**config.to_dict(),
                                                      "quantization_config": settings})
     tn.io.convert(tmp_path / "hf", tmp_path / "m.gguf", tokenizer=False)
     reader = gguf.GGUFReader(tmp_path / "m.gguf")
     assert _field(reader, "general.architecture") == "llama"
-    file = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
-            .reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+    file = dequantized(reader)
     ours = llama_cpp_forward(file, TOKENS, 4, 2, 2, 10000.0, 1e-6)
     with torch.no_grad():
         theirs = model(torch.from_numpy(TOKENS)).logits[0].double().numpy()
