@@ -29,11 +29,12 @@ def activations(rows, n, seed=1):
 
 @pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])
 @pytest.mark.parametrize("out, n", SHAPES)
-@pytest.mark.parametrize("rows", [1, 4, 5])
+@pytest.mark.parametrize("rows", [1, 4, 5, 20])  # one call, GEMV, GEMV, GEMM
 @pytest.mark.parametrize("per_row", [False, True])
-def test_int8_results_are_the_references_bits(fmt, out, n, rows, per_row):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_int8_results_are_the_references_bits(fmt, out, n, rows, per_row, dtype):
     tw = layer(out, n, fmt, per_row)
-    x = activations(rows, n)
+    x = activations(rows, n).astype(dtype)
     bias = np.random.default_rng(2).standard_normal(out).astype(np.float32)
     # the reference adds the bias before its one rounding; the CPU adds it in float32
     # after (as the packed GEMV has): the bias checked as the CPU adds it
