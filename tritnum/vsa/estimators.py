@@ -51,9 +51,10 @@ def _small_products() -> Any:
     """One BLAS thread around the products of mini-batches with a few class vectors.
 
     They are too small to share: two OpenBLAS threads made them 40x slower on a busy
-    2-core host. The nonlinear encoder's projection too: it goes 128 rows a call, and
-    on two threads the digits set's took 1.2 s against 0.1 s on one (load 10; 180 ms
-    against 15 ms at load 4).
+    2-core host. The projection encoder's product too; the nonlinear encoder's blocks
+    of rows go to tritnum's threads instead, each block one single-threaded product
+    (``hdc.project_trits``: two OpenBLAS threads on one product took 1.2 s against
+    0.1 s for the digits set at load 10).
     (tritnum's own limiter: threadpoolctl's ``threadpool_limits`` scans the
     process's libraries on every call, 4-9 ms a fit.)
     """
