@@ -18,7 +18,8 @@ import numpy as np
 import tritnum as tn
 from tritnum._kernels.cpu import packing, quantize
 
-kernels = {f"_quantize_pack_rows[{code}]": k for code, k in quantize._quantize_pack_rows.items()}
+kernels = {f"_quantize_pack_rows[{code}]": k
+           for (code, float32), k in quantize._quantize_pack_rows.items() if float32}
 kernels.update({name: getattr(packing, name) for name in ("_pack2", "_pack3", "_packbp")})
 rng = np.random.default_rng(0)
 report = []
@@ -45,11 +46,70 @@ def quantized():
 
 @pytest.mark.parametrize(("case", "packer"), list(enumerate(("_pack2", "_pack3", "_packbp"))),
                          ids=FORMATS)
-def test_a_quantize_compiles_only_its_format_s_packer(quantized, case, packer):
-    """Its own kernel, and its packer where the kernel compiles (not loaded from the cache)."""
+def test_a_quantize_compiles_only_its_format_s_kernel(quantized, case, packer):
+    """Its own kernel for float32 weights: the packer's body is inlined, not compiled apart."""
     added, equal = quantized[case]
-    assert set(added) - {packer} == {f"_quantize_pack_rows[{case}]"}
+    assert added == [f"_quantize_pack_rows[{case}]"]
     assert equal
+
+
+INT8 = """
+import json
+import numpy as np
+import tritnum as tn
+from tritnum._kernels.cpu import matmul, quantize
+
+x = np.random.default_rng(0).standard_normal((3, 256)).astype(np.float32)
+amax, xscale = np.empty((2, 3), np.float32)
+q, xl = np.empty((2, 3, 256), np.int8)
+# the int8 GEMV's fused quantizer, as linear_int8_fused calls it
+matmul._quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, xl,
+                           np.empty((3, 1), np.int32), xscale)
+report = [len(quantize._absmax_quantize_rows.signatures)]
+tn.quantize_activations(x, device="cpu")  # the row quantizer's own call (the GEMM's)
+report.append(len(quantize._absmax_quantize_rows.signatures))
+print(json.dumps(report))
+"""
+
+
+def test_the_gemv_and_the_gemm_share_one_int8_quantizer():
+    """The fused GEMV quantizer calls the row quantizer with the types a GEMM's call has.
+
+    It passed a literal 0 as the first row: numba compiled the row quantizer twice,
+    for ``Literal[int](0)`` and for ``int64`` (0.2 s of a first int8 GEMM). The disk
+    cache is off: a kernel loaded from it brings its callees compiled in.
+    """
+    out = run_python(INT8, TRITNUM_CACHE="0")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [1, 1]
+
+
+DECODE = """
+import json
+import numpy as np
+import tritnum as tn
+from tritnum._kernels.cpu import matmul
+
+rng = np.random.default_rng(0)
+report = []
+# float GEMMs (more rows than the GEMV takes) of layers past the small layers' route:
+# segments of whole SIMD blocks (one scale a row), then groups of 100 inputs (25 bytes)
+for n, size in ((256, None), (300, 100)):
+    w = tn.quantize(rng.standard_normal((520, n)).astype(np.float32), group_size=size)
+    x = rng.standard_normal((20, n)).astype(np.float32)
+    before = {k: len(kernel.signatures) for k, kernel in matmul._decode_2bit_rows.items()}
+    tn.linear(x, w, device="cpu")
+    report.append(sorted(k for k, kernel in matmul._decode_2bit_rows.items()
+                         if len(kernel.signatures) > before[k]))
+print(json.dumps(report))
+"""
+
+
+def test_the_float_gemm_decodes_partial_blocks_only_when_it_has_them():
+    """Segments of whole blocks compile the decoder without a partial block's tail."""
+    out = run_python(DECODE)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [[False], [True]]
 
 
 POOL = """

@@ -17,8 +17,8 @@ from test_dispatch import run_python
 # whose path is the same whether the SIMD block is 32 (AVX2) or 64 bytes (AVX-512); the
 # kernels of scale groups are one a size of the dot, the group's weight bytes
 CASES = [
-    (512, None, "int8", "_gemv_scaled"),
-    (512, None, "float", "_gemv_scaled"),
+    (512, None, "int8", "_gemv_scaled[True]"),  # a kernel a dtype of x: is it int8
+    (512, None, "float", "_gemv_scaled[False]"),
     (512, 32, "int8", "_gemv_int8_groups[8]"),  # 8 weight bytes a group: inside a block
     (512, 32, "float", "_gemv_float_groups[8]"),
     (512, 64, "int8", "_gemv_int8_groups[16]"),

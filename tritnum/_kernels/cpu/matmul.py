@@ -107,33 +107,43 @@ def _next(ctl, t1, o, end):
 # (int8 ``x``, whose dot sums ``code * q = (trit + 1) * q``) or zeros.
 
 
-@jit()
-def _gemv_scaled(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
-    """One scale a row: the scaled dot of each row with ``x``.
+def _scaled_kernel(int8: bool) -> Any:
+    """The GEMV kernel of one scale a row, for int8 (``int8``) or float ``x``.
 
     int8 ``x`` takes ``SCALED_ROWS`` rows at a time, sharing each load of ``x`` (float
     ``x``: the 8 accumulators a row fill the registers); a chunk's last few rows take
-    one at a time.
+    one at a time. ``int8`` is a constant numba prunes on, so a kernel compiles its own
+    dots only: as one kernel with a run-time branch, the float signature compiled the
+    int8 path's four-row dot too, never run (the first float GEMV at 256 x 256 then
+    took 0.3-0.4 s; the kernel alone now runs 2.9 µs a call there, against 3.6).
     """
-    units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
-    o, end = claim(ctl, t1)
-    while o < t1:
-        step = SCALED_ROWS if prefetch and o + SCALED_ROWS <= end else 1
-        _prefetch(w, o, step, end, prefetch)
-        for r in range(xl.shape[0]):
-            xo = r * xl.shape[1]
-            if step == SCALED_ROWS:
-                sums = scaled_dot_2bit_rows(w, o * units, units, xl, xo, full, groups,
-                                            scales, o * groups, groups, xneg, r * groups)
-                for i in range(SCALED_ROWS):
-                    y[r, o + i] = xscale[r] * sums[i]
-            else:
-                y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, units, xl, xo, full,
-                                                      groups, scales, o * groups, groups,
-                                                      xneg, r * groups)
-        o, end = _next(ctl, t1, o + step, end)
-    leave(ctl)
-    return 0
+    @jit()
+    def gemv_scaled(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+        units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
+        o, end = claim(ctl, t1)
+        while o < t1:
+            step = SCALED_ROWS if int8 and prefetch and o + SCALED_ROWS <= end else 1
+            _prefetch(w, o, step, end, prefetch)
+            for r in range(xl.shape[0]):
+                xo = r * xl.shape[1]
+                if int8 and step == SCALED_ROWS:
+                    sums = scaled_dot_2bit_rows(w, o * units, units, xl, xo, full, groups, scales,
+                                                o * groups, groups, xneg, r * groups)
+                    for i in range(SCALED_ROWS):
+                        y[r, o + i] = xscale[r] * sums[i]
+                else:
+                    y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, units, xl, xo, full,
+                                                          groups, scales, o * groups, groups,
+                                                          xneg, r * groups)
+            o, end = _next(ctl, t1, o + step, end)
+        leave(ctl)
+        return 0
+
+    return gemv_scaled
+
+
+# by whether x is int8
+_gemv_scaled = {int8: _scaled_kernel(int8) for int8 in (False, True)}
 
 
 _GB = group_dot_2bit[WHOLE]
@@ -311,7 +321,7 @@ def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> Any:
     if segment % BLOCK_BYTES:
         return _gemv_segments
     if groups == 1:
-        return _gemv_scaled
+        return _gemv_scaled[int8]
     size = units // groups  # weight bytes a group (whole rows of whole blocks)
     if size % BLOCK_BYTES and BLOCK_BYTES % size:  # neither whole blocks nor inside one
         return _gemv_lanes
@@ -351,24 +361,37 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
     return y
 
 
-@jit()
-def _decode_2bit_rows(w, segment, out, t0, t1):
-    """Rows t0..t1 as float32 trits in the GEMV layout (``out`` is ``(rows, layout size)``)."""
-    units = w.shape[1]
-    full = segment // BLOCK_BYTES
-    rest = segment - BLOCK_BYTES * full
-    per_segment = 4 * BLOCK_BYTES * (full + (rest > 0))
-    tail = np.zeros(BLOCK_BYTES, np.uint8)  # code 0 (-1) where the layout has x = 0
-    for o in range(t0, t1):
-        for g in range(out.shape[1] // per_segment):
-            start = g * segment
-            oo = o * out.shape[1] + g * per_segment
-            decode_2bit(w, o * units + start, out, oo, full)
-            if rest:
-                for i in range(rest):
-                    tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                decode_2bit(tail, 0, out, oo + 4 * BLOCK_BYTES * full, 1)
-    return 0
+def _decode_kernel(partial: bool) -> Any:
+    """The GEMM's 2bit decoder for segments of whole blocks, or with a ``partial`` last block.
+
+    ``partial`` is a constant numba prunes on: segments of whole blocks (the common case)
+    compile no tail buffer, copy or second decode.
+    """
+    @jit()
+    def decode_2bit_rows(w, segment, out, t0, t1):
+        """Rows t0..t1 as float32 trits in the GEMV layout (``out`` is ``(rows, layout size)``)."""
+        units = w.shape[1]
+        full = segment // BLOCK_BYTES
+        rest = segment - BLOCK_BYTES * full
+        per_segment = 4 * BLOCK_BYTES * (full + partial)
+        if partial:
+            tail = np.zeros(BLOCK_BYTES, np.uint8)  # code 0 (-1) where the layout has x = 0
+        for o in range(t0, t1):
+            for g in range(out.shape[1] // per_segment):
+                start = g * segment
+                oo = o * out.shape[1] + g * per_segment
+                decode_2bit(w, o * units + start, out, oo, full)
+                if partial:
+                    for i in range(rest):
+                        tail[i] = w[o, start + BLOCK_BYTES * full + i]
+                    decode_2bit(tail, 0, out, oo + 4 * BLOCK_BYTES * full, 1)
+        return 0
+
+    return decode_2bit_rows
+
+
+# by whether a segment ends in a partial block
+_decode_2bit_rows = {partial: _decode_kernel(partial) for partial in (False, True)}
 
 
 def _laid_out(x: np.ndarray, n: int, segment: int) -> np.ndarray:
@@ -414,7 +437,8 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
 
     def decode(rows, out):
         if segment:
-            run(_decode_2bit_rows, rows.shape[0], out.nbytes, rows, segment, out)
+            run(_decode_2bit_rows[segment % BLOCK_BYTES != 0], rows.shape[0], out.nbytes, rows,
+                segment, out)
         else:
             out[...] = unpack(rows, fmt, n)[0]
         return out
@@ -528,7 +552,8 @@ def _quantized_laid_out(x, bits, amax, amax_bits, q, xl, xneg, xscale):
     block of ``4 * BLOCK_BYTES`` in the dot's order, ``xneg`` minus each scale group's
     sum of them and ``xscale`` each row's scale, ``amax / 127``; ``q`` is scratch.
     """
-    _absmax_quantize_rows(x, bits, amax, amax_bits, q, 0, x.shape[0])
+    # an intp 0, not a literal: numba compiled the callee again for Literal[int](0)
+    _absmax_quantize_rows(x, bits, amax, amax_bits, q, np.intp(0), x.shape[0])
     n = x.shape[1]
     size = n // xneg.shape[1]
     for r in range(x.shape[0]):

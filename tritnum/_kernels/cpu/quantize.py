@@ -13,6 +13,7 @@ from ..shared.packing import byte_rows
 from ..shared.quantize import EPS, kept_amax
 from . import packing
 from ._jit import jit
+from ._llvm.packing import BLOCK_TRITS, pack_2bit
 from ._parallel import run
 
 # Internal API: the private names other modules use (tests/test_architecture_seams.py):
@@ -70,19 +71,40 @@ def _ternarize_row(w, scales, r, out, by_halves):
                 og[j] = np.int8(q > 0.5) - np.int8(q < -0.5)
 
 
-def _quantize_pack_kernel(fmt: int) -> Any:
-    """The fused quantizer for format code ``fmt``: rows ternarized into a scratch block, packed.
+def _quantize_pack_kernel(fmt: int, by_halves: bool) -> Any:
+    """The fused quantizer for format code ``fmt``: rows ternarized into a scratch, packed.
 
-    ``fmt`` is a constant numba prunes on, so a kernel compiles its own format's packer
-    only: with the three packers as branches taken at run time, the first quantize of
-    a process compiled all three (3.0 s of its 4 s, empty cache). The scratch holds
-    about :data:`SCRATCH_TRITS` trits (whole rows, at least one), packed by one call
-    of the packer: called a row at a time, the 2bit packer took 62-69 µs for 256 rows
-    of 256, in blocks of 64 rows 20-21 µs (Zen 5, load 6).
+    ``fmt`` and ``by_halves`` (float32 weights: :func:`_ternarize_row`) are constants
+    numba prunes on, so a kernel compiles its own format's packer and its own dtype's
+    ternarizer only: with the three packers as branches taken at run time, the first
+    quantize of a process compiled all three (3.0 s of its 4 s, empty cache).
+
+    "2bit" rows are ternarized into a row of whole SIMD blocks (zero trits past the
+    row's end, which the format's padding is), packed by the block packer alone and
+    the row's bytes copied out: the general packer's word loop and per-unit codecs for
+    a row's last bytes took 0.5 s of this kernel's 0.8 s of compiling. Other formats
+    fill a scratch of about :data:`SCRATCH_TRITS` trits (whole rows, at least one),
+    packed by one call of the format's packer (its body inlined): called a row at a
+    time, the 2bit packer took 62-69 µs for 256 rows of 256, in blocks of 64 rows
+    20-21 µs (Zen 5, load 6).
     """
+    pack = jit(inline="always")((packing._pack2, packing._pack3, packing._packbp)[fmt].py_func)
+
     @jit()
-    def quantize_pack_rows(w, scales, by_halves, out, half, t0, t1):
+    def quantize_pack_rows(w, scales, out, half, t0, t1):
         n = w.shape[1]
+        if fmt == 0:
+            blocks = -(-n // BLOCK_TRITS)
+            trits = np.empty(blocks * BLOCK_TRITS, np.int8)
+            for j in range(n, trits.size):  # zero trits past the row (np.zeros: 0.07 s more)
+                trits[j] = 0
+            codes = np.empty(blocks * BLOCK_TRITS // 4, np.uint8)
+            for r in range(t0, t1):
+                _ternarize_row(w, scales, r, trits, by_halves)
+                pack_2bit(trits, 0, codes, 0, blocks)
+                for j in range(out.shape[1]):
+                    out[r, j] = codes[j]
+            return 0
         block = max(1, min(t1 - t0, SCRATCH_TRITS // max(n, 1)))
         scratch = np.empty((block, n), np.int8)
         tasks = ((half or out.shape[1]) + packing.CHUNK - 1) // packing.CHUNK  # a row's
@@ -90,19 +112,15 @@ def _quantize_pack_kernel(fmt: int) -> Any:
             rows = min(block, t1 - r0)
             for i in range(rows):
                 _ternarize_row(w, scales, r0 + i, scratch[i], by_halves)
-            if fmt == 0:
-                packing._pack2(scratch, out[r0:r0 + rows], half, 0, rows * tasks)
-            elif fmt == 1:
-                packing._pack3(scratch, out[r0:r0 + rows], half, 0, rows * tasks)
-            else:
-                packing._packbp(scratch, out[r0:r0 + rows], half, 0, rows * tasks)
+            pack(scratch, out[r0:r0 + rows], half, 0, rows * tasks)
         return 0
 
     return quantize_pack_rows
 
 
-# by format code
-_quantize_pack_rows = {f.code: _quantize_pack_kernel(f.code) for f in FORMATS.values()}
+# by format code and whether the weights are float32 (compared with half their scale)
+_quantize_pack_rows = {(f.code, by_halves): _quantize_pack_kernel(f.code, by_halves)
+                       for f in FORMATS.values() for by_halves in (False, True)}
 
 
 @jit()
@@ -183,7 +201,7 @@ def quantize_pack(w: np.ndarray, scales: np.ndarray, fmt: Format) -> np.ndarray:
     out = np.empty(fmt.data_shape((rows, n)), fmt.dtype)
     dst, half = byte_rows(out, fmt)
     if out.size:
-        run(_quantize_pack_rows[fmt.code], rows, w.nbytes, w, scales, w.dtype == np.float32,
+        run(_quantize_pack_rows[fmt.code, w.dtype == np.float32], rows, w.nbytes, w, scales,
             dst, half)
     return out
 
