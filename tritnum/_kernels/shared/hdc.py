@@ -12,13 +12,20 @@ import numpy as np
 
 # registered as hdc.* on every backend
 OPS = ("row_norms", "add_rows", "phase_trits", "project_trits", "cosines", "mistake_pass",
-       "near_normal")
+       "near_normal", "replace_columns")
 NEAR_NORMAL_SCALE = np.float32(1 / math.sqrt(12 + 1 / 12))  # of near_normal_value's sum
 
 
 def row_norms(H: np.ndarray) -> np.ndarray:
     """The Euclidean norm of each int8 trit row: the square root of its non-zero count."""
     return np.sqrt(np.count_nonzero(H, axis=1).astype(np.float64))
+
+
+def replace_columns(H: np.ndarray, dims: np.ndarray, fresh: np.ndarray,
+                    norms: np.ndarray) -> None:
+    """``H[:, dims] = fresh``, and ``norms`` of ``H``'s rows (:func:`row_norms`) taken again."""
+    H[:, dims] = fresh
+    norms[...] = row_norms(H)
 
 
 def add_rows(W: np.ndarray, H: np.ndarray, t: np.ndarray) -> None:
