@@ -98,8 +98,10 @@ I2_S. Prints what it quantized and what it kept."""
 CONVERT = """\
 Convert a ternary model between a Hugging Face transformers bitnet model directory
 (config.json, model.safetensors or shards; microsoft/bitnet-b1.58-2B-4T's format),
-tritnum's own .safetensors or .npz file, and a GGUF file of llama.cpp's bitnet
-architecture (TQ2_0, TQ1_0; I2_S for bitnet.cpp). The formats follow from the paths:
+tritnum's own .safetensors or .npz file, and a GGUF file (TQ2_0, TQ1_0; I2_S for
+bitnet.cpp), written tensor by tensor: llama.cpp's llama architecture for a Llama
+(model_type "llama"), its bitnet for a BitNet with SiLU, bitnet.cpp's bitnet-b1.58 for
+one with relu2 (transformers' default, 2B-4T's). The formats follow from the paths:
 a directory is a Hugging Face model, the extension names a file's format. Trits are
 exact every way; a scale the target cannot hold exactly is an error unless
 --requantize. A tritnum .safetensors keeps the model's config; an .npz needs
