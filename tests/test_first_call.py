@@ -66,6 +66,9 @@ q, xl = np.empty((2, 3, 256), np.int8)
 matmul._quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, xl,
                            np.empty((3, 1), np.int32), xscale)
 report = [len(quantize._absmax_quantize_rows.signatures)]
+w = tn.quantize(np.ones((8, 256), np.float32))
+tn.linear(x[:1], w, activations="int8", device="cpu")  # a small layer's one-call route
+report.append(len(quantize._absmax_quantize_rows.signatures))
 tn.quantize_activations(x, device="cpu")  # the row quantizer's own call (the GEMM's)
 report.append(len(quantize._absmax_quantize_rows.signatures))
 print(json.dumps(report))
@@ -73,15 +76,15 @@ print(json.dumps(report))
 
 
 def test_the_gemv_and_the_gemm_share_one_int8_quantizer():
-    """The fused GEMV quantizer calls the row quantizer with the types a GEMM's call has.
+    """The fused quantizers of the GEMV and of small layers call the row quantizer as a GEMM does.
 
-    It passed a literal 0 as the first row: numba compiled the row quantizer twice,
+    Each passed a literal 0 as the first row: numba compiled the row quantizer twice,
     for ``Literal[int](0)`` and for ``int64`` (0.2 s of a first int8 GEMM). The disk
     cache is off: a kernel loaded from it brings its callees compiled in.
     """
     out = run_python(INT8, TRITNUM_CACHE="0")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == [1, 1]
+    assert json.loads(out.stdout) == [1, 1, 1]
 
 
 DECODE = """

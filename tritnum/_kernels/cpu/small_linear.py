@@ -83,7 +83,7 @@ def _one_call(x: np.ndarray, w: np.ndarray, n: int, scales: np.ndarray) -> bool:
             and 4 * w.shape[1] == _width(n))
 
 
-@jit()
+@jit(inline="always")  # as the dots: numba compiled each apart, then again in its caller
 def _laid_out(x, n, k):
     """Rows of ``x`` (first ``n`` values) in the GEMV's block layout, ``k`` wide, zero padded.
 
@@ -107,7 +107,7 @@ def _dots_kernel(int8: bool) -> Any:
     sharing each load of ``x``, the last few one at a time (a row stride of 0), as the
     GEMV does; float ``x`` one row a dot.
     """
-    @jit()
+    @jit(inline="always")
     def dots(xl, xneg, xscale, codes, scales, bias, y):
         units = codes.shape[1]
         k, full, out = 4 * units, units // BLOCK_BYTES, codes.shape[0]
@@ -142,7 +142,8 @@ def _int8_rows(x, codes, scales, bias, y, xscale):
     m, n = x.shape
     amax = np.empty(m, np.float32)
     q = np.empty((m, n), np.int8)
-    _absmax_quantize_rows(x, x.view(np.uint32), amax, amax.view(np.uint32), q, 0, m)
+    # an intp 0, not a literal: numba compiled the callee again for Literal[int](0)
+    _absmax_quantize_rows(x, x.view(np.uint32), amax, amax.view(np.uint32), q, np.intp(0), m)
     for r in range(m):
         xscale[r] = amax[r] / np.float32(127)
     xneg = np.empty((m, 1), np.int32)  # the dot sums code * q = (trit + 1) * q
