@@ -1,10 +1,11 @@
 """CPU kernels of the HDC classifiers (:mod:`tritnum.vsa.estimators`): int8 hypervectors.
 
 The nonlinear encoder's projection and its phases' trits run here, blocks of rows on the
-pool's threads; the norms and class sums of encoded
-rows, their cosines with the class vectors and the mistake-driven update passes are
-taken without a float copy of them. A pass is one call: per 32-row batch, BLAS on a
-float copy cost about 0.1 ms against the few microseconds of the products themselves.
+pool's threads; the norms and class sums of encoded rows, their cosines with the class
+vectors and the mistake-driven update passes are taken without a float copy of them. A
+pass is one call: per 32-row batch, BLAS on a float copy cost about 0.1 ms against the
+few microseconds of the products themselves. NeuralHD's regenerated columns are written
+here too, with the norms they change.
 """
 
 from __future__ import annotations
