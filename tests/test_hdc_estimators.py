@@ -171,19 +171,22 @@ def test_sparsehd_rule_is_exact():
     assert np.count_nonzero(np.any(W, axis=0)) <= 64
 
 
-@pytest.mark.parametrize("encoder", ["record", "projection"])
-def test_neuralhd_rule_and_regeneration(encoder):
-    X, y = blobs(60)
-    clf = NeuralHDClassifier(n_dimensions=256, encoder=encoder, epochs=5, lr=0.4, regen_rate=0.1,
-                             regen_freq=2, batch_size=8, random_state=6).fit(X, y)
+# regenerations after epochs 1 and 3 of 5; after each of 3, the last one's columns unread
+@pytest.mark.parametrize(("encoder", "epochs", "freq"), [("record", 5, 2), ("projection", 5, 2),
+                                                          ("nonlinear", 3, 1)])
+def test_neuralhd_rule_and_regeneration(encoder, epochs, freq):
+    X, y = blobs(60, spread=0.7)  # classes that overlap: every pass has mistakes to move
+    clf = NeuralHDClassifier(n_dimensions=256, encoder=encoder, epochs=epochs, lr=0.4,
+                             regen_rate=0.1, regen_freq=freq, batch_size=8,
+                             random_state=6).fit(X, y)
     enc, H, rng = encoded(clf, X)
     W = np.zeros((3, 256))
     for h, c in zip(H, y, strict=True):
         W[c] += h
     regenerated = []
-    for epoch in range(1, 5):
+    for epoch in range(1, epochs):
         ref_adapt_pass(W, H, y, 0.4, 8)
-        if epoch % 2 == 1:
+        if epoch % freq == freq - 1:
             unit = W / np.linalg.norm(W, axis=1, keepdims=True)
             var = unit.var(axis=0, ddof=1)
             dims = np.array(sorted(range(256), key=lambda j: (var[j], j))[:26])

@@ -655,8 +655,9 @@ class NeuralHDClassifier(_Learned):
                 dims = rules.weakest(self.class_vectors_, n_regen)
                 self.class_vectors_[:, dims] = 0.0
                 self.encoder_.regenerate(dims, _draw(self._rng))
-                kernel("hdc.replace_columns", "cpu")(H, dims, self.encoder_.transform(X, dims),
-                                                     norms)
+                if epoch < self.epochs - 1:  # another pass reads the rows: their new columns
+                    kernel("hdc.replace_columns", "cpu")(H, dims, self.encoder_.transform(X, dims),
+                                                         norms)
 
     def _pass(self, H: np.ndarray, t: np.ndarray) -> None:
         norms = rules.norms(H)
