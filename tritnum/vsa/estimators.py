@@ -19,7 +19,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import (
     _check_partial_fit_first_call,
     check_classification_targets,
-    unique_labels,
 )
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -124,7 +123,7 @@ class _HDClassifier(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", reset=not warm)
         self._check_labels(y)
         if not warm:
-            classes = unique_labels(y)
+            classes = np.unique(y)  # labels _check_labels passed: unique_labels' own checks again
             if len(classes) < 2:
                 raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes; "
                                  f"y holds one class only ({classes[0]!r})")
