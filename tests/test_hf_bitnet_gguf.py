@@ -14,6 +14,9 @@ import importlib
 import json
 import mmap
 import os
+import struct
+import subprocess
+import sys
 import warnings
 import weakref
 
@@ -338,6 +341,150 @@ def test_mapped_pages_let_go(tmp_path):
     copy = data.copy()
     drop_view(copy)
     assert np.array_equal(copy, data)
+
+
+def _copy_of(model_dir, tmp_path, config=None, **tensors):
+    """model_dir's checkpoint in tmp_path / "src", tensors replaced (None: left out)."""
+    path, _, state = model_dir
+    src = tmp_path / "src"
+    os.makedirs(src)
+    state = {k: v for k, v in {**state, **tensors}.items() if v is not None}
+    save_file(state, os.path.join(src, "model.safetensors"))
+    config = {**json.loads((path / "config.json").read_text()), **(config or {})}
+    (src / "config.json").write_text(json.dumps(config))
+    return src
+
+
+_CUT = """
+import importlib, os, struct, sys
+import tritnum as tn
+from tritnum.errors import FormatError
+src, dst, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+convert = importlib.import_module("tritnum.io.convert")
+opened = convert.open_hf_bitnet
+def cut_after_opening(*args, **kwargs):
+    out = opened(*args, **kwargs)
+    os.truncate(os.path.join(src, "model.safetensors"), at)
+    return out
+convert.open_hf_bitnet = cut_after_opening
+try:
+    tn.io.hf_bitnet_to_gguf(src, dst, tokenizer=False, progress=False)
+except FormatError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize("tensor", ["model.embed_tokens.weight",  # a plain, mapped tensor
+                                    "model.layers.0.mlp.down_proj.weight"])  # a projection
+def test_shard_cut_short_while_streaming(model_dir, tmp_path, tensor):
+    """A shard truncated after its header was checked (opened, then cut at ``tensor``'s
+    bytes): FormatError naming it, and no file; reading the mapped bytes past the new end
+    would kill the process with SIGBUS (run in a subprocess for that reason)."""
+    src = _copy_of(model_dir, tmp_path)
+    raw = (src / "model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    at = 8 + n + json.loads(raw[8:8 + n])[tensor]["data_offsets"][0]
+    out = tmp_path / "out"
+    os.makedirs(out)
+    done = subprocess.run([sys.executable, "-c", _CUT, str(src), str(out / "m.gguf"), str(at)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    gguf_name = {"model.embed_tokens.weight": "token_embd.weight"}.get(tensor, tensor)
+    assert f"tensor '{gguf_name}': its file is now {at} bytes, cut short" in done.stdout
+    assert os.listdir(out) == []
+
+
+def _never_written(monkeypatch):
+    convert_module = importlib.import_module("tritnum.io.convert")
+
+    def write_gguf(*args, **kwargs):
+        raise AssertionError("write_gguf called: a header checked only while writing")
+    monkeypatch.setattr(convert_module, "write_gguf", write_gguf)
+
+
+@pytest.mark.parametrize("replace, match", [
+    (lambda w, s: (w.to(torch.int8), s), r"I8 values: bitnet weights are packed U8"),
+    (lambda w, s: (w, torch.tensor([0.5, 0.5])), r"weight_scale must hold one value"),
+    (lambda w, s: (w, torch.tensor([0.0])), r"weight_scale is 0.0, not a positive"),
+    (lambda w, s: (w.to(torch.int32), None), r"I32 values without a weight_scale"),
+])
+def test_projection_header_refused_before_writing(model_dir, tmp_path, monkeypatch, replace,
+                                                  match):
+    """What a safetensors header says of a projection (its dtype, its weight_scale) is
+    checked when the checkpoint is opened: the same FormatError from the eager reader and
+    the streamed conversion, before write_gguf. An offline projection without its scale in
+    an online-mode config (packed or integer values) was quantized as if master weights."""
+    name = "model.layers.1.mlp.down_proj.weight"
+    _, _, state = model_dir
+    weight, scale = replace(state[name], state[name + "_scale"])
+    mode = {"quant_method": "bitnet", "linear_class": "autobitlinear",
+            "quantization_mode": "online" if scale is None else "offline"}
+    src = _copy_of(model_dir, tmp_path, {"quantization_config": mode},
+                   **{name: weight, name + "_scale": scale})
+    with pytest.raises(FormatError, match=rf"tensor '{name}': {match}"):
+        tn.io.read_hf_bitnet(src)
+    _never_written(monkeypatch)
+    with pytest.raises(FormatError, match=rf"tensor '{name}': {match}"):
+        tn.io.convert(src, tmp_path / "m.gguf", tokenizer=False)
+    assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+@pytest.mark.parametrize("key, value", [
+    ("vocab_size", 2**32), ("max_position_embeddings", 2**40), ("head_dim", 64.0),
+    ("num_hidden_layers", 10**12), ("rms_norm_eps", float("inf")),
+    ("rope_parameters", {"rope_type": "default", "rope_theta": float("nan")}),
+    ("rms_norm_eps", 1e300),
+])
+def test_config_sizes_refused(model_dir, tmp_path, monkeypatch, key, value):
+    """Sizes GGUF's uint32 cannot hold, a float head_dim, non-finite or float32-overflowing
+    constants (json's NaN/Infinity): FormatError naming config.json, before writing (the
+    sizes were a ValueError/TypeError of the metadata encoder, NaN and inf were written)."""
+    src = _copy_of(model_dir, tmp_path, {key: value})
+    _never_written(monkeypatch)
+    named = key.replace("_parameters", "_theta")
+    with pytest.raises(FormatError, match=rf"config.json: {named} is"):
+        tn.io.convert(src, tmp_path / "m.gguf", tokenizer=False)
+
+
+def test_destination_a_directory_refused_first(model_dir, tmp_path, monkeypatch):
+    """A destination that is a directory (the source, or a folder named *.gguf): refused
+    before any tensor is read or written (os.replace refused it after the whole file)."""
+    path, _, _ = model_dir
+    seen = _spy_on_loads(monkeypatch, tmp_path)
+    (tmp_path / "d.gguf").mkdir()
+    for dst in (tmp_path / "d.gguf", path):
+        with pytest.raises(IsADirectoryError, match="is a directory"):
+            tn.io.hf_bitnet_to_gguf(path, dst, tokenizer=False)
+    assert seen == [] and sorted(os.listdir(tmp_path)) == ["d.gguf"]
+
+
+def test_lazy_tensor_contradicting_the_header(tmp_path):
+    """A LazyTernary that loads another shape (or not a TernaryTensor) than the header
+    written from its declared shape: FormatError, no file, the earlier file kept."""
+    w = tn.quantize(np.ones((4, 256)))
+    path = tmp_path / "m.gguf"
+    tn.io.write_gguf(path, {"w": w})
+    before = path.read_bytes()
+    for load in (lambda: tn.quantize(np.ones((8, 256))), lambda: np.ones((4, 256))):
+        with pytest.raises(FormatError, match=r"tensor 'w': loaded .* the header announces"):
+            tn.io.write_gguf(path, {"n": np.ones(3, np.float32), "w": LazyTernary((4, 256), load)},
+                             qtype="TQ1_0")
+        assert os.listdir(tmp_path) == ["m.gguf"] and path.read_bytes() == before
+
+
+@pytest.mark.parametrize("advice", ["refused", "absent"])
+def test_pages_kept_where_advice_is_refused_or_absent(model_dir, tmp_path, monkeypatch, advice):
+    """Letting mapped pages go is advice: where the system refuses MADV_DONTNEED (an
+    OSError: EINVAL for an unknown advice) or lacks it (Windows), the conversion writes
+    the same file (it raised the OSError before)."""
+    path, _, _ = model_dir
+    tn.io.hf_bitnet_to_gguf(path, tmp_path / "a.gguf", tokenizer=False)
+    if advice == "refused":
+        monkeypatch.setattr(mmap, "MADV_DONTNEED", 0x7FFF)
+    else:
+        monkeypatch.delattr(mmap, "MADV_DONTNEED")
+    tn.io.hf_bitnet_to_gguf(path, tmp_path / "b.gguf", tokenizer=False)
+    assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes()
 
 
 def test_tokenizer_keys(model_dir, tmp_path):

@@ -28,7 +28,7 @@ from ..errors import FormatError, TritnumError
 from ..packing import pack
 from ..quantize import TernaryTensor
 from .arrays import bfloat16_to_float32, is_array, plain_array
-from .gguf.file import drop_view
+from .gguf.file import check_mapped, drop_view
 from .gguf.model import LazyTernary
 from .hf_bitnet import LINEAR_CLASSES, SCALE_DTYPES, decode_scale, from_hf_bitnet, to_hf_bitnet
 from .safetensors_file import SafetensorsFile, read_safetensors, write_safetensors
@@ -163,6 +163,28 @@ def _offline_ternary(name: str, weight: Any, scale: Any, linear_class: str) -> T
                          np.array(decode_scale(scale, linear_class), np.float32))
 
 
+def _check_projection(name: str, dtype: str | None, scale: Any, linear_class: str) -> None:
+    """FormatError for a projection whose stored dtype or ``weight_scale`` cannot be read.
+
+    With a scale: packed ``U8`` or trits in a float dtype; without (online mode):
+    float master weights. Checked from the header (the scale's one value read), so
+    that neither path reads other bytes as weights and a streamed write fails before
+    its first byte.
+    """
+    floats = ("F16", "BF16", "F32", "F64")
+    if scale is None and dtype not in floats:
+        FILE.fail(f"tensor {name!r}: {dtype} values without a weight_scale; an online-mode "
+                  f"projection holds float master weights ({', '.join(floats)})")
+    if scale is not None:
+        if dtype not in ("U8", *floats):
+            FILE.fail(f"tensor {name!r}: {dtype} values: bitnet weights are packed U8 "
+                      "(out / 4, in) or trits in a float dtype")
+        try:
+            decode_scale(scale, linear_class)
+        except (TritnumError, TypeError, ValueError) as exc:
+            FILE.fail(f"tensor {name!r}: {exc}")
+
+
 def _lazy(name: str, stored: np.ndarray,
           load: Callable[[], TernaryTensor]) -> LazyTernary | TernaryTensor:
     """A projection read by ``load`` from ``stored`` when it is wanted, then its pages let go.
@@ -172,6 +194,7 @@ def _lazy(name: str, stored: np.ndarray,
     or trits: refused, by name; online float weights of any shape are quantized).
     """
     def read() -> TernaryTensor:
+        check_mapped(stored, name)  # a shard cut short since opened: an error, not SIGBUS
         try:
             tensor = load()
         except (TritnumError, TypeError, ValueError) as exc:
@@ -293,15 +316,19 @@ def open_hf_bitnet(path: str | os.PathLike[str], *, max_bytes: int | None = None
     for name in raw:
         if name.endswith(_SCALE) and name[:-len(_SCALE)] + _WEIGHT not in raw:
             FILE.fail(f"tensor {name!r} has no weight {name[:-len(_SCALE)] + _WEIGHT!r}")
+    online = settings["quantization_mode"] == "online"
     for name, value in raw.items():
         if name.endswith(_SCALE):
             continue
         scale = raw.get(name[:-len(_WEIGHT)] + _SCALE) if name.endswith(_WEIGHT) else None
+        projection = scale is not None or (online and name.endswith(_PROJECTION) and not _skipped(
+            name, settings["modules_to_not_convert"]))
+        if projection:  # what the header says, checked before any projection is decoded
+            _check_projection(name, raw.dtypes.get(name), scale, linear_class)
         if scale is not None:
             out[name] = _lazy(name, value, partial(
                 lambda n, s: _offline_ternary(n, floats(n), s, linear_class), name, scale))
-        elif (settings["quantization_mode"] == "online" and name.endswith(_PROJECTION)
-              and not _skipped(name, settings["modules_to_not_convert"])):
+        elif projection:
             out[name] = _lazy(name, value, partial(lambda n: _online_ternary(floats(n)), name))
         else:
             out[name] = floats(name) if bfloat16 == "float32" else value

@@ -12,6 +12,7 @@ temporary file that replaces the destination only once it is complete.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import mmap
@@ -170,12 +171,14 @@ def drop_pages(raw: np.ndarray, start: int, nbytes: int) -> None:
     """Let the pages of ``raw[start:start + nbytes]`` (from :func:`map_file`) leave memory.
 
     Read again, they come back from the page cache. Keeps the resident size of a
-    pass over a large file to what is in use.
+    pass over a large file to what is in use. Where the system has no such advice
+    (Windows) or refuses it, the pages stay.
     """
     mapping = getattr(raw.base, "obj", None)
     if isinstance(mapping, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED") and nbytes > 0:
         low = start - start % mmap.PAGESIZE
-        mapping.madvise(mmap.MADV_DONTNEED, low, start + nbytes - low)
+        with contextlib.suppress(OSError):  # advice the system refuses: the pages stay
+            mapping.madvise(mmap.MADV_DONTNEED, low, start + nbytes - low)
 
 
 # ------------------------------------------------------------------ writing

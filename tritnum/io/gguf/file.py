@@ -44,7 +44,7 @@ from .header import I2_S_TYPE
 from .model import GGUFBlocks, GGUFModel, GGUFReport, LazyTernary, TensorReport, alignment_of
 from .values import GGUFValue, as_value
 
-__all__ = ["I2_S_TYPE", "drop_view", "progress_bar", "read_gguf", "write_gguf"]
+__all__ = ["I2_S_TYPE", "check_mapped", "drop_view", "progress_bar", "read_gguf", "write_gguf"]
 
 _PROGRESS_FROM = 8  # tensors: show a progress bar from this many on
 
@@ -287,6 +287,8 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
     ValueError
         A ``qtype`` mapping naming a tensor that is not written; an ``arch`` that
         contradicts the metadata's ``general.architecture``.
+    IsADirectoryError
+        ``path`` is a directory (before anything is written).
 
     Examples
     --------
@@ -307,6 +309,9 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
     0.113
     """
     check_writer_suffix(path, "write_gguf", "GGUF")
+    if os.path.isdir(path):  # os.replace would refuse it only once the file is written
+        raise IsADirectoryError(f"write_gguf: {os.fspath(path)!r} is a directory, not a file "
+                                "name")
     if not isinstance(tensors, Mapping):
         raise TypeError("write_gguf takes a mapping of tensor names to TernaryTensors or "
                         f"arrays, got {type(tensors).__name__}")
@@ -321,7 +326,9 @@ def write_gguf(path: str | os.PathLike[str], tensors: Mapping[str, Any], *,
     plans = [(_lazy_plan if isinstance(value, LazyTernary) else plan)(
         name, value, rule(name, value), layout, requantize) for name, value in tensors.items()]
     for p in plans:
-        p.chunks = _dropping(p.chunks)
+        value = tensors[p.name]
+        p.chunks = _dropping(p.name, value.data if isinstance(value, GGUFBlocks) else value,
+                             p.chunks)
     size = write_file(path, meta, plans, alignment_of(meta), lambda items: progress_bar(
         items, len(plans), "writing", progress))
     return GGUFReport(os.fspath(path), size, {p.name: TensorReport(
@@ -367,9 +374,15 @@ def _lazy_plan(name: str, value: LazyTernary, qtype: str, layout: str,
 _PIECE = 16 << 20  # bytes of a mapped chunk written (and let go) at a time
 
 
-def _dropping(chunks: Callable[[], Iterable[Any]]) -> Callable[[], Iterator[Any]]:
-    """``chunks``, those that map a file in pieces, each piece's pages let go once written."""
+def _dropping(name: str, source: Any,
+              chunks: Callable[[], Iterable[Any]]) -> Callable[[], Iterator[Any]]:
+    """``chunks``, those that map a file in pieces, each piece's pages let go once written.
+
+    ``source`` (the tensor's array), where it maps a file, is checked first to be
+    still in that file (:func:`check_mapped`).
+    """
     def written() -> Iterator[Any]:
+        check_mapped(source, name)
         for chunk in chunks():
             if _mapping(chunk) is None:
                 yield chunk
@@ -390,6 +403,26 @@ def _mapping(a: Any) -> mmap.mmap | None:
         base = base.base
     mapping = getattr(base, "obj", base)
     return mapping if isinstance(mapping, mmap.mmap) and memoryview(mapping).readonly else None
+
+
+def check_mapped(a: Any, name: str) -> None:
+    """FormatError if ``a`` maps bytes past the end its file has now (truncated since read).
+
+    Reading them would kill the process (SIGBUS): a checkpoint or GGUF file cut
+    short while a conversion streams it. Anything that does not map a file passes.
+    """
+    mapping = _mapping(a)
+    if mapping is None:
+        return
+    end = (a.__array_interface__["data"][0]
+           - np.frombuffer(mapping, np.uint8).__array_interface__["data"][0] + a.nbytes)
+    try:
+        size = mapping.size()  # the file's length now (fstat)
+    except OSError:  # pragma: no cover - a mapping without its file descriptor
+        return
+    if size < end:
+        raise FormatError(f"tensor {name!r}: its file is now {size} bytes, cut short of the "
+                          f"{end} it held when read (truncated while being converted)")
 
 
 def drop_view(a: Any) -> None:

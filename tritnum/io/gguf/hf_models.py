@@ -73,15 +73,16 @@ def _gguf() -> Any:
 
 def _int(config: Mapping[str, Any], key: str) -> int:
     value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise FormatError(f"config.json: {key} is {value!r:.60}, not an int > 0 (llama.cpp's "
-                          f"bitnet architecture needs it)")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**32:
+        raise FormatError(f"config.json: {key} is {value!r:.60}, not an int > 0 that GGUF's "
+                          f"uint32 holds (llama.cpp's bitnet architecture needs it)")
     return value
 
 
 def _float(config: Mapping[str, Any], key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise FormatError(f"config.json: {key} is {value!r:.60}, not a number > 0")
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not 0 < value < float(np.finfo(np.float32).max)):  # NaN and inf fail too
+        raise FormatError(f"config.json: {key} is {value!r:.60}, not a finite number > 0")
     return float(value)
 
 
@@ -140,7 +141,8 @@ def gguf_metadata(config: Mapping[str, Any], qtype: str, name: str,
                           f"writes llama.cpp's {arch} architecture without biases")
     n = {key: _int(config, key) for key in _INTS}
     heads, kv_heads = _heads(config)
-    head_dim = config.get("head_dim") or n["hidden_size"] // heads
+    head_dim = _int({"head_dim": config.get("head_dim") or n["hidden_size"] // heads},
+                    "head_dim")
     if head_dim * heads != n["hidden_size"] or heads % kv_heads:
         raise FormatError(f"config.json: hidden_size {n['hidden_size']}, "
                           f"{heads} heads of {head_dim}, {kv_heads} key-value heads do not fit "
