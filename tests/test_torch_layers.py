@@ -628,3 +628,25 @@ def test_export_of_a_model_on_the_meta_device_is_a_clear_error():
     for m in (model, convert(model)):
         with pytest.raises(ValueError, match="meta device"):
             export(m)
+
+
+def test_eval_weights_are_kept_per_buffer_and_leave_with_it():
+    """The TernaryTensor over an eval layer's packed buffer is made once, found again while
+    the buffer lives and holds the same values, made anew after a write, and dropped with
+    the buffer (a plain dict keyed by id: an entry must not outlive its tensor)."""
+    import gc
+
+    from tritnum.torch import _ops
+
+    packed = torch.from_numpy(tn.quantize(np.ones((4, 8), np.float32)).packed.data.copy())
+    scale = torch.tensor(0.5)
+    first = _ops.ternary_weight(packed, scale, 8, None)
+    assert _ops.ternary_weight(packed, scale, 8, None) is first
+    packed.data[0, 0] = 0  # through .data: no version bump, the sample sees it
+    again = _ops.ternary_weight(packed, scale, 8, None)
+    assert again is not first and tn.unpack(again.packed)[0, 0] == -1
+    key = id(packed)
+    assert key in _ops._WEIGHTS
+    del packed, first, again
+    gc.collect()
+    assert key not in _ops._WEIGHTS

@@ -19,7 +19,6 @@ import weakref
 from typing import Any
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 from ..matmul import linear
 from ..packing import PackedTrits
@@ -28,8 +27,19 @@ from ..quantize import TernaryTensor
 __all__ = ["Sample", "forget", "frozen_linear", "ternary_dequantize", "ternary_linear",
            "ternary_weight", "version"]
 
-# packed buffer -> (stamp, scale ref, TernaryTensor, Sample of the buffer, Sample of the scales)
-_WEIGHTS: Any = WeakIdKeyDictionary()
+# id of a packed buffer -> (weak reference to it, stamp, scale ref, TernaryTensor, Sample of
+# the buffer, Sample of the scales); an entry leaves with its buffer. A plain dict: torch's
+# WeakIdKeyDictionary took 0.9 us a lookup, in every eval-mode call
+_WEIGHTS: dict[int, tuple[Any, ...]] = {}
+
+
+def _leave(key: int) -> Any:
+    """The callback of entry ``key``'s weak reference: the entry leaves (if still that one)."""
+    def callback(ref: weakref.ref) -> None:
+        hit = _WEIGHTS.get(key)
+        if hit is not None and hit[0] is ref:
+            del _WEIGHTS[key]
+    return callback
 
 SAMPLE_ROWS = SAMPLE_COLUMNS = 16  # a Sample is a grid of at most 16 x 16 values
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -93,21 +103,25 @@ def ternary_weight(packed: torch.Tensor, scale: torch.Tensor, in_features: int,
                    group_size: int | None) -> TernaryTensor:
     """The TernaryTensor over ``packed`` (shared memory) and ``scale`` (copied to the host)."""
     stamp = (version(packed), version(scale), in_features, group_size)
-    hit = _WEIGHTS.get(packed)
-    if (hit is not None and hit[0] == stamp and hit[1]() is scale and hit[3].same()
-            and hit[4].same()):
-        return hit[2]
+    key = id(packed)
+    hit = _WEIGHTS.get(key)
+    if (hit is not None and hit[0]() is packed and hit[1] == stamp and hit[2]() is scale
+            and hit[4].same() and hit[5].same()):
+        return hit[3]
     # new, or written to (through .data too): wrapped again, so its codes are checked again
     trits = PackedTrits(packed.detach(), (packed.shape[0], in_features), "2bit", copy=False)
     w = TernaryTensor(trits, scale.detach().cpu().numpy(), group_size)
-    _WEIGHTS[packed] = (stamp, weakref.ref(scale), w, Sample(packed), Sample(scale))
+    _WEIGHTS[key] = (weakref.ref(packed, _leave(key)), stamp, weakref.ref(scale), w,
+                     Sample(packed), Sample(scale))
     return w
 
 
 def forget(packed: torch.Tensor | None) -> None:
     """Drop the TernaryTensor kept for ``packed``: the next use wraps and checks it again."""
     if packed is not None:
-        _WEIGHTS.pop(packed, None)
+        hit = _WEIGHTS.get(id(packed))
+        if hit is not None and hit[0]() is packed:
+            del _WEIGHTS[id(packed)]
 
 
 def frozen_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor,
