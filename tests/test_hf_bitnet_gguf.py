@@ -446,6 +446,25 @@ def test_config_sizes_refused(model_dir, tmp_path, monkeypatch, key, value):
         tn.io.convert(src, tmp_path / "m.gguf", tokenizer=False)
 
 
+@pytest.mark.parametrize("config, tensors, match", [
+    ({}, {"model.layers.1.mlp.down_proj.weight": torch.zeros((64, 256), dtype=torch.uint8)},
+     r"blk\.1\.ffn_down\.weight \(256, 256\), not \(256, 512\)"),
+    ({}, {"model.layers.0.mlp.ffn_sub_norm.weight": torch.ones(256)},
+     r"blk\.0\.ffn_sub_norm\.weight \(256,\), not \(512,\)"),
+    ({"intermediate_size": 1024}, {},
+     r"blk\.0\.ffn_sub_norm\.weight \(512,\), not \(1024,\);.*; \.\.\."),
+    ({"num_key_value_heads": 4}, {}, r"blk\.0\.attn_k\.weight \(128, 256\), not \(256, 256\)"),
+])
+def test_shapes_disagreeing_with_the_config(model_dir, tmp_path, monkeypatch, config, tensors,
+                                            match):
+    """A safetensors header whose shapes are not those config.json gives: refused by name
+    before writing (the file was written, and llama.cpp's loader refuses it)."""
+    src = _copy_of(model_dir, tmp_path, config, **tensors)
+    _never_written(monkeypatch)
+    with pytest.raises(FormatError, match=r"do not have the shapes config.json gives.*" + match):
+        tn.io.convert(src, tmp_path / "m.gguf", tokenizer=False)
+
+
 def test_destination_a_directory_refused_first(model_dir, tmp_path, monkeypatch):
     """A destination that is a directory (the source, or a folder named *.gguf): refused
     before any tensor is read or written (os.replace refused it after the whole file)."""

@@ -27,6 +27,7 @@ from .files import load, save
 from .gguf.file import write_gguf
 from .gguf.hf_models import (
     bitnet_arch,
+    check_shapes,
     gguf_metadata,
     gguf_names,
     gguf_qtypes,
@@ -91,6 +92,7 @@ def _to_gguf(dst: str | os.PathLike[str], tensors: Mapping[str, Any], config: Ma
             raise FormatError(f"vocab_size {config['vocab_size']} (config.json) is not the "
                               f"token embedding's {rows} rows: llama.cpp takes a token per row")
         metadata.update(tokenizer_metadata(tokenizer, config["vocab_size"], arch))
+    check_shapes({names[n]: tuple(v.shape) for n, v in tensors.items()}, config)
     renamed = {names[n]: _gguf_value(n, v, getattr(tensors, "dtypes", {}).get(n))
                for n, v in tensors.items()}
     if arch == "llama":  # llama.cpp rotates adjacent pairs: permute the rows as LlamaModel does
@@ -182,7 +184,10 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
         What :func:`~tritnum.io.read_hf_bitnet` refuses; a tensor or setting
         the architecture has no place for (an untied ``lm_head``, ``use_rms_norm``,
         an activation other than relu2 and silu, RoPE scaling), named; a
-        missing or ill-typed hyperparameter; a tokenizer file that cannot be read,
+        missing or ill-typed hyperparameter (or one GGUF cannot hold: sizes past
+        uint32, non-finite constants); a tensor whose shape is not the one the
+        config gives; a shard cut short while it is converted, the tensor named;
+        a tokenizer file that cannot be read,
         is not byte-level BPE, or whose pre-tokenizer llama.cpp has no name for; a
         ``tokenizer`` directory without ``tokenizer.json``.
     ShapeMismatchError
@@ -190,6 +195,8 @@ def hf_bitnet_to_gguf(src: str | os.PathLike[str], dst: str | os.PathLike[str], 
     ImportError
         A tokenizer to write without transformers installed (it loads the
         tokenizer, as in llama.cpp's converter).
+    IsADirectoryError
+        ``dst`` is a directory (before anything is read or written).
 
     Warns
     -----

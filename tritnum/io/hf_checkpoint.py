@@ -257,8 +257,9 @@ def read_hf_bitnet(path: str | os.PathLike[str], *, max_bytes: int | None = None
         bitnet one, or whose ``quantization_config`` keys have the wrong types; an
         index that is not a JSON object of shard names, names a missing shard, or
         disagrees with a shard's tensors; a corrupt safetensors file (offsets past
-        its end, ...); a ``weight_scale`` without its weight; packed weights with
-        a code 3 or of the wrong dtype. The message names the file or tensor.
+        its end, ...); a ``weight_scale`` without its weight, or not one positive
+        value; packed weights with a code 3 or of the wrong dtype; an online-mode
+        projection that is not float. The message names the file or tensor.
     OSError
         The directory or a file cannot be opened.
 

@@ -43,7 +43,8 @@ from .model import GGUFBlocks, LazyTernary
 from .quantize import FILE_TYPES
 from .values import GGUFValue
 
-__all__ = ["ARCHS", "BITNET_RELU2_ARCH", "bitnet_arch", "gguf_metadata", "gguf_names",
+__all__ = ["ARCHS", "BITNET_RELU2_ARCH", "bitnet_arch", "check_shapes", "gguf_metadata",
+           "gguf_names",
            "gguf_qtypes", "model_name", "rope_rows"]
 
 #: bitnet.cpp's architecture for BitNet b1.58 with relu² (its MODEL_ARCH.BITNET_B158).
@@ -227,6 +228,35 @@ def gguf_names(names: list[str], config: Mapping[str, Any],
                           f"architecture: {', '.join(refused[:6])}"
                           + (", ..." if len(refused) > 6 else "") + tied)
     return out
+
+
+def check_shapes(shapes: Mapping[str, tuple[int, ...]], config: Mapping[str, Any]) -> None:
+    """FormatError for a tensor (by GGUF name) whose shape is not the one llama.cpp expects.
+
+    From ``config`` (checked by :func:`gguf_metadata`): llama.cpp's loader refuses a
+    file whose tensor has another shape than its hyperparameters give, so a
+    checkpoint whose safetensors header disagrees with its ``config.json`` is refused
+    before anything is written.
+    """
+    heads, kv_heads = _heads(config)
+    hidden, ff, vocab = (_int(config, k) for k in ("hidden_size", "intermediate_size",
+                                                  "vocab_size"))
+    head_dim = config.get("head_dim") or hidden // heads
+    expected = {"token_embd": (vocab, hidden), "output": (vocab, hidden),
+                "attn_q": (heads * head_dim, hidden), "attn_k": (kv_heads * head_dim, hidden),
+                "attn_v": (kv_heads * head_dim, hidden), "attn_output": (hidden, heads * head_dim),
+                "ffn_gate": (ff, hidden), "ffn_up": (ff, hidden), "ffn_down": (hidden, ff),
+                "ffn_sub_norm": (ff,)}
+    wrong = []
+    for name, shape in shapes.items():
+        kind = name.split(".")[-2]
+        want = expected.get(kind, (hidden,) if "norm" in kind else None)
+        if want is not None and tuple(shape) != want:
+            wrong.append(f"{name} {tuple(shape)}, not {want}")
+    if wrong:
+        raise FormatError(f"{len(wrong)} tensors do not have the shapes config.json gives "
+                          f"(llama.cpp would refuse the file): {'; '.join(wrong[:4])}"
+                          + ("; ..." if len(wrong) > 4 else ""))
 
 
 def gguf_qtypes(qtype: str) -> Callable[[str, Any], str]:
