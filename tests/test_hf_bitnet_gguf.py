@@ -10,6 +10,7 @@ architecture (of relu² models) against a transcription of microsoft's own 2B-4T
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import mmap
@@ -314,6 +315,35 @@ def test_code_3_found_mid_write_leaves_no_file(model_dir, tmp_path, monkeypatch)
         assert len(seen) > 1 and all(writing for writing, _, _ in seen)  # others written first
 
 
+def test_source_closed_without_garbage_collection(model_dir, tmp_path):
+    """Once a streamed conversion returns or fails midway (a code 3), the checkpoint's
+    mappings (and the file descriptors they hold) are closed by reference counting: no
+    cycle keeps them (a plan and its chunks' closure did, until a garbage collection;
+    on Windows a mapped shard cannot be deleted)."""
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("no /proc/self/maps")
+    path, _, state = model_dir
+    name = "model.layers.1.mlp.down_proj.weight"
+    damaged = state[name].clone()
+    damaged[0, 0] = 0xFF
+    bad = _copy_of(model_dir, tmp_path, **{name: damaged})
+
+    def mapped():
+        return sum(line.rstrip().endswith("model.safetensors")
+                   for line in open("/proc/self/maps"))
+    gc.collect()
+    assert mapped() == 0
+    gc.disable()
+    try:
+        tn.io.hf_bitnet_to_gguf(path, tmp_path / "m.gguf", tokenizer=False)
+        assert mapped() == 0
+        with pytest.raises(FormatError, match="code 3"):
+            tn.io.hf_bitnet_to_gguf(bad, tmp_path / "n.gguf", tokenizer=False)
+        assert mapped() == 0
+    finally:
+        gc.enable()
+
+
 def test_mapped_pages_let_go(tmp_path):
     """drop_view: the pages of a read-only mapped view leave the process (its Rss in
     /proc/self/smaps), the values read back the same; other arrays are left alone."""
@@ -489,6 +519,17 @@ def test_lazy_tensor_contradicting_the_header(tmp_path):
             tn.io.write_gguf(path, {"n": np.ones(3, np.float32), "w": LazyTernary((4, 256), load)},
                              qtype="TQ1_0")
         assert os.listdir(tmp_path) == ["m.gguf"] and path.read_bytes() == before
+
+
+def test_lazy_tensor_requantized_reported(tmp_path):
+    """A LazyTernary re-quantized while written (64-value groups into TQ's 256-value
+    blocks): the report gives the error the eager write gives, the bytes are the same."""
+    g = tn.quantize(np.random.default_rng(0).standard_normal((4, 256)), group_size=64)
+    lazy = tn.io.write_gguf(tmp_path / "l.gguf", {"w": LazyTernary((4, 256), lambda: g)},
+                            requantize=True)
+    eager = tn.io.write_gguf(tmp_path / "e.gguf", {"w": g}, requantize=True)
+    assert lazy.requantized == eager.requantized and lazy.requantized["w"] > 0.05
+    assert (tmp_path / "l.gguf").read_bytes() == (tmp_path / "e.gguf").read_bytes()
 
 
 @pytest.mark.parametrize("advice", ["refused", "absent"])

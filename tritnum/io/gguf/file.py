@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -364,11 +365,14 @@ def _lazy_plan(name: str, value: LazyTernary, qtype: str, layout: str,
                               f"{getattr(tensor, 'shape', None)}, not the TernaryTensor of "
                               f"shape {value.shape} the header announces")
         loaded = plan(name, tensor, qtype, layout, requantize)
-        out.relative_error, out.note = loaded.relative_error, loaded.note
+        reported = out()
+        assert reported is not None  # write_gguf holds its plans while it writes
+        reported.relative_error, reported.note = loaded.relative_error, loaded.note
         return loaded.chunks()
 
-    out = Plan(name, value.shape, type_id, tensor_nbytes(value.shape, type_id), chunks)
-    return out
+    written = Plan(name, value.shape, type_id, tensor_nbytes(value.shape, type_id), chunks)
+    out = weakref.ref(written)  # not the plan itself: a cycle would keep the source mapped
+    return written
 
 
 _PIECE = 16 << 20  # bytes of a mapped chunk written (and let go) at a time
