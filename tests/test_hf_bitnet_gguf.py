@@ -521,6 +521,21 @@ def test_lazy_tensor_contradicting_the_header(tmp_path):
         assert os.listdir(tmp_path) == ["m.gguf"] and path.read_bytes() == before
 
 
+def test_interrupted_while_loading_leaves_no_file(tmp_path):
+    """A KeyboardInterrupt (a BaseException) while a LazyTernary loads, after other tensors
+    were written: it propagates, no temporary is left, the earlier file is kept."""
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"earlier")
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tn.io.write_gguf(path, {"n": np.ones(3, np.float32),
+                                "w": LazyTernary((4, 256), interrupted)})
+    assert os.listdir(tmp_path) == ["m.gguf"] and path.read_bytes() == b"earlier"
+
+
 def test_lazy_tensor_requantized_reported(tmp_path):
     """A LazyTernary re-quantized while written (64-value groups into TQ's 256-value
     blocks): the report gives the error the eager write gives, the bytes are the same."""
