@@ -70,30 +70,43 @@ def test_cosines_of_rows_with_class_vectors(device, dtype):
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize(("online", "dtype", "lr"), [(False, np.float64, 0.3),
-                                                     (True, np.float64, 0.3),
-                                                     (False, np.int64, 1)])
-def test_mistake_pass_follows_the_rule_row_by_row(device, online, dtype, lr):
-    """A Python loop over the rows: batches scored as they stand, then their mistakes moved."""
+@pytest.mark.parametrize(("online", "dtype", "lr", "fresh"), [(False, np.float64, 0.3, False),
+                                                              (True, np.float64, 0.3, False),
+                                                              (False, np.int64, 1, False),
+                                                              (False, np.float64, 0.3, True)])
+def test_mistake_pass_follows_the_rule_row_by_row(device, online, dtype, lr, fresh):
+    """A Python loop over the rows: batches scored as they stand, then their mistakes moved.
+
+    With ``fresh``, columns of the rows are replaced first (NeuralHD's regenerated
+    dimensions) and the norms follow.
+    """
     rng = np.random.default_rng(7)
     H = _trits((23, 40), 8)  # batches of 5: the last one short
     t = rng.integers(0, 3, 23)
     W = rng.integers(-3, 4, (3, 40)).astype(dtype)
+    dims = np.array([7, 2, 30, 39] if fresh else [], np.int64)  # not sorted: weakest first
+    columns = _trits((23, len(dims)), 12)
+    columns[0] = 0  # a row that loses non-zeros
+    rows = H.copy()
+    for k, j in enumerate(dims.tolist()):
+        rows[:, j] = columns[:, k]
     expected, wrong = W.astype(np.float64), 0
     for r in range(0, 23, 5):
-        scores = [[_cosine(h, w) for w in expected] for h in H[r:r + 5]]
+        scores = [[_cosine(h, w) for w in expected] for h in rows[r:r + 5]]
         for i, s in enumerate(scores):
             c, p = t[r + i], int(np.argmax(s))
             if p != c:
                 a, b = (lr * (1 - s[c]), lr * (s[p] - 1)) if online else (lr, -lr)
-                expected[c] += a * H[r + i]
-                expected[p] += b * H[r + i]
+                expected[c] += a * rows[r + i]
+                expected[p] += b * rows[r + i]
                 wrong += 1
-    got = kernel("hdc.mistake_pass", device)(W, H, t, float(lr), 5, online,
-                                             np.sqrt(np.count_nonzero(H, axis=1)))
+    norms = np.sqrt(np.count_nonzero(H, axis=1)).astype(np.float64)
+    got = kernel("hdc.mistake_pass", device)(W, H, t, float(lr), 5, online, norms, dims, columns)
     assert got == wrong and wrong > 5
     assert W.dtype == dtype
     np.testing.assert_allclose(W, expected, rtol=1e-5, atol=1e-6)  # float32 cosines
+    np.testing.assert_array_equal(H, rows)
+    assert norms.tolist() == [np.sqrt(float(sum(v != 0 for v in row))) for row in rows.tolist()]
 
 
 def test_near_normal_values_from_bits(device):
@@ -124,16 +137,3 @@ def test_project_trits_are_the_cosines_trits_of_the_projection(device):
     assert far.mean() > 0.99
     np.testing.assert_array_equal(out[far], expected[far])
 
-
-def test_replace_columns_and_the_norms(device):
-    H = _trits((9, 40), 11)
-    dims = np.array([7, 2, 30, 39])  # not sorted: NeuralHD's weakest-first order
-    fresh = _trits((9, 4), 12)
-    fresh[0] = 0  # a row that loses non-zeros
-    norms = np.sqrt(np.count_nonzero(H, axis=1)).astype(np.float64)
-    expected = H.copy()
-    for k, j in enumerate(dims.tolist()):
-        expected[:, j] = fresh[:, k]
-    kernel("hdc.replace_columns", device)(H, dims, fresh, norms)
-    np.testing.assert_array_equal(H, expected)
-    assert norms.tolist() == [np.sqrt(float(sum(v != 0 for v in row))) for row in expected.tolist()]

@@ -189,11 +189,11 @@ def _warm_hdc(dev: str) -> None:
     norms, t = np.ones(2), np.array([0, 1])
     for W in (np.zeros((2, 70)), np.zeros((2, 70), np.int64)):  # OnlineHD's, SparseHD's
         kernel("hdc.cosines", dev)(H, W, norms)
-        kernel("hdc.mistake_pass", dev)(W, H, t, 1.0, 32, False, norms)
+        kernel("hdc.mistake_pass", dev)(W, H, t, 1.0, 32, False, norms, np.array([3]),
+                                        H[:, :1].copy())
     kernel("hdc.near_normal", dev)(np.zeros(70, np.uint64), np.empty(70, np.float32))
     kernel("hdc.project_trits", dev)(np.zeros((2, 3), np.float32), np.zeros((3, 70), np.float32),
                                      np.zeros(70, np.float32), np.float32(0.25), H)
-    kernel("hdc.replace_columns", dev)(H, np.array([3]), H[:, :1].copy(), np.ones(2))
 
 
 def _warm_compress(dev: str) -> None:

@@ -153,7 +153,7 @@ def cosines(H: np.ndarray, W: np.ndarray, h_norms: np.ndarray) -> np.ndarray:
 
 
 def mistake_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
-                 online: bool, h_norms: np.ndarray) -> int:
+                 online: bool, h_norms: np.ndarray, fresh: Any = None) -> int:
     """One pass over the mini-batches of int8 ``H``; the number of mistakes.
 
     Each batch is scored by cosine with ``W`` as it stands (the first largest wins);
@@ -162,19 +162,23 @@ def mistake_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: 
     torchhd ``add_adapt``) or, with ``online``, ``a = lr (1 - s[c])``,
     ``b = lr (s[p] - 1)`` (OnlineHD, ``add_online``). ``W`` keeps its dtype; the
     scores are float32, as torchhd's (its default dtype). One compiled call a pass.
+    ``fresh``, ``(dims, columns)``: the rows' columns ``dims`` become ``columns`` first
+    (``h_norms`` follow), written a batch at a time as the pass reads the rows.
     """
+    dims, columns = fresh if fresh is not None else (np.zeros(0, np.int64),
+                                                     np.zeros((len(H), 0), np.int8))
     return kernel("hdc.mistake_pass", "cpu")(W, H, np.ascontiguousarray(t, np.int64), float(lr),
-                                             int(batch), bool(online), h_norms)
+                                             int(batch), bool(online), h_norms, dims, columns)
 
 
 def adapt_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
-               h_norms: np.ndarray) -> int:
+               h_norms: np.ndarray, fresh: Any = None) -> int:
     """One pass of AdaptHD's rule (torchhd ``add_adapt``) over int8 ``H``; the mistakes.
 
     Per mini-batch: predict by cosine; each misclassified sample is added to its
     class (``lr``) and subtracted from the predicted one (``-lr``).
     """
-    return mistake_pass(W, H, t, lr, batch, False, h_norms)
+    return mistake_pass(W, H, t, lr, batch, False, h_norms, fresh)
 
 
 def online_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,

@@ -648,15 +648,16 @@ class NeuralHDClassifier(_Learned):
             self.class_vectors_ = _class_sums(H, t, len(self.classes_)).astype(np.float64)
         norms = rules.norms(H)
         n_regen = math.ceil(self.regen_rate * self.n_dimensions)
+        fresh = None  # regenerated columns, written into the rows by the next pass
         for epoch in range(1, self.epochs):
-            rules.adapt_pass(self.class_vectors_, H, t, self.lr, self.batch_size, norms)
+            rules.adapt_pass(self.class_vectors_, H, t, self.lr, self.batch_size, norms, fresh)
+            fresh = None
             if epoch % self.regen_freq == self.regen_freq - 1 and n_regen:
                 dims = rules.weakest(self.class_vectors_, n_regen)
                 self.class_vectors_[:, dims] = 0.0
                 self.encoder_.regenerate(dims, _draw(self._rng))
-                if epoch < self.epochs - 1:  # another pass reads the rows: their new columns
-                    kernel("hdc.replace_columns", "cpu")(H, dims, self.encoder_.transform(X, dims),
-                                                         norms)
+                if epoch < self.epochs - 1:  # a pass reads the rows again (the last: none)
+                    fresh = (dims, self.encoder_.transform(X, dims))
 
     def _pass(self, H: np.ndarray, t: np.ndarray) -> None:
         norms = rules.norms(H)

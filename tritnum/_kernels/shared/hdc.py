@@ -12,20 +12,13 @@ import numpy as np
 
 # registered as hdc.* on every backend
 OPS = ("row_norms", "add_rows", "phase_trits", "project_trits", "cosines", "mistake_pass",
-       "near_normal", "replace_columns")
+       "near_normal")
 NEAR_NORMAL_SCALE = np.float32(1 / math.sqrt(12 + 1 / 12))  # of near_normal_value's sum
 
 
 def row_norms(H: np.ndarray) -> np.ndarray:
     """The Euclidean norm of each int8 trit row: the square root of its non-zero count."""
     return np.sqrt(np.count_nonzero(H, axis=1).astype(np.float64))
-
-
-def replace_columns(H: np.ndarray, dims: np.ndarray, fresh: np.ndarray,
-                    norms: np.ndarray) -> None:
-    """``H[:, dims] = fresh``, and ``norms`` of ``H``'s rows (:func:`row_norms`) taken again."""
-    H[:, dims] = fresh
-    norms[...] = row_norms(H)
 
 
 def add_rows(W: np.ndarray, H: np.ndarray, t: np.ndarray) -> None:
@@ -63,14 +56,18 @@ def cosines(H: np.ndarray, W: np.ndarray, h_norms: np.ndarray) -> np.ndarray:
 
 
 def mistake_pass(W: np.ndarray, H: np.ndarray, t: np.ndarray, lr: float, batch: int,
-                 online: bool, h_norms: np.ndarray) -> int:
+                 online: bool, h_norms: np.ndarray, dims: np.ndarray, fresh: np.ndarray) -> int:
     """One pass of AdaptHD's (or, ``online``, OnlineHD's) rule over int8 ``H``; the mistakes.
 
     Per mini-batch: float32 cosines with ``W`` as it stands (the first largest wins);
     each misclassified row ``h`` (target ``c``, predicted ``p``, cosines ``s``) adds
     ``a h`` to ``W[c]`` and ``b h`` to ``W[p]``: ``a = lr``, ``b = -lr``, or with
-    ``online`` ``a = lr (1 - s[c])``, ``b = lr (s[p] - 1)``.
+    ``online`` ``a = lr (1 - s[c])``, ``b = lr (s[p] - 1)``. Columns ``dims`` of ``H``
+    become ``fresh`` first, and ``h_norms`` are taken again.
     """
+    if len(dims):
+        H[:, dims] = fresh
+        h_norms[...] = row_norms(H)
     wrong_total = 0
     for r in range(0, len(H), batch):
         tb = t[r:r + batch]
