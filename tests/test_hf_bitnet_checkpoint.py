@@ -10,6 +10,7 @@ import pytest
 
 import tritnum as tn
 from tritnum.errors import FormatError
+from tritnum.io.hf_checkpoint import open_hf_bitnet
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -199,6 +200,27 @@ def test_bias_through_a_directory(tmp_path, linear_class):
     tensors, _ = tn.io.read_hf_bitnet(tmp_path / "m")
     np.testing.assert_array_equal(tensors["p.bias"], bias)
     assert np.array_equal(tn.unpack(tensors["p.weight"].packed), trits)
+
+
+def test_bias_of_unpacked_trits(tmp_path):
+    """An autobitlinear projection stored as trits in a float dtype (AutoBitLinear's
+    unpacked weight) with a bias: the bias the layer adds, as for a packed weight (it was
+    refused: the bias was computed by decoding the weight as packed uint8), eager and lazy."""
+    trits = np.random.default_rng(1).integers(-1, 2, (8, 4)).astype(np.float32)
+    bias = np.array([1, -2, 0.25, 3, 0, 1.5, -0.5, 4], np.float32)
+    os.makedirs(tmp_path / "m")
+    save_file({"p.weight": torch.tensor(trits).to(torch.bfloat16),
+               "p.weight_scale": torch.tensor([0.5]), "p.bias": torch.tensor(bias / 0.5)},
+              tmp_path / "m" / "model.safetensors")
+    (tmp_path / "m" / "config.json").write_text(json.dumps({
+        "model_type": "bitnet", "quantization_config": {"quant_method": "bitnet",
+                                                        "linear_class": "autobitlinear"}}))
+    tensors, _ = tn.io.read_hf_bitnet(tmp_path / "m")
+    np.testing.assert_array_equal(tensors["p.bias"], bias)
+    np.testing.assert_array_equal(tn.unpack(tensors["p.weight"].packed), trits)
+    lazy, _ = open_hf_bitnet(tmp_path / "m")
+    np.testing.assert_array_equal(lazy["p.bias"], bias)
+    assert lazy.dtypes["p.bias"] == "F32"
 
 
 def _broken(tmp_path, name="bad"):

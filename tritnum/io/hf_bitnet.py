@@ -32,7 +32,7 @@ from ..quantize import TernaryTensor, quantize
 from .arrays import bfloat16_to_float32, plain_array
 
 __all__ = ["LINEAR_CLASSES", "SCALE_DTYPES", "decode_scale", "encode_scale", "from_hf_bitnet",
-           "hf_trits", "to_hf_bitnet"]
+           "hf_trits", "real_bias", "to_hf_bitnet"]
 
 #: ``quantization_config.linear_class`` values, as transformers' BitNetQuantConfig takes them.
 LINEAR_CLASSES = ("bitlinear", "autobitlinear")
@@ -207,7 +207,7 @@ def from_hf_bitnet(packed: Any, weight_scale: Any, *, linear_class: LinearClass,
     tw = TernaryTensor(pack(trits, "2bit"), np.array(gamma, np.float32))
     if bias is None:
         return tw
-    return tw, _real_bias(bias, weight_scale, linear_class, trits.shape[0])
+    return tw, real_bias(bias, weight_scale, linear_class, trits.shape[0])
 
 
 def _bias_values(bias: Any, out: int) -> np.ndarray:
@@ -221,7 +221,11 @@ def _bias_values(bias: Any, out: int) -> np.ndarray:
     return values.astype(np.float32)
 
 
-def _real_bias(bias: Any, weight_scale: Any, linear_class: str, out: int) -> np.ndarray:
+def real_bias(bias: Any, weight_scale: Any, linear_class: str, out: int) -> np.ndarray:
+    """The bias a layer of ``out`` rows adds, from its stored ``bias`` (float32).
+
+    ``"autobitlinear"`` stores it divided by ``weight_scale``; ``"bitlinear"`` as is.
+    """
     values = _bias_values(bias, out)
     if linear_class == "bitlinear":
         return values
@@ -235,7 +239,7 @@ def _stored_bias(bias: Any, weight_scale: np.ndarray, linear_class: str, out: in
     if linear_class == "bitlinear":
         return values
     stored = (values.astype(np.float64) / _scale_values(weight_scale)[0]).astype(np.float32)
-    back = _real_bias(stored, weight_scale, linear_class, out)
+    back = real_bias(stored, weight_scale, linear_class, out)
     if not requantize and not np.array_equal(back, values):
         bad = int(np.flatnonzero(back != values)[0])
         raise FormatError(f"bias[{bad}] = {values[bad]!r}: autobitlinear stores the bias "

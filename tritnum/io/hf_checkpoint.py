@@ -30,7 +30,14 @@ from ..quantize import TernaryTensor
 from .arrays import bfloat16_to_float32, is_array, plain_array
 from .gguf.file import check_mapped, drop_view
 from .gguf.model import LazyTernary
-from .hf_bitnet import LINEAR_CLASSES, SCALE_DTYPES, decode_scale, from_hf_bitnet, to_hf_bitnet
+from .hf_bitnet import (
+    LINEAR_CLASSES,
+    SCALE_DTYPES,
+    decode_scale,
+    from_hf_bitnet,
+    real_bias,
+    to_hf_bitnet,
+)
 from .safetensors_file import SafetensorsFile, read_safetensors, write_safetensors
 from .safetensors_header import FILE, json_object
 
@@ -338,10 +345,9 @@ def open_hf_bitnet(path: str | os.PathLike[str], *, max_bytes: int | None = None
         for name in list(out):
             weight = out.get(name[:-len(_BIAS)] + _WEIGHT) if name.endswith(_BIAS) else None
             if isinstance(weight, LazyTernary) and name[:-len(_BIAS)] + _SCALE in raw:
-                try:
-                    _, out[name] = from_hf_bitnet(raw[name[:-len(_BIAS)] + _WEIGHT],
-                                                  raw[name[:-len(_BIAS)] + _SCALE],
-                                                  linear_class=linear_class, bias=floats(name))
+                try:  # from the scale: the weight (packed or trits) is not decoded
+                    out[name] = real_bias(floats(name), raw[name[:-len(_BIAS)] + _SCALE],
+                                          linear_class, weight.shape[0])
                 except (TritnumError, TypeError, ValueError) as exc:
                     FILE.fail(f"tensor {name!r}: {exc}")
                 out.dtypes[name] = "F32"
