@@ -15,7 +15,7 @@ import numpy as np
 from ..._dispatch import register
 from ..._formats import Format
 from ..shared.packing import encode
-from ..shared.quantize import EPS, dequantize_rows
+from ..shared.quantize import EPS
 
 
 @register("abs_sums", "numpy")
@@ -52,4 +52,13 @@ def quantize_activations(x: np.ndarray, per_tensor: bool) -> tuple[np.ndarray, n
         return np.clip(q, -128, 127).astype(np.int8), amax
 
 
-register("dequantize", "numpy")(dequantize_rows)  # a float multiply: NumPy's
+@register("dequantize", "numpy")
+def dequantize_rows(trits: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """float32 ``trits * scale`` of int8 rows ``(R, n)`` and float32 scales ``(R, groups)``.
+
+    Scales ``(1, 1)`` stand for one scale of the whole tensor; each of ``groups``
+    scales of a row covers ``n // groups`` consecutive trits.
+    """
+    rows, n = trits.shape
+    out = trits.reshape(rows, scales.shape[1], n // max(scales.shape[1], 1)).astype(np.float32)
+    return np.multiply(out, scales[:, :, None], out=out).reshape(rows, n)

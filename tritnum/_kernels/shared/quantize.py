@@ -1,7 +1,5 @@
 """Quantization code shared by the backends and the public layer: the scale floor, amax.
 
-Also the host kernel of ``dequantize`` (a float multiply NumPy does well).
-
 The precision contract itself is written in :mod:`..reference.quantize`.
 """
 
@@ -17,14 +15,3 @@ def kept_amax(amax: np.ndarray, per_tensor: bool) -> np.ndarray:
     if not per_tensor:
         return amax
     return amax[:1] if amax.size else np.array([EPS], np.float32)
-
-
-def dequantize_rows(trits: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """float32 ``trits * scale`` of int8 rows ``(R, n)`` and float32 scales ``(R, groups)``.
-
-    Scales ``(1, 1)`` stand for one scale of the whole tensor; each of ``groups``
-    scales of a row covers ``n // groups`` consecutive trits.
-    """
-    rows, n = trits.shape
-    out = trits.reshape(rows, scales.shape[1], n // max(scales.shape[1], 1)).astype(np.float32)
-    return np.multiply(out, scales[:, :, None], out=out).reshape(rows, n)
