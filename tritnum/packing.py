@@ -21,7 +21,6 @@ import numpy as np
 
 from ._dispatch import call, place, resolve_device
 from ._formats import FORMATS, Format, get_format
-from ._formats import FORMATS as _BY_NAME
 from ._interop import (
     HOST,
     Origin,
@@ -152,7 +151,7 @@ class PackedTrits:
         ``data`` (the kernel's rows) is placed where ``like`` lives and shaped for
         ``shape``; :func:`unpack` hands trits back in ``like``'s kind.
         """
-        fmt = _BY_NAME.get(format) or get_format(format)
+        fmt = get_format(format)
         if like is not HOST or type(data) is not np.ndarray:
             if not is_dask(data):
                 data = like.native(data).reshape(fmt.data_shape(shape))

@@ -46,17 +46,15 @@ def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
     Made once and kept in the tensor's ``cache``; "2bit" data already so is taken as
     it is. Other layers (and layers with more than one scale a row) keep their data.
     """
-    if (data.shape[0] * n > SMALL_WEIGHTS or scales.shape[1] != 1 or not n
-            or (fmt.name == "2bit" and 4 * data.shape[1] == _width(n))):
+    if not _small(data.shape[0], n, scales) or (fmt.name == "2bit"
+                                                 and 4 * data.shape[1] == _width(n)):
         return data, scales
     codes = cache.get("cpu_small")
     if codes is None:
         trits, ok = unpack(data, fmt, n)
         if not ok:  # the caller checked the codes; a corrupt one here is a bug
             raise AssertionError("unpacking checked weights met a bad code")
-        padded = np.zeros((trits.shape[0], _width(n)), np.int8)
-        padded[:, :n] = trits
-        codes, _ = pack(padded, _2BIT)
+        codes, _ = pack(_padded(trits, _width(n)), _2BIT)
         codes.flags.writeable = False
         cache["cpu_small"] = codes
     return codes, scales
@@ -65,6 +63,11 @@ def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
 def _width(n: int) -> int:
     """Inputs of a prepared row: ``n`` padded to whole blocks."""
     return -(-n // BLOCK) * BLOCK
+
+
+def _small(out: int, n: int, scales: np.ndarray) -> bool:
+    """A layer of ``out`` rows of ``n`` inputs the one-call route takes: small, a scale a row."""
+    return 0 < out * n <= SMALL_WEIGHTS and scales.shape[1] == 1
 
 
 def _is_prepared(w: np.ndarray, fmt: Format, n: int) -> bool:
@@ -79,8 +82,7 @@ def _is_prepared(w: np.ndarray, fmt: Format, n: int) -> bool:
 def _one_call(x: np.ndarray, w: np.ndarray, n: int, scales: np.ndarray) -> bool:
     """The call takes the one-call route: few rows, a small layer's codes, one scale a row."""
     return (x.shape[0] <= SMALL_ROWS and w.dtype == np.uint8 and w.ndim == 2
-            and 0 < w.shape[0] * n <= SMALL_WEIGHTS and scales.shape[1] == 1
-            and 4 * w.shape[1] == _width(n))
+            and _small(w.shape[0], n, scales) and 4 * w.shape[1] == _width(n))
 
 
 @jit(inline="always")  # as the dots: numba compiled each apart, then again in its caller
@@ -183,12 +185,11 @@ def _result(x: np.ndarray, codes: np.ndarray, out: np.ndarray | None) -> np.ndar
     return np.empty((x.shape[0], codes.shape[0]), np.float32) if out is None else out
 
 
-def _padded(x: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """``x`` with zero columns to the prepared codes' padded width."""
-    k = 4 * codes.shape[1]
-    if x.shape[1] == k:
+def _padded(x: np.ndarray, width: int) -> np.ndarray:
+    """Rows of ``x`` with zero columns up to ``width``."""
+    if x.shape[1] == width:
         return x
-    out = np.zeros((x.shape[0], k), x.dtype)
+    out = np.zeros((x.shape[0], width), x.dtype)
     out[:, :x.shape[1]] = x
     return out
 
@@ -202,7 +203,7 @@ def linear_float(x: np.ndarray, w: np.ndarray, fmt: Format, n: int, scales: np.n
         _float_rows(x, w, scales, _bias(bias), y)
         return y
     if _is_prepared(w, fmt, n):
-        x, fmt, n = _padded(x, w), _2BIT, 4 * w.shape[1]
+        x, fmt, n = _padded(x, 4 * w.shape[1]), _2BIT, 4 * w.shape[1]
     return packed.linear_float(x, w, fmt, n, scales, bias, out)
 
 
@@ -212,7 +213,7 @@ def linear_int8(q: np.ndarray, xscale: np.ndarray, w: np.ndarray, fmt: Format, n
                 out: np.ndarray | None = None) -> np.ndarray:
     """The CPU's ``linear_int8`` (int8 ``q``, row scales ``xscale``): the packed routes."""
     if _is_prepared(w, fmt, n):
-        q, fmt, n = _padded(q, w), _2BIT, 4 * w.shape[1]
+        q, fmt, n = _padded(q, 4 * w.shape[1]), _2BIT, 4 * w.shape[1]
     return packed.linear_int8(q, xscale, w, fmt, n, scales, bias, out)
 
 
