@@ -378,22 +378,31 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
     arguments, so the same bits.
     """
     if (type(x) is not np.ndarray or type(w) is not TernaryTensor or x_scale is not None
-            or activations not in _HOST_MODES or not x.flags.c_contiguous):
+            or activations not in _HOST_MODES):
         return None
     if device != "cpu" and (device != "auto" or get_device() not in ("auto", "cpu")):
         return None  # as resolve_device: "auto" runs on the CPU for host data
     kept = w._cache.get("cpu_linear") or _host_weights(w)
     if kept is None:
         return None
-    data, fmt, scales, nout, n = kept
-    dt = x.dtype
-    if (dt.kind != "f" or not dt.isnative or not x.ndim or x.shape[-1] != n or not x.size
+    data, fmt, scales, nout, n, small = kept
+    shape, dt = x.shape, x.dtype
+    if (not shape or shape[-1] != n or not x.size or not x.flags.c_contiguous
+            or (dt is not _FLOAT32 and (dt.kind != "f" or not dt.isnative))
             or not (bias is None or _host_vector(bias, (nout,)))):
         return None
-    lead = x.shape[:-1]
+    lead = shape[:-1]
     if out is not None and not (_host_vector(out, (*lead, nout)) and out.flags.writeable):
         return None
-    rows = x if x.ndim == 2 else x.reshape(-1, n)
+    rows = x if len(shape) == 2 else x.reshape(-1, n)
+    if small is not None and dt is _FLOAT32:  # a small layer: one compiled step
+        done = small(rows, bias, None if out is None else out.reshape(rows.shape[0], nout),
+                     activations == "int8")
+        if done is not None:
+            y, bad = done
+            if bad and check_finite:
+                _raise_not_finite(x, "x", in_float32=True)
+            return out if out is not None else y if len(shape) == 2 else y.reshape((*lead, nout))
     into = {} if out is None else {"out": out.reshape(rows.shape[0], nout)}
     if activations == "int8":
         y, xs = kernel("linear_int8_fused", "cpu")(rows, data, fmt, n, scales, bias, **into)
@@ -408,7 +417,10 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
 
 
 def _host_weights(w: TernaryTensor) -> tuple[Any, ...] | None:
-    """What the CPU kernels read of ``w`` (packed data, format, scale rows, out, in), or None.
+    """What the CPU kernels read of ``w``, or None.
+
+    Packed data, format, scale rows, out, in, and a small layer's one-call route
+    (``linear_small``) or None.
 
     Kept with ``w`` once its codes are checked (the general route checks them on first
     use): a 2-D tensor of at least one weight whose packed data is a NumPy array.
@@ -417,10 +429,13 @@ def _host_weights(w: TernaryTensor) -> tuple[Any, ...] | None:
             or not w.packed.size):
         return None
     data, scales = _resident(w, "cpu")
-    return w._cached("cpu_linear", lambda: (data, w.packed._format, scales, *w.shape))
+    return w._cached("cpu_linear", lambda: (
+        data, w.packed._format, scales, *w.shape,
+        kernel("linear_small", "cpu")(data, scales, w.packed._format, w.shape[1])))
 
 
 _HOST_MODES = ("float", "int8")
+_FLOAT32 = np.dtype(np.float32)  # the dtype of float32 arrays NumPy makes (others compare equal)
 
 
 def _all_finite(v: np.ndarray) -> bool:

@@ -5,13 +5,15 @@ activations took 11 µs through the packed GEMV (its activation layout, the pool
 hand-off, the quantizer and the rescale as separate steps) for 4,096 products,
 where NumPy's ``x @ W.T`` on the dense float matrix takes 1 µs. So a layer of at
 most :data:`SMALL_WEIGHTS` weights with one scale a row (or a tensor) is prepared
-once (``linear_weights``, kept with the tensor): its trits as "2bit" codes, each
-row padded to whole SIMD blocks, whatever its packed format. A call of at most
+once (``linear_weights``, kept with the tensor: :class:`SmallCodes`): its trits
+as "2bit" codes, each row padded to whole SIMD blocks and ordered as the GEMV's dot
+reads its activations, whatever its packed format. A call of at most
 :data:`SMALL_ROWS` rows is then one kernel call on the calling thread: the
-activations quantized (as ``quantize_activations``) or taken as float32, laid out
-as the GEMV's dot reads them (zeros in the padding), the GEMV's own scaled dot per
-weight row, the bias. More rows take the packed routes' kernels on the same codes
-(:mod:`.matmul`): padding is zero codes against zero activations.
+activations quantized (as ``quantize_activations``) or taken as float32, padded with
+zeros (no layout: at 256 x 256 the GEMV's activation layout took 0.19 of 1.2 µs),
+the GEMV's own scaled dot per weight row, the bias. More rows take the packed routes'
+kernels on the same codes (:mod:`.matmul`), the activations reordered to meet them;
+padding is zero codes against zero activations.
 
 The bits are the packed GEMV's: the same dot and rescale (``xscale * (scale * sum)``
 for int8 activations, exact integer sums), the bias added in float32 after.
@@ -19,7 +21,10 @@ for int8 activations, exact integer sums), the bias added in float32 after.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,25 +44,51 @@ BLOCK = 4 * BLOCK_BYTES  # inputs a SIMD block of codes
 _2BIT = FORMATS["2bit"]
 
 
+class SmallCodes(NamedTuple):
+    """A small layer's weights as :func:`prepared` makes them (``linear_weights`` on the CPU).
+
+    ``codes``: "2bit" codes of ``(out, width // 4)`` bytes, each row padded to whole SIMD
+    blocks (``width`` inputs) and its trits in the order in which the GEMV's dot reads
+    them (:func:`_positions`): the dot then meets the activations as they are, padded
+    with zeros, where packed rows need them laid out first.
+    """
+
+    codes: np.ndarray
+
+
 def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
              cache: dict[Any, Any]) -> tuple[Any, np.ndarray]:
-    """``linear_weights`` on the CPU: a small layer's codes in rows of whole blocks.
+    """``linear_weights`` on the CPU: a small layer's :class:`SmallCodes`, others as they are.
 
-    Made once and kept in the tensor's ``cache``; "2bit" data already so is taken as
-    it is. Other layers (and layers with more than one scale a row) keep their data.
+    Made once and kept in the tensor's ``cache``, at most ``SMALL_WEIGHTS / 4`` bytes.
+    Larger layers, and layers with more than one scale a row, keep their data.
     """
-    if not _small(data.shape[0], n, scales) or (fmt.name == "2bit"
-                                                 and 4 * data.shape[1] == _width(n)):
+    if not _small(data.shape[0], n, scales):
         return data, scales
-    codes = cache.get("cpu_small")
-    if codes is None:
+    small = cache.get("cpu_small")
+    if small is None:
         trits, ok = unpack(data, fmt, n)
         if not ok:  # the caller checked the codes; a corrupt one here is a bug
             raise AssertionError("unpacking checked weights met a bad code")
-        codes, _ = pack(_padded(trits, _width(n)), _2BIT)
+        width = _width(n)
+        codes, _ = pack(np.ascontiguousarray(_padded(trits, width)[:, _positions(width)]),
+                        _2BIT)
         codes.flags.writeable = False
-        cache["cpu_small"] = codes
-    return codes, scales
+        small = cache["cpu_small"] = SmallCodes(codes)
+    return small, scales
+
+
+@functools.lru_cache(maxsize=16)
+def _positions(width: int) -> np.ndarray:
+    """Where the dot reads the input of each code of rows of ``width`` inputs in whole blocks.
+
+    Code ``c`` of byte ``m`` of a block meets position ``BLOCK_BYTES * c + m`` of its
+    ``BLOCK`` inputs (:func:`.matmul.layout`, whose inverse this is).
+    """
+    order = np.empty(width, np.intp)
+    order[packed.layout(width, width // 4)] = np.arange(width)
+    order.flags.writeable = False
+    return order
 
 
 def _width(n: int) -> int:
@@ -70,35 +101,21 @@ def _small(out: int, n: int, scales: np.ndarray) -> bool:
     return 0 < out * n <= SMALL_WEIGHTS and scales.shape[1] == 1
 
 
-def _is_prepared(w: np.ndarray, fmt: Format, n: int) -> bool:
-    """``w`` holds :func:`prepared` codes, not ``fmt``'s packed data of ``n`` inputs a row.
+def _in_order(x: np.ndarray, w: SmallCodes) -> tuple[np.ndarray, np.ndarray, Format, int]:
+    """The packed routes' arguments for rows ``x`` against prepared ``w``.
 
-    Told apart by shape: packed "base3" and "bitplane" rows are never as wide, and
-    packed "2bit" rows as wide are the same codes.
+    Its codes as packed "2bit" rows of ``width`` trits, and ``x`` padded and reordered to
+    meet them (trit ``i`` of a prepared row is input ``_positions(width)[i]``).
     """
-    return w.dtype == np.uint8 and w.ndim == 2 and w.shape[1] != fmt.units(n)
-
-
-def _one_call(x: np.ndarray, w: np.ndarray, n: int, scales: np.ndarray) -> bool:
-    """The call takes the one-call route: few rows, a small layer's codes, one scale a row."""
-    return (x.shape[0] <= SMALL_ROWS and w.dtype == np.uint8 and w.ndim == 2
-            and _small(w.shape[0], n, scales) and 4 * w.shape[1] == _width(n))
+    width = 4 * w.codes.shape[1]
+    return _padded(x, width)[:, _positions(width)], w.codes, _2BIT, width
 
 
 @jit(inline="always")  # as the dots: numba compiled each apart, then again in its caller
-def _laid_out(x, n, k):
-    """Rows of ``x`` (first ``n`` values) in the GEMV's block layout, ``k`` wide, zero padded.
-
-    In each block of ``BLOCK`` inputs, position ``BLOCK_BYTES * c + m`` holds input
-    ``4 * m + c`` (code ``c`` of byte ``m``), as :func:`.matmul.layout`.
-    """
+def _zero_padded(x, k):
+    """Rows of ``x`` with zero columns up to ``k``: as prepared codes read them."""
     xl = np.zeros((x.shape[0], k), x.dtype)
-    for r in range(x.shape[0]):
-        for start in range(0, n, BLOCK):
-            for c in range(4):
-                at = start + BLOCK_BYTES * c
-                for m in range(min(BLOCK_BYTES, (n - start - c + 3) // 4)):
-                    xl[r, at + m] = x[r, start + 4 * m + c]
+    xl[:, :x.shape[1]] = x
     return xl
 
 
@@ -139,23 +156,28 @@ def _int8_rows(x, codes, scales, bias, y, xscale):
     """Float32 rows quantized (as ``quantize_activations``) and multiplied, into ``y``.
 
     Their scales go into ``xscale``: the caller makes both (numba takes about 0.3 µs
-    to return an array it made).
+    to return an array it made); an empty ``xscale`` keeps them here. Returns how many
+    rows held NaN or infinity (a NaN scale, NaN outputs).
     """
     m, n = x.shape
+    if not xscale.size:
+        xscale = np.empty(m, np.float32)
     amax = np.empty(m, np.float32)
-    q = np.empty((m, n), np.int8)
+    q = np.zeros((m, 4 * codes.shape[1]), np.int8)  # zeros meet the rows' padding
     # an intp 0, not a literal: numba compiled the callee again for Literal[int](0)
     _absmax_quantize_rows(x, x.view(np.uint32), amax, amax.view(np.uint32), q, np.intp(0), m)
+    bad = 0
     for r in range(m):
         xscale[r] = amax[r] / np.float32(127)
+        bad += not math.isfinite(xscale[r])
     xneg = np.empty((m, 1), np.int32)  # the dot sums code * q = (trit + 1) * q
     for r in range(m):
         total = 0
         for j in range(n):
             total += q[r, j]
         xneg[r, 0] = -total
-    _int8_dots(_laid_out(q, n, 4 * codes.shape[1]), xneg, xscale, codes, scales, bias, y)
-    return 0
+    _int8_dots(q, xneg, xscale, codes, scales, bias, y)
+    return bad
 
 
 # the float dots' xneg and xscale, sliced: made in the kernel, np.zeros and np.ones compiled
@@ -167,13 +189,13 @@ _UNIT = np.ones(SMALL_ROWS, np.float32)
 @jit()
 def _float_rows(x, codes, scales, bias, y):
     """Float32 rows times the trits, each output times its row's scale, into ``y``."""
-    m, n = x.shape
-    _float_dots(_laid_out(x, n, 4 * codes.shape[1]), _NO_XNEG[:m], _UNIT[:m], codes, scales,
+    m = x.shape[0]
+    _float_dots(_zero_padded(x, 4 * codes.shape[1]), _NO_XNEG[:m], _UNIT[:m], codes, scales,
                 bias, y)
     return 0
 
 
-_NO_BIAS = np.zeros(0, np.float32)
+_NO_BIAS = _NO_SCALES = np.zeros(0, np.float32)
 
 
 def _bias(bias: np.ndarray | None) -> np.ndarray:
@@ -195,40 +217,72 @@ def _padded(x: np.ndarray, width: int) -> np.ndarray:
 
 
 @register("linear_float", "cpu")
-def linear_float(x: np.ndarray, w: np.ndarray, fmt: Format, n: int, scales: np.ndarray,
+def linear_float(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.ndarray,
                  bias: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
     """The CPU's ``linear_float``: the one-call route, or the packed routes (:mod:`.matmul`)."""
-    if _one_call(x, w, n, scales):
-        y = _result(x, w, out)
-        _float_rows(x, w, scales, _bias(bias), y)
-        return y
-    if _is_prepared(w, fmt, n):
-        x, fmt, n = _padded(x, 4 * w.shape[1]), _2BIT, 4 * w.shape[1]
+    if type(w) is SmallCodes:
+        if x.shape[0] <= SMALL_ROWS:
+            y = _result(x, w.codes, out)
+            _float_rows(x, w.codes, scales, _bias(bias), y)
+            return y
+        x, w, fmt, n = _in_order(x, w)
     return packed.linear_float(x, w, fmt, n, scales, bias, out)
 
 
 @register("linear_int8", "cpu")
-def linear_int8(q: np.ndarray, xscale: np.ndarray, w: np.ndarray, fmt: Format, n: int,
+def linear_int8(q: np.ndarray, xscale: np.ndarray, w: Any, fmt: Format, n: int,
                 scales: np.ndarray, bias: np.ndarray | None,
                 out: np.ndarray | None = None) -> np.ndarray:
     """The CPU's ``linear_int8`` (int8 ``q``, row scales ``xscale``): the packed routes."""
-    if _is_prepared(w, fmt, n):
-        q, fmt, n = _padded(q, 4 * w.shape[1]), _2BIT, 4 * w.shape[1]
+    if type(w) is SmallCodes:
+        q, w, fmt, n = _in_order(q, w)
     return packed.linear_int8(q, xscale, w, fmt, n, scales, bias, out)
 
 
 @register("linear_int8_fused", "cpu")
-def linear_int8_fused(x: np.ndarray, w: np.ndarray, fmt: Format, n: int, scales: np.ndarray,
+def linear_int8_fused(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.ndarray,
                       bias: np.ndarray | None,
                       out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The CPU's ``linear_int8_fused``: the one-call route for a few float32 rows."""
-    if x.dtype == np.float32 and _one_call(x, w, n, scales):
-        y, xscale = _result(x, w, out), np.empty(x.shape[0], np.float32)
-        _int8_rows(x, w, scales, _bias(bias), y, xscale)
+    if type(w) is not SmallCodes:
+        return packed.linear_int8_fused(x, w, fmt, n, scales, bias, out)
+    if x.dtype == np.float32 and x.shape[0] <= SMALL_ROWS:
+        y, xscale = _result(x, w.codes, out), np.empty(x.shape[0], np.float32)
+        _int8_rows(x, w.codes, scales, _bias(bias), y, xscale)
         return y, xscale
-    if _is_prepared(w, fmt, n):
-        return _int8_fused(x, w, fmt, n, scales, bias, out)  # its linear_int8 pads x
-    return packed.linear_int8_fused(x, w, fmt, n, scales, bias, out)
+    return _int8_fused(x, w, fmt, n, scales, bias, out)  # its linear_int8 reorders x
+
+
+@register("linear_small", "cpu")
+def small_rows(data: Any, scales: np.ndarray, fmt: Format,
+               n: int) -> Callable[..., tuple[np.ndarray, int] | None] | None:
+    """The one-call route of :class:`SmallCodes` as one callable; None for other weights.
+
+    For a caller that keeps it with the weights (``tn.linear``'s host route): nothing
+    about the weights is looked at again on a call. ``call(x, bias, out, int8)`` takes
+    C-contiguous float32 rows ``x``, a float32 ``(out,)`` ``bias`` or None and a float32
+    ``(m, out)`` ``out`` or None, and returns the result and how many rows held NaN or
+    infinity (int8 activations; their outputs are NaN), or None when ``x`` has more
+    than :data:`SMALL_ROWS` rows.
+    """
+    if type(data) is not SmallCodes:
+        return None
+    codes = data.codes
+    nout = codes.shape[0]
+
+    def call(x: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None,
+             int8: bool) -> tuple[np.ndarray, int] | None:
+        m = x.shape[0]
+        if m > SMALL_ROWS:
+            return None
+        y = np.empty((m, nout), np.float32) if out is None else out
+        if bias is None:
+            bias = _NO_BIAS
+        if int8:
+            return y, _int8_rows(x, codes, scales, bias, y, _NO_SCALES)
+        return y, _float_rows(x, codes, scales, bias, y)
+
+    return call
 
 
 _int8_fused = int8_fused("cpu")

@@ -56,6 +56,7 @@ from ..._dispatch import register
 from ..._formats import Format
 from ..._interop import to_gpu
 from ..shared import packing as codecs
+from ..shared.linear import no_small_rows
 from ..shared.packing import byte_rows
 from . import gemv
 from ._launch import (
@@ -350,6 +351,9 @@ def keep(a: Any, cache: dict[Any, Any], name: Any) -> Any:
     if hit is None or hit[0] is not a:
         hit = cache[key] = (a, to_gpu(a))
     return hit[1]
+
+
+register("linear_small", "cuda")(no_small_rows)  # a GPU call is launches: no host route
 
 
 @register("linear_weights", "cuda")

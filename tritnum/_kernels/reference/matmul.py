@@ -16,7 +16,9 @@ per row (as ``quantize_activations``) then ``linear_int8``, returning the result
 and the row scales (NaN for a row holding NaN or infinity, whose outputs are NaN);
 ``linear_weights(data, scales, fmt, n, cache)`` and ``keep(a, cache, name)``: the
 weights and arrays as the backend's kernels take them, kept in ``cache`` (a dict
-the caller owns, e.g. a TernaryTensor's) where that saves work (GPU copies).
+the caller owns, e.g. a TernaryTensor's) where that saves work (GPU copies);
+``linear_small(data, scales, fmt, n)``: for weights as ``linear_weights`` gives them,
+a callable running a few rows in one step (the CPU's small layers), or None.
 """
 
 from __future__ import annotations
@@ -64,4 +66,5 @@ def linear_int8(q: np.ndarray, xscale: np.ndarray, w: np.ndarray, fmt: Format, n
 
 register("linear_int8_fused", "numpy")(linear.int8_fused("numpy"))
 register("linear_weights", "numpy")(linear.weights)
+register("linear_small", "numpy")(linear.no_small_rows)
 register("keep", "numpy")(linear.keep)

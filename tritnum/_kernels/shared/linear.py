@@ -33,6 +33,11 @@ def weights(data: Any, scales: Any, fmt: Any, n: int, cache: dict[Any, Any]) -> 
     return data, scales
 
 
+def no_small_rows(data: Any, scales: Any, fmt: Any, n: int) -> None:
+    """``linear_small`` of a backend without a one-call route for small layers: none."""
+    return None
+
+
 def int8_fused(device: str) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """``linear_int8_fused`` of a host ``device``: its quantizer, then its ``linear_int8``.
 
