@@ -32,7 +32,6 @@ from ..shared.linear import into
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.gemv import (
-    FOLDED,
     INT8_LANES,
     SCALED_ROWS,
     SLOTS,
@@ -153,8 +152,8 @@ def _int8_groups_kernel(dot: int) -> Any:
     """The GEMV kernel of int8 ``x`` for scale groups of ``dot`` weight bytes.
 
     ``dot`` is a key of ``group_dot_2bit``: a size of ``SUB_BLOCK`` (groups inside a
-    block), ``BLOCK_BYTES`` (one block, in halves: where ``FOLDED``) or ``WHOLE`` (whole
-    blocks, one row a dot): numba takes the dot as a constant and compiles it only.
+    block), ``BLOCK_BYTES`` (one block) or ``WHOLE`` (more whole blocks, one row a dot):
+    numba takes the dot as a constant and compiles it only.
     Exact group sums, rescaled in the order every int8 path keeps
     (:func:`.make_group_dot`), for ``SCALED_ROWS`` weight rows at a time (a chunk's
     last few rows: the same row read ``SCALED_ROWS`` times).
@@ -327,8 +326,7 @@ def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> Any:
         return _gemv_lanes
     if not int8:
         return _gemv_float_groups[min(size, BLOCK_BYTES)]
-    return _gemv_int8_groups[size if size < BLOCK_BYTES or (size == BLOCK_BYTES and FOLDED)
-                             else WHOLE]
+    return _gemv_int8_groups[size if size <= BLOCK_BYTES else WHOLE]
 
 
 def _gemv_segment(fmt: Format, n: int, groups: int) -> int:

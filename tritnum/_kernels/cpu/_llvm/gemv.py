@@ -37,6 +37,7 @@ nothing here is bounds-checked.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 from llvmlite import ir
 from numba import types
@@ -47,12 +48,14 @@ from . import (
     F32,
     F64,
     I8,
+    I16,
     I32,
     broadcast,
     horizontal_sum,
     load,
     masked_load,
     pointer,
+    splat,
     store,
     vector,
 )
@@ -259,28 +262,92 @@ def make_scaled_dot(target: Target, rows: int = 1, grouped: bool = False,
     return scaled_dot
 
 
-def _halves(builder, a, b, width):
-    """``a ++ b`` with each run of ``width`` lanes (a group's) folded onto its first half.
+PACK_INPUTS = 128  # inputs a lane may sum for the int16 merge: in [-128 * 2 * 128, 128 * 2 * 127]
 
-    The groups keep their order and their lanes stay adjacent; halves of whole 256-bit
-    and 128-bit runs are single cheap shuffles.
+
+class _Sums(NamedTuple):
+    """An int32 vector of group sums: ``groups[l]`` is lane l's group, ``inputs`` its inputs."""
+
+    value: ir.Value
+    groups: tuple[int, ...]
+    inputs: int | None  # None: not known at compile time
+
+
+def _paired(groups):
+    """Whether lanes ``2j`` and ``2j + 1`` hold the same group."""
+    return all(a == b for a, b in zip(groups[::2], groups[1::2], strict=True))
+
+
+def _runs_paired(groups, width):
+    """``(lo, hi)`` lane lists pairing runs of ``width`` lanes of the same groups, or None.
+
+    Each run is paired with the next unpaired run holding the same groups lane by lane.
     """
-    n = a.type.count
-    lo = [start + i for start in range(0, 2 * n, width) for i in range(width // 2)]
-    pick = [builder.shuffle_vector(a, b, ir.Constant(vector(I32, len(lo)), [i + d for i in lo]))
-            for d in (0, width // 2)]
-    return builder.add(*pick)
+    runs = [tuple(groups[i:i + width]) for i in range(0, len(groups), width)]
+    lo, hi, taken = [], [], set()
+    for i, run in enumerate(runs):
+        if i in taken:
+            continue
+        j = next((j for j in range(i + 1, len(runs)) if j not in taken and runs[j] == run), None)
+        if j is None:
+            return None
+        taken.add(j)
+        lo += range(i * width, (i + 1) * width)
+        hi += range(j * width, (j + 1) * width)
+    return lo, hi
 
 
-def _merge(builder, stack, v, width):
-    """Push ``(v, width)`` on ``stack``, merging equal widths (:func:`_halves`) as they come.
+def _combine(builder, a, b, pack):
+    """``a`` and ``b`` as one vector of their group sums: each lane two lanes of one group.
+
+    With ``pack`` (x86) and lanes of at most ``PACK_INPUTS`` inputs, where adjacent lanes
+    hold the same group: ``vpackssdw`` (exact: every sum fits int16) and ``vpmaddwd`` by
+    ones, 2 instructions; else two shuffles pairing the widest runs of lanes that hold the
+    same groups (128-bit runs: ``vshufi64x2``) and an add. The order of the additions
+    inside a group is free (integers), so lanes move as the instructions put them.
+    """
+    n = len(a.groups)
+    if (pack and a.inputs is not None and max(a.inputs, b.inputs) <= PACK_INPUTS
+            and _paired(a.groups) and _paired(b.groups)):
+        vi, vs = a.value.type, vector(I16, 2 * n)
+        bits = 32 * n
+        packs = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vs, [vi, vi]),
+            "llvm.x86.avx512.packssdw.512" if bits == 512 else "llvm.x86.avx2.packssdw")
+        madd = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vi, [vs, vs]),
+            "llvm.x86.avx512.pmaddw.d.512" if bits == 512 else "llvm.x86.avx2.pmadd.wd")
+        value = builder.call(madd, [builder.call(packs, [a.value, b.value]), splat(I16, 2 * n, 1)])
+        # per 128 bits: a's 4 lanes, then b's, as int16; each int32 lane a pair of them
+        groups = tuple(g for i in range(0, n, 4) for src in (a, b) for g in src.groups[i:i + 4:2])
+        return _Sums(value, groups, 2 * a.inputs)
+    both = a.groups + b.groups
+    lo, hi = next(p for w in (n >> k for k in range(n.bit_length()))
+                  if (p := _runs_paired(both, w)) is not None)
+    pick = [builder.shuffle_vector(a.value, b.value, ir.Constant(vector(I32, n), idx))
+            for idx in (lo, hi)]
+    return _Sums(builder.add(*pick), tuple(both[i] for i in lo),
+                 None if a.inputs is None else 2 * a.inputs)
+
+
+def _merge(builder, stack, v, pack):
+    """Push ``v`` (a :class:`_Sums`) on ``stack``, combining equal merges as they come.
 
     Merging each pair as soon as it is there keeps a few vectors live a row, not a step's
     blocks (4 rows of 8 blocks spilled 32 zmm registers).
     """
-    while stack and stack[-1][1] == width:
-        v, width = _halves(builder, stack.pop()[0], v, width), width // 2
-    stack.append((v, width))
+    level = 0
+    while stack and stack[-1][1] == level:
+        v, level = _combine(builder, stack.pop()[0], v, pack), level + 1
+    stack.append((v, level))
+
+
+def _in_order(builder, v):
+    """The group sums of ``v`` (a :class:`_Sums`, each group once) in group order."""
+    order = [v.groups.index(g) for g in range(len(v.groups))]
+    if order == list(range(len(order))):
+        return v.value
+    return builder.shuffle_vector(v.value, v.value, ir.Constant(vector(I32, len(order)), order))
 
 
 def _lanes(builder, v, start, count):
@@ -294,16 +361,7 @@ def _trap(builder):
         builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap"), [])
 
 
-def _pairs(builder, v):
-    """Lanes ``2i`` and ``2i + 1`` of ``v`` added: half the lanes, in order."""
-    n = v.type.count // 2
-    even, odd = ([builder.shuffle_vector(v, v, ir.Constant(vector(I32, n),
-                                                           list(range(d, 2 * n, 2))))
-                  for d in (0, 1)])
-    return builder.add(even, odd)
-
-
-def make_group_dot(target: Target, rows: int, group_lanes: int, fold: int = 1):
+def make_group_dot(target: Target, rows: int, group_lanes: int):
     """The int8 dot intrinsic of ``target`` for weights with a scale per group of inputs.
 
     ``group_dot(w, woff, wstride, x, xoff, bpg, groups, scales, soff, sstride, xneg,
@@ -312,26 +370,25 @@ def make_group_dot(target: Target, rows: int, group_lanes: int, fold: int = 1):
     of ``trit * q`` of group g (``xneg[xnoff + g]`` is minus its sum of ``q``).
 
     An int32 lane of a block's sum gathers 16 consecutive inputs (4 on the portable
-    level): a group is ``group_lanes`` adjacent lanes of one block (groups of 32, 64, 128
-    inputs; ``bpg`` is then 1) or, with ``group_lanes`` the whole vector, ``bpg`` whole
-    blocks. As many groups at a time as a vector has lanes, their blocks' lane sums merge
-    (:func:`_merge`) into one vector of group sums, which adds the groups' ``xneg``; each
+    level): a group is ``group_lanes`` adjacent lanes of one block (``bpg`` is then 1) or,
+    with ``group_lanes`` the whole vector, ``bpg`` whole blocks. As many groups at a time
+    as a vector has lanes (a step), their blocks' lane sums merge (:func:`_merge`) into
+    one vector of group sums, put in group order, which adds the groups' ``xneg``; each
     ``SLOTS`` of them turn to float64 and meet their scales in one multiply-add: group
     ``g`` adds into float64 slot ``g % SLOTS``, in group order, and the slots are summed
-    by halves (``horizontal_sum``). With ``fold`` 2, a group is two such runs of
-    ``group_lanes`` (groups of one block as two halves, ``bpg`` 1: they share each load of
-    ``x`` over the rows, where whole blocks take one row a dot), their sums added before
-    the rescale; a step is then ``lanes / 2`` groups, at least ``SLOTS``. The products are
-    exact (``|S_g| < 2**29``), so these
+    by halves (``horizontal_sum``). The products are exact (``|S_g| < 2**29``), so these
     bits are the rescale's definition: the integer GEMM (:mod:`.gemm`) and every other
     int8 path add in the same order, and a row's output does not depend on the batch it
     came in.
     """
     size, lanes = target.block, _sum_lanes(target, False)
-    per_step = lanes // fold  # scale groups a step
-    if fold not in (1, 2) or per_step % SLOTS:
-        raise ValueError(f"no group dot folding {fold} on {lanes} lanes")
-    units = group_lanes  # vectors merged a step of `lanes` runs: blocks, or groups of bpg
+    per_step = lanes  # scale groups a step
+    if per_step % SLOTS:
+        raise ValueError(f"no group dot on {lanes} lanes")
+    units = group_lanes  # vectors merged a step: blocks, or groups of bpg blocks
+    per_block = lanes // group_lanes  # groups a unit holds
+    pack = target.int8 != "portable"  # x86: vpackssdw + vpmaddwd merge lanes
+    lane_inputs = 16 if pack else 4
     # one chain a block (a step's blocks are independent); groups of several blocks loop
     # with SUM_INT8's chains (one chain ran their multiply-adds at its latency)
     sum_int8 = (functools.partial(sum_int8_vnni, chains=1) if target.int8 == "vnni"
@@ -377,6 +434,12 @@ def make_group_dot(target: Target, rows: int, group_lanes: int, fold: int = 1):
                                 builder.gep(xp, [builder.mul(first, c(4 * size))]),
                                 per_unit, size, [zero] * rows)
 
+            def sums(j, v, per_unit):
+                """Unit ``j``'s lane sums ``v`` of a step as a :class:`_Sums`."""
+                inputs = lane_inputs if isinstance(per_unit, ir.Constant) else None
+                return _Sums(v, tuple(j * per_block + i // group_lanes for i in range(lanes)),
+                             inputs)
+
             def load_at(base, g0, elt, count, mask):
                 ptr = builder.bitcast(builder.gep(base, [g0]), vector(elt, count).as_pointer())
                 return (builder.load(ptr, align=4) if mask is None
@@ -385,17 +448,17 @@ def make_group_dot(target: Target, rows: int, group_lanes: int, fold: int = 1):
             def rescale(g0, stacks, mask):
                 """Each row's slots += scales * (group sums + xneg) for groups g0.. (``mask``).
 
-                ``stacks``: each row's units merged in order (:func:`_merge`), one lane a group.
+                ``stacks``: each row's units merged (:func:`_merge`), one lane a group.
                 """
                 xg = load_at(xn, g0, I32, per_step, mask)
                 for stack, sp, slot in zip(stacks, sps, slots, strict=True):
                     (merged, _), = stack
-                    sums = builder.add(merged if fold == 1 else _pairs(builder, merged), xg)
+                    total = builder.add(_in_order(builder, merged), xg)
                     for k in range(0, per_step, SLOTS):  # SLOTS groups at a time, in order
                         part = None if mask is None else _lanes(builder, mask, k, SLOTS)
                         scale = builder.bitcast(load_at(sp, builder.add(g0, c(k)), I32, SLOTS,
                                                         part), vector(F32, SLOTS))
-                        prod = builder.fmul(builder.sitofp(_lanes(builder, sums, k, SLOTS), vs),
+                        prod = builder.fmul(builder.sitofp(_lanes(builder, total, k, SLOTS), vs),
                                             builder.fpext(scale, vs), flags=("contract",))
                         builder.store(builder.fadd(builder.load(slot), prod,
                                                    flags=("contract",)), slot)
@@ -408,7 +471,7 @@ def make_group_dot(target: Target, rows: int, group_lanes: int, fold: int = 1):
                         for stack, v in zip(stacks, unit(builder.add(builder.mul(step, c(units)),
                                                                      c(j)), per_unit),
                                             strict=True):
-                            _merge(builder, stack, v, group_lanes)
+                            _merge(builder, stack, sums(j, v, per_unit), pack)
                     rescale(builder.mul(step, c(per_step)), stacks, None)
 
             # groups of one block (or in one) as straight-line code: LLVM schedules the
@@ -424,10 +487,10 @@ def make_group_dot(target: Target, rows: int, group_lanes: int, fold: int = 1):
                 # the last groups: the units there are (whole blocks: the caller's rows are),
                 # zeros for the rest; their scales and xneg read under a mask
                 g0 = builder.sub(groups, left)
-                have = builder.udiv(builder.mul(left, c(fold * group_lanes)), c(lanes))
+                have = builder.udiv(builder.mul(left, c(group_lanes)), c(lanes))
                 held = [[cgutils.alloca_once_value(builder, zero) for _ in range(units)]
                         for _ in range(rows)]
-                base = builder.udiv(builder.mul(g0, c(fold * group_lanes)), c(lanes))
+                base = builder.udiv(builder.mul(g0, c(group_lanes)), c(lanes))
                 for j in range(units):
                     with builder.if_then(builder.icmp_unsigned("<", c(j), have)):
                         for ptr, v in zip((h[j] for h in held),
@@ -438,8 +501,8 @@ def make_group_dot(target: Target, rows: int, group_lanes: int, fold: int = 1):
                                              broadcast(builder, left, per_step))
                 stacks = [[] for _ in range(rows)]
                 for stack, h in zip(stacks, held, strict=True):
-                    for p in h:
-                        _merge(builder, stack, builder.load(p), group_lanes)
+                    for j, p in enumerate(h):
+                        _merge(builder, stack, sums(j, builder.load(p), per_unit), pack)
                 rescale(g0, stacks, mask)
             dots = [horizontal_sum(builder, builder.load(s), builder.fadd) for s in slots]
             return context.make_tuple(builder, sig.return_type, dots)
@@ -548,16 +611,10 @@ SUB_BLOCK = tuple(b for b in (8, 16, 32) if b < BLOCK_BYTES)
 grouped_dot_2bit_in = {b: make_scaled_dot(TARGET, grouped=True, group_bytes=b) for b in SUB_BLOCK}
 INT8_LANES = _sum_lanes(TARGET, False)  # int32 lanes of a block's int8 sums
 group_dot_2bit = {b: make_group_dot(TARGET, SCALED_ROWS, b * INT8_LANES // BLOCK_BYTES)
-                  for b in SUB_BLOCK}
-# groups of one block, where a step of its halves is SLOTS groups or more (AVX-512): two
-# halves a group, SCALED_ROWS rows sharing each load of x (4096^2, g=256, 1 thread: 0.43-0.57x
-# the per-tensor speed as whole blocks, one row a dot, with the one-row dot's x loads)
-FOLDED = INT8_LANES // 2 >= SLOTS
-if FOLDED:
-    group_dot_2bit[BLOCK_BYTES] = make_group_dot(TARGET, SCALED_ROWS, INT8_LANES // 2, fold=2)
-# whole blocks, bpg a group: one row a dot (with four, a step's blocks spilled to the stack;
-# with one, 4096^2 g=256 took 1.29-1.39x the per-tensor time against 1.44-1.57x with two)
-WHOLE = 2 * BLOCK_BYTES  # the key of groups of whole blocks (of one, where not FOLDED)
+                  for b in (*SUB_BLOCK, BLOCK_BYTES)}
+# groups of several whole blocks, bpg a group: one row a dot (with four, a step's blocks
+# spilled to the stack)
+WHOLE = 2 * BLOCK_BYTES  # the key of groups of whole blocks (of more than one)
 group_dot_2bit[WHOLE] = make_group_dot(TARGET, 1, INT8_LANES)
 decode_2bit = make_decode(TARGET)
 lane_sums_2bit = make_lane_sums(TARGET)
