@@ -29,7 +29,7 @@ def activations(rows, n, seed=1):
 
 @pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])
 @pytest.mark.parametrize("out, n", SHAPES)
-@pytest.mark.parametrize("rows", [1, 4, 5, 20])  # one call, GEMV, GEMV, GEMM
+@pytest.mark.parametrize("rows", [1, 4, 5, 20, 300])  # one call or packed routes, by size
 @pytest.mark.parametrize("per_row", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_int8_results_are_the_references_bits(fmt, out, n, rows, per_row, dtype):
@@ -49,7 +49,7 @@ def test_int8_results_are_the_references_bits(fmt, out, n, rows, per_row, dtype)
 
 @pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])
 @pytest.mark.parametrize("out, n", SHAPES)
-@pytest.mark.parametrize("rows", [1, 3, 6])
+@pytest.mark.parametrize("rows", [1, 3, 6, 70])
 def test_float_results_are_float64_math(fmt, out, n, rows):
     tw = layer(out, n, fmt, per_row=True)
     x = activations(rows, n)
@@ -76,8 +76,11 @@ def test_a_few_rows_of_a_small_layer_take_one_call(monkeypatch, activations_):
     make_packed_routes_fail(monkeypatch)
     got = tn.BitLinear(tw, activations=activations_)(x)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    with pytest.raises(AssertionError, match="packed route"):  # one row more: the packed GEMV
-        tn.linear(activations(small_linear.SMALL_ROWS + 1, 100), tw, activations=activations_)
+    int8 = activations_ == "int8"
+    reach = small_linear.ONE_CALL_PRODUCTS[int8] // (64 * small_linear.BLOCK)  # rows
+    tn.linear(activations(reach, 100), tw, activations=activations_)  # still one call
+    with pytest.raises(AssertionError, match="packed route"):  # one row more: a packed route
+        tn.linear(activations(reach + 1, 100), tw, activations=activations_)
     codes = tw._cache["cpu_small"].codes
     assert codes.shape == (64, small_linear.BLOCK // 4) and not codes.flags.writeable
 

@@ -46,8 +46,9 @@ def gemm_blas_counts(monkeypatch):
 
 def _gemm_case():
     rng = np.random.default_rng(5)
-    w = tn.quantize(rng.standard_normal((96, 256)).astype(np.float32), axis=-1)
-    x = rng.standard_normal((40, 256)).astype(np.float32)  # past the GEMV's rows: the GEMM
+    # past the small layers' one-call route (SMALL_WEIGHTS) and the GEMV's rows: the GEMM
+    w = tn.quantize(rng.standard_normal((288, 512)).astype(np.float32), axis=-1)
+    x = rng.standard_normal((40, 512)).astype(np.float32)
     return x, w
 
 
@@ -98,6 +99,18 @@ def test_float_gemm_bits_do_not_depend_on_the_pools_state(monkeypatch):
     quiet = tn.linear(x, w, device="cpu")
     monkeypatch.setattr(_parallel, "_pool", Busy())
     assert tn.linear(x, w, device="cpu").tobytes() == quiet.tobytes()
+
+
+def test_a_limit_never_raises_the_blas_count(gemm_blas_counts):
+    """A user's BLAS at 1 thread stays at 1 under tritnum's limit of 2 (raising it cost ms)."""
+    if not _blas_counts() or _threads.available() < 2:
+        pytest.skip("no BLAS library found, or one core: no limit above the BLAS's 1")
+    x, w = _gemm_case()
+    with threadpool_limits(limits=1, user_api="blas"), tn.limit_threads(2):
+        y = tn.linear(x, w, device="cpu")
+        assert _blas_counts() == [1] * len(_blas_counts())
+    np.testing.assert_allclose(y, _expected(x, w), rtol=1e-5, atol=1e-5)
+    assert gemm_blas_counts and all(c == [1] * len(c) for c in gemm_blas_counts)
 
 
 def test_blas_limit_is_restored_by_the_outermost_call(blas_at_two):

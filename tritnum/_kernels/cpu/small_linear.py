@@ -7,13 +7,13 @@ where NumPy's ``x @ W.T`` on the dense float matrix takes 1 µs. So a layer of a
 most :data:`SMALL_WEIGHTS` weights with one scale a row (or a tensor) is prepared
 once (``linear_weights``, kept with the tensor: :class:`SmallCodes`): its trits
 as "2bit" codes, each row padded to whole SIMD blocks and ordered as the GEMV's dot
-reads its activations, whatever its packed format. A call of at most
-:data:`SMALL_ROWS` rows is then one kernel call on the calling thread: the
-activations quantized (as ``quantize_activations``) or taken as float32, padded with
-zeros (no layout: at 256 x 256 the GEMV's activation layout took 0.19 of 1.2 µs),
-the GEMV's own scaled dot per weight row, the bias. More rows take the packed routes'
-kernels on the same codes (:mod:`.matmul`), the activations reordered to meet them;
-padding is zero codes against zero activations.
+reads its activations, whatever its packed format. A call of a few rows
+(:func:`_one_call`) is then one kernel call on the calling thread: the activations
+quantized (as ``quantize_activations``) or taken as float32, padded with zeros (no
+layout: at 256 x 256 the GEMV's activation layout took 0.19 of 1.2 µs), the GEMV's
+own scaled dot per weight row, the bias. More rows take the packed routes' kernels
+on the same codes (:mod:`.matmul`), the activations reordered to meet them; padding
+is zero codes against zero activations.
 
 The bits are the packed GEMV's: the same dot and rescale (``xscale * (scale * sum)``
 for int8 activations, exact integer sums), the bias added in float32 after.
@@ -39,7 +39,13 @@ from .packing import pack, unpack
 from .quantize import _absmax_quantize_rows
 
 SMALL_WEIGHTS = 1 << 17  # at most this many weights a layer (256 x 512: 32 KiB of codes)
-SMALL_ROWS = 4  # at most this many rows of activations a call take the one-call route
+SMALL_ROWS = 4  # rows of activations a call that always take the one-call route
+# More rows take it up to this many products (rows x padded weights), by whether the
+# activations are quantized to int8. Measured, 1 thread, µs (one call / packed routes):
+# float 64 x 64, 256 rows 140 / 270; 128 x 128, 256 rows 285 / 285; 256 x 256, 16 rows
+# 27 / 75, 64 rows 145 / 197, 256 rows 574 / 504; int8 256 x 256, 64 rows 48 / 63, 256
+# rows 191 / 227 (the packed int8 GEMM takes both threads where the one call takes one)
+ONE_CALL_PRODUCTS = {True: 1 << 22, False: 1 << 20}
 BLOCK = 4 * BLOCK_BYTES  # inputs a SIMD block of codes
 _2BIT = FORMATS["2bit"]
 
@@ -101,6 +107,14 @@ def _small(out: int, n: int, scales: np.ndarray) -> bool:
     return 0 < out * n <= SMALL_WEIGHTS and scales.shape[1] == 1
 
 
+def _one_call(rows: int, codes: np.ndarray, int8: bool) -> bool:
+    """``rows`` of activations against prepared ``codes`` take the one-call route.
+
+    At most :data:`SMALL_ROWS` rows, or :data:`ONE_CALL_PRODUCTS` products.
+    """
+    return rows <= SMALL_ROWS or rows * 4 * codes.size <= ONE_CALL_PRODUCTS[int8]
+
+
 def _in_order(x: np.ndarray, w: SmallCodes) -> tuple[np.ndarray, np.ndarray, Format, int]:
     """The packed routes' arguments for rows ``x`` against prepared ``w``.
 
@@ -120,11 +134,11 @@ def _zero_padded(x, k):
 
 
 def _dots_kernel(int8: bool) -> Any:
-    """``y[r, o] = xscale[r] * (row o's scaled dot with laid-out row r)`` (+ the bias).
+    """``y[r, o] = xscale[r] * (row o's scaled dot with row r of x)`` (+ the bias).
 
     int8 ``x`` (a constant numba prunes on) takes ``SCALED_ROWS`` weight rows a dot
     sharing each load of ``x``, the last few one at a time (a row stride of 0), as the
-    GEMV does; float ``x`` one row a dot.
+    GEMV does; float ``x`` one row a dot, and neither ``xscale`` nor ``xneg`` is read.
     """
     @jit(inline="always")
     def dots(xl, xneg, xscale, codes, scales, bias, y):
@@ -140,9 +154,9 @@ def _dots_kernel(int8: bool) -> Any:
                                                 scales, o, ws // units, xneg, r)
                 else:
                     sums = (scaled_dot_2bit(codes, o * units, units, xl, r * k, full, 1,
-                                            scales, o, 1, xneg, r),)
+                                            scales, o, 1, xneg, 0),)
                 for i in range(step):
-                    v = np.float32(xscale[r] * sums[i])
+                    v = np.float32(xscale[r] * sums[i] if int8 else sums[i])
                     y[r, o + i] = v + bias[o + i] if bias.size else v
             o += step
     return dots
@@ -180,22 +194,21 @@ def _int8_rows(x, codes, scales, bias, y, xscale):
     return bad
 
 
-# the float dots' xneg and xscale, sliced: made in the kernel, np.zeros and np.ones compiled
-# for it (0.17 s of the first float call)
-_NO_XNEG = np.zeros((SMALL_ROWS, 1), np.int32)
-_UNIT = np.ones(SMALL_ROWS, np.float32)
+# the float dots' xneg and xscale, never read (made in the kernel, np.zeros and np.ones
+# were compiled for it: 0.17 s of the first float call)
+_NO_XNEG = np.zeros((1, 1), np.int32)
+_NO_SCALES = np.zeros(0, np.float32)
 
 
 @jit()
 def _float_rows(x, codes, scales, bias, y):
     """Float32 rows times the trits, each output times its row's scale, into ``y``."""
-    m = x.shape[0]
-    _float_dots(_zero_padded(x, 4 * codes.shape[1]), _NO_XNEG[:m], _UNIT[:m], codes, scales,
-                bias, y)
+    _float_dots(_zero_padded(x, 4 * codes.shape[1]), _NO_XNEG, _NO_SCALES, codes, scales, bias,
+                y)
     return 0
 
 
-_NO_BIAS = _NO_SCALES = np.zeros(0, np.float32)
+_NO_BIAS = np.zeros(0, np.float32)
 
 
 def _bias(bias: np.ndarray | None) -> np.ndarray:
@@ -221,7 +234,7 @@ def linear_float(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.ndarray,
                  bias: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
     """The CPU's ``linear_float``: the one-call route, or the packed routes (:mod:`.matmul`)."""
     if type(w) is SmallCodes:
-        if x.shape[0] <= SMALL_ROWS:
+        if _one_call(x.shape[0], w.codes, False):
             y = _result(x, w.codes, out)
             _float_rows(x, w.codes, scales, _bias(bias), y)
             return y
@@ -246,7 +259,7 @@ def linear_int8_fused(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.nda
     """The CPU's ``linear_int8_fused``: the one-call route for a few float32 rows."""
     if type(w) is not SmallCodes:
         return packed.linear_int8_fused(x, w, fmt, n, scales, bias, out)
-    if x.dtype == np.float32 and x.shape[0] <= SMALL_ROWS:
+    if x.dtype == np.float32 and _one_call(x.shape[0], w.codes, True):
         y, xscale = _result(x, w.codes, out), np.empty(x.shape[0], np.float32)
         _int8_rows(x, w.codes, scales, _bias(bias), y, xscale)
         return y, xscale
@@ -263,7 +276,7 @@ def small_rows(data: Any, scales: np.ndarray, fmt: Format,
     C-contiguous float32 rows ``x``, a float32 ``(out,)`` ``bias`` or None and a float32
     ``(m, out)`` ``out`` or None, and returns the result and how many rows held NaN or
     infinity (int8 activations; their outputs are NaN), or None when ``x`` has more
-    than :data:`SMALL_ROWS` rows.
+    rows than the route takes (:func:`_one_call`).
     """
     if type(data) is not SmallCodes:
         return None
@@ -273,7 +286,7 @@ def small_rows(data: Any, scales: np.ndarray, fmt: Format,
     def call(x: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None,
              int8: bool) -> tuple[np.ndarray, int] | None:
         m = x.shape[0]
-        if m > SMALL_ROWS:
+        if not _one_call(m, codes, int8):
             return None
         y = np.empty((m, nout), np.float32) if out is None else out
         if bias is None:
