@@ -16,7 +16,7 @@ from llvmlite import ir
 from numba.core import cgutils
 
 from . import I8, I16, I32, splat, vector
-from .gemv_target import block_loop
+from .gemv_target import GFNI, block_loop
 
 
 def _accumulators(builder, ty, inits, chains):
@@ -42,7 +42,7 @@ def _sum_int8_maddubs(builder, ws, x, count, size, inits):
             widened = builder.call(maddwd, [s, splat(I16, 16, 1)])
             builder.store(builder.add(builder.load(acc), widened), acc)
 
-    block_loop(builder, count, ws, x, size, body)
+    block_loop(builder, count, ws, x, size, body, GFNI)
     return [builder.load(acc) for (acc,) in accs]
 
 
@@ -62,7 +62,7 @@ def sum_int8_vnni(builder, ws, x, count, size, inits, chains=4):
                 builder.store(builder.call(dpbusd, [builder.load(acc),
                                                     builder.bitcast(row[n], vi), xs]), acc)
 
-    block_loop(builder, count, ws, x, size, body)
+    block_loop(builder, count, ws, x, size, body, GFNI)
     out = []
     for row_accs in accs:
         loads = [builder.load(acc) for acc in row_accs]

@@ -343,7 +343,17 @@ def _merge(builder, stack, v, pack):
 
 
 def _in_order(builder, v):
-    """The group sums of ``v`` (a :class:`_Sums`, each group once) in group order."""
+    """The group sums of ``v`` (a :class:`_Sums`) in group order, one lane a group.
+
+    Lanes of the same group are first added within ``v`` (halves of it, shuffled).
+    """
+    while len(v.groups) > len(set(v.groups)):
+        n = len(v.groups)
+        lo, hi = next(p for w in (n >> k for k in range(1, n.bit_length()))
+                      if (p := _runs_paired(v.groups, w)) is not None)
+        pick = [builder.shuffle_vector(v.value, v.value, ir.Constant(vector(I32, n // 2), idx))
+                for idx in (lo, hi)]
+        v = _Sums(builder.add(*pick), tuple(v.groups[i] for i in lo), None)
     order = [v.groups.index(g) for g in range(len(v.groups))]
     if order == list(range(len(order))):
         return v.value
@@ -361,7 +371,7 @@ def _trap(builder):
         builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap"), [])
 
 
-def make_group_dot(target: Target, rows: int, group_lanes: int):
+def make_group_dot(target: Target, rows: int, group_lanes: int, per_step: int | None = None):
     """The int8 dot intrinsic of ``target`` for weights with a scale per group of inputs.
 
     ``group_dot(w, woff, wstride, x, xoff, bpg, groups, scales, soff, sstride, xneg,
@@ -382,10 +392,10 @@ def make_group_dot(target: Target, rows: int, group_lanes: int):
     came in.
     """
     size, lanes = target.block, _sum_lanes(target, False)
-    per_step = lanes  # scale groups a step
-    if per_step % SLOTS:
-        raise ValueError(f"no group dot on {lanes} lanes")
-    units = group_lanes  # vectors merged a step: blocks, or groups of bpg blocks
+    per_step = per_step or lanes  # scale groups a step
+    if per_step % SLOTS or per_step > lanes:
+        raise ValueError(f"no group dot of {per_step} groups a step on {lanes} lanes")
+    units = per_step * group_lanes // lanes  # vectors merged a step: blocks, or bpg blocks
     per_block = lanes // group_lanes  # groups a unit holds
     pack = target.int8 != "portable"  # x86: vpackssdw + vpmaddwd merge lanes
     lane_inputs = 16 if pack else 4
@@ -610,7 +620,12 @@ grouped_dot_2bit = make_scaled_dot(TARGET, grouped=True)  # float x, a scale per
 SUB_BLOCK = tuple(b for b in (8, 16, 32) if b < BLOCK_BYTES)
 grouped_dot_2bit_in = {b: make_scaled_dot(TARGET, grouped=True, group_bytes=b) for b in SUB_BLOCK}
 INT8_LANES = _sum_lanes(TARGET, False)  # int32 lanes of a block's int8 sums
-group_dot_2bit = {b: make_group_dot(TARGET, SCALED_ROWS, b * INT8_LANES // BLOCK_BYTES)
+# groups of 128 inputs or more: a step of SLOTS groups (the merged vector folded in
+# halves) keeps fewer blocks live than one of a vector's lanes (4096^2, 1 thread, kernel
+# alone, min of 5 medians, 3 runs each, load ~1: g=256 102-110 -> 98-101 us, g=128
+# 101-104 -> 96-107); smaller groups lose by it (g=32 120 -> 146 us)
+group_dot_2bit = {b: make_group_dot(TARGET, SCALED_ROWS, b * INT8_LANES // BLOCK_BYTES,
+                                    SLOTS if b >= 32 else None)
                   for b in (*SUB_BLOCK, BLOCK_BYTES)}
 # groups of several whole blocks, bpg a group: one row a dot (with four, a step's blocks
 # spilled to the stack)
