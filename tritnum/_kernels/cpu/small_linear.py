@@ -122,7 +122,7 @@ def _in_order(x: np.ndarray, w: SmallCodes) -> tuple[np.ndarray, np.ndarray, For
     meet them (trit ``i`` of a prepared row is input ``_positions(width)[i]``).
     """
     width = 4 * w.codes.shape[1]
-    return _padded(x, width)[:, _positions(width)], w.codes, _2BIT, width
+    return np.take(_padded(x, width), _positions(width), axis=1), w.codes, _2BIT, width
 
 
 @jit(inline="always")  # as the dots: numba compiled each apart, then again in its caller
