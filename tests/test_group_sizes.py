@@ -87,6 +87,27 @@ def test_int8_row_bits_whatever_the_batch(size):
             tn.linear(x[:rows], w, activations="int8", device="cpu"), whole[:rows])
 
 
+@pytest.mark.parametrize("size", (32, 64, 128, 256, 512))
+def test_int8_group_sums_at_their_bounds(size):
+    """Groups whose sums of ``code * q`` reach the ends of int16 (the GEMV merges lane sums
+    of up to 128 inputs as int16): every trit 1 (code 2) against q = -128 or 127, 16 rows
+    (the GEMV, its steps of 4 rows) and 17 (the GEMM); rows of whole 256-input blocks (the
+    GEMV's group dots), steps of groups and a masked tail."""
+    rng = np.random.default_rng(3)
+    groups = 16 + max(1, 256 // size)
+    trits = np.ones((9, groups * size), np.int8)
+    trits[4:, ::7] = -1  # other rows: sums inside the bounds
+    scales = (rng.random((9, groups)) * 3 + 0.01).astype(np.float32)
+    w = tn.TernaryTensor(tn.pack(trits), scales, size)
+    for value in (-128, 127):
+        for rows in (16, 17):
+            q = np.full((rows, groups * size), value, np.int8)
+            q[1::2, ::3] = -value if value > 0 else 127  # other rows: mixed signs
+            xscale = (rng.random(rows) + 0.1).astype(np.float32)
+            np.testing.assert_array_equal(tn.linear(q, w, x_scale=xscale, device="cpu"),
+                                          rescaled(q, xscale, trits, scales))
+
+
 @pytest.mark.parametrize("size", (32, 64, 128, 96, 256))
 @pytest.mark.parametrize("threads", (1, 2))
 def test_threads(size, threads):
