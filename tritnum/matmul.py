@@ -276,9 +276,10 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     general route to the same kernels: the same bits, a few microseconds more per call.
     On the CPU a layer of at most 2**17 weights with one scale per tensor or row is
     prepared on its first call (its codes in rows of whole SIMD blocks, kept with
-    ``w``: at most 32 KiB), and then a call of a few rows (up to 2**22 products with
-    int8 activations, 2**20 with float ones, and always up to 4 rows) is one compiled
-    step (quantization, products, rescale and bias); the int8 results are the same bits.
+    ``w``: at most 128 KiB with the padding of narrow rows), and then a call of a few
+    rows (up to 2**22 products with int8 activations, 2**20 with float ones, and always
+    up to 4 rows) is one compiled step (quantization, products, rescale and bias); the
+    int8 results are the same bits.
 
     On the float path NaN and infinity in ``x`` propagate as they do in BLAS:
     every output that reads them is NaN or infinite. Values beyond float32's range

@@ -68,7 +68,7 @@ def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
              cache: dict[Any, Any]) -> tuple[Any, np.ndarray]:
     """``linear_weights`` on the CPU: a small layer's :class:`SmallCodes`, others as they are.
 
-    Made once and kept in the tensor's ``cache``, at most ``SMALL_WEIGHTS / 4`` bytes.
+    Made once and kept in the tensor's ``cache``, at most ``SMALL_WEIGHTS`` bytes.
     Larger layers, and layers with more than one scale a row, keep their data.
     """
     if not _small(data.shape[0], n, scales):
@@ -105,8 +105,14 @@ def _width(n: int) -> int:
 
 
 def _small(out: int, n: int, scales: np.ndarray) -> bool:
-    """A layer of ``out`` rows of ``n`` inputs the one-call route takes: small, a scale a row."""
-    return 0 < out * n <= SMALL_WEIGHTS and scales.shape[1] == 1
+    """A layer of ``out`` rows of ``n`` inputs the one-call route takes: small, a scale a row.
+
+    Its padded rows hold at most ``4 * SMALL_WEIGHTS`` codes (128 KiB): narrow layers pad
+    each row to a whole block (64 inputs to 256 on AVX-512), and a very narrow one
+    (2**17 rows of one input) would otherwise keep 256 times its weights.
+    """
+    return (0 < out * n <= SMALL_WEIGHTS and out * _width(n) <= 4 * SMALL_WEIGHTS
+            and scales.shape[1] == 1)
 
 
 def _one_call(rows: int, codes: np.ndarray, int8: bool) -> bool:
