@@ -407,30 +407,26 @@ def _laid_out(x: np.ndarray, n: int, segment: int) -> np.ndarray:
 def _gemm(x, w, fmt, n, scales, xscale, exact=True):
     """``xscale[r] * sum_g scales[o, g] * (x_g @ trits_g.T)``, a tile of weight rows at a time.
 
-    With ``exact``, ``x`` is float32 holding int8 activations (converted exactly):
-    BLAS multiplies it by bare trits, in chunks of at most ``K_EXACT`` inputs, so
-    the integer group sums are exact; the scales come after, in float64. Float
-    ``x`` (not ``exact``) meets tiles already scaled (``trit * scale`` is exact in
-    float32): one ``sgemm`` per tile whatever the groups (groups of 256 took 2.2x
-    the time of one scale as a batched product per group, 4096 x 4096, 256 rows).
+    With ``exact``, ``x`` is float32 holding int8 activations (converted exactly), with
+    their row scales ``xscale``: BLAS multiplies it by bare trits, in chunks of at most
+    ``K_EXACT`` inputs, so the integer group sums are exact; the scales come after, in
+    float64. Float ``x`` (not ``exact``, no ``xscale``) meets tiles already scaled
+    (``trit * scale`` is exact in float32): one ``sgemm`` per tile whatever the groups
+    (groups of 256 took 2.2x the time of one scale as a batched product per group,
+    4096 x 4096, 256 rows).
     "2bit" tiles are decoded by the SIMD decoder in the GEMV layout and ``x`` is
-    laid out to match (the sum does not depend on the order); other formats are
-    unpacked.
+    laid out to match (the sum does not depend on the order) where the groups are whole
+    blocks; other formats, and other groups, are unpacked in order.
     """
     m, out_rows = x.shape[0], w.shape[0]
     groups = scales.shape[1]
     segment = _gemv_segment(fmt, n, groups)
-    gb = segment // groups  # weight bytes a group, in the whole-row layout
-    in_block = groups > 1 and segment == fmt.units(n) and gb % BLOCK_BYTES != 0
-    if (in_block and exact) or segment % BLOCK_BYTES:  # the plain order: integer sums by
-        segment = in_block = 0  # group, or segments padded to whole blocks (groups in rows
-        # of part blocks: 256 x 64 x 64, float, groups of 32 laid out to 512 inputs a row
-        # took 182 µs, unpacked as they are 44 µs)
-    if in_block and BLOCK_BYTES % gb:  # the group of each laid-out position: (Bk + m) // gb
-        byte = (BLOCK_BYTES * np.arange(segment // BLOCK_BYTES)[:, None, None]
-                + np.arange(BLOCK_BYTES)[None, None, :])
-        group_of = np.broadcast_to(byte // gb,
-                                   (segment // BLOCK_BYTES, 4, BLOCK_BYTES)).reshape(-1)
+    if segment % (BLOCK_BYTES * groups):
+        # groups inside blocks, or segments padded to whole blocks: the plain order, each
+        # group a run of inputs (256 rows, float, groups of 32: 256 x 64 x 64 laid out to
+        # 512 inputs a row took 182 µs, unpacked as they are 28; 4096 x 4096 53.9 -> 51.2 ms,
+        # 256 x 256 in groups of 64 211 -> 200 µs, the decoded tile scaled by position)
+        segment = 0
     if segment:
         x = _laid_out(x, n, segment)
     k = x.shape[1]  # inputs per row, layout padding included
@@ -450,13 +446,7 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
         sums = np.empty((m, out_rows), np.float32)
         for o0 in range(0, out_rows, rows):
             t = decode(w[o0:o0 + rows], tile[:min(rows, out_rows - o0)])
-            if in_block and BLOCK_BYTES % gb:  # in the layout, byte m of block k is in
-                t *= np.take(scales[o0:o0 + t.shape[0]], group_of, axis=1)  # group (Bk + m) // gb
-            elif in_block:  # groups inside blocks: a few per block, as runs of bytes
-                per = BLOCK_BYTES // gb
-                by_group = t.reshape(t.shape[0], -1, 4, per, gb)
-                by_group *= scales[o0:o0 + t.shape[0]].reshape(t.shape[0], -1, 1, per, 1)
-            elif groups > 1:
+            if groups > 1:
                 by_group = t.reshape(t.shape[0], groups, size)
                 by_group *= scales[o0:o0 + t.shape[0], :, None]
             np.matmul(x, t.T, out=sums[:, o0:o0 + rows])
@@ -465,7 +455,6 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
                     * xscale[:, None].astype(np.float64)).astype(np.float32)
         if groups == 1:
             sums *= scales[:, 0]  # float32: one rounding each, well inside the 1e-6 contract
-        sums *= xscale[:, None]
         return sums
     # per-group sums, (m, rows, groups) float64, stay within a tile's size too
     rows = max(1, min(out_rows, TILE_ELEMENTS // k, TILE_ELEMENTS // (m * groups)))
@@ -528,7 +517,7 @@ def linear_float(x, w, fmt, n, scales, bias, out=None):
     elif fmt.name == "base3" and _base3_gemv_pays(x.shape[0], n // scales.shape[1], False):
         y = gemv_base3(x, np.ones(x.shape[0], np.float32), w, n, scales)
     else:
-        y = _gemm(x, w, fmt, n, scales, np.ones(x.shape[0], np.float32), exact=False)
+        y = _gemm(x, w, fmt, n, scales, None, exact=False)
     return into(_finish(y, bias), out)
 
 
