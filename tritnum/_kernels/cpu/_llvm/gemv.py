@@ -623,7 +623,8 @@ INT8_LANES = _sum_lanes(TARGET, False)  # int32 lanes of a block's int8 sums
 # groups of 128 inputs or more: a step of SLOTS groups (the merged vector folded in
 # halves) keeps fewer blocks live than one of a vector's lanes (4096^2, 1 thread, kernel
 # alone, min of 5 medians, 3 runs each, load ~1: g=256 102-110 -> 98-101 us, g=128
-# 101-104 -> 96-107); smaller groups lose by it (g=32 120 -> 146 us)
+# 101-104 -> 96-107); smaller groups lose by it (one run: g=64 100 -> 110 us, g=32 128
+# -> 146 us)
 group_dot_2bit = {b: make_group_dot(TARGET, SCALED_ROWS, b * INT8_LANES // BLOCK_BYTES,
                                     SLOTS if b >= 32 else None)
                   for b in (*SUB_BLOCK, BLOCK_BYTES)}
