@@ -62,3 +62,15 @@ def test_no_copy_where_nobody_else_can_write():
     assert not np.shares_memory(tn.PackedTrits(view, (4, 64)).data, writable)
     p = tn.pack(np.ones((4, 64), np.int8))
     assert np.shares_memory(p[1:3].data, p.data)  # rows of a wrapper are views of it
+
+
+@pytest.mark.parametrize("shape", [(256,), (3, 100)])
+def test_bit_plane_results_of_one_vector_ops_are_read_only_and_exact(shape):
+    """The host route builds its PackedTrits directly: still read-only, valid, exact."""
+    rng = np.random.default_rng(2)
+    a, b = (rng.integers(-1, 2, shape).astype(np.int8) for _ in range(2))
+    c = tn.vsa.bind(tn.pack(a, format="bitplane"), tn.pack(b, format="bitplane"))
+    assert c.shape == shape and all(type(s) is int for s in c.shape)
+    np.testing.assert_array_equal(tn.unpack(c), a * b)
+    with pytest.raises(ValueError, match="read-only"):
+        c.data[..., 0] = 0

@@ -167,6 +167,20 @@ class PackedTrits:
         return packed
 
     @classmethod
+    def _host_result(cls, rows: np.ndarray, shape: tuple[int, ...], fmt: Format) -> PackedTrits:
+        """:meth:`_encoded` of a host kernel's fresh C-contiguous ``fmt`` rows, for ``shape``.
+
+        The one-vector ops' route: ``shape`` holds Python ints and ``rows`` is the kernel's
+        own buffer of ``fmt``'s dtype, so nothing is checked or converted (a bit-plane
+        bind at d = 256 spent 1.5 of its 4.2 µs in :meth:`_encoded`).
+        """
+        data = rows.reshape(fmt.data_shape(shape))  # a view only this object holds
+        data.setflags(write=False)
+        packed = cls.__new__(cls)
+        packed._fill(data, shape, fmt, valid=True, like=HOST)
+        return packed
+
+    @classmethod
     def _restore(cls, data: Any, shape: tuple[int, ...], format: str, valid: bool,
                  like: Origin) -> PackedTrits:
         """Unpickle: a PackedTrits owning the unpickled buffer, read-only, where it lived."""

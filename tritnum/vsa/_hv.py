@@ -147,6 +147,8 @@ def broadcast_rows(a: HV, b: HV, op: str) -> tuple[tuple[int, ...], np.ndarray, 
 def wrap(rows: Any, lead: tuple[int, ...], d: int, packed: bool, like: Origin) -> Any:
     """Kernel output rows as the caller's kind: int8 array or bitplane PackedTrits."""
     if packed:
+        if like is HOST and type(rows) is np.ndarray:
+            return PackedTrits._host_result(rows, (*lead, d), BITPLANE)
         return PackedTrits._encoded(rows, (*lead, d), "bitplane", like)
     return place(rows, like, (*lead, d))
 

@@ -18,7 +18,7 @@ from ._jit import jit
 from ._llvm.bundle import make_count_bits
 from ._llvm.packing import copy_trits
 from ._llvm.popcount import popcount
-from ._parallel import run
+from ._parallel import MIN_PARALLEL_BYTES_LIGHT, run
 
 # Internal API: the private names other modules use (tests/test_architecture_seams.py):
 # cpu/compress.py draws its random signs with the hypervectors' generator.
@@ -184,6 +184,8 @@ def op(a, b, ia, ib, code: int, packed: bool, d: int) -> tuple[np.ndarray, bool]
     if not out.size:
         return out, packed or (check(a) and check(b))  # rows that nothing reads: checked here
     kernel = _op_planes if packed else _op_dense
+    if 3 * out.nbytes < MIN_PARALLEL_BYTES_LIGHT:  # one or a few vectors: no pool to ask
+        return out, kernel(a, b, ia, ib, code, out, 0, len(ia)) == 0
     return out, run(kernel, len(ia), 3 * out.nbytes, a, b, ia, ib, code, out, light=True) == 0
 
 
