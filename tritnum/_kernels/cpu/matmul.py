@@ -546,16 +546,24 @@ def _quantized_laid_out(x, bits, amax, amax_bits, q, xl, xneg, xscale):
     _absmax_quantize_rows(x, bits, amax, amax_bits, q, np.intp(0), x.shape[0])
     n = x.shape[1]
     size = n // xneg.shape[1]
+    # each block's 4-byte words (byte c of word m is input 4m + c) spread by code c, and
+    # each group summed, over slices: indexed through the 2-D arrays, the same loops stayed
+    # scalar (4096 inputs: 2.8 µs a call, 1.0 µs so)
     for r in range(x.shape[0]):
         xscale[r] = amax[r] / np.float32(127)
-        for k in range(0, n, 4 * BLOCK_BYTES):
-            for m in range(BLOCK_BYTES):
-                for c in range(4):
-                    xl[r, k + BLOCK_BYTES * c + m] = q[r, k + 4 * m + c]
+        words, laid = q[r].view(np.uint32), xl[r].view(np.uint8)
+        for k in range(n // (4 * BLOCK_BYTES)):
+            block = words[k * BLOCK_BYTES:(k + 1) * BLOCK_BYTES]
+            out = laid[k * 4 * BLOCK_BYTES:(k + 1) * 4 * BLOCK_BYTES]
+            for c in range(4):
+                shift = np.uint32(8 * c)
+                for m in range(BLOCK_BYTES):
+                    out[BLOCK_BYTES * c + m] = np.uint8(block[m] >> shift)
         for g in range(xneg.shape[1]):
-            total = 0
-            for j in range(g * size, (g + 1) * size):
-                total += q[r, j]
+            part = q[r, g * size:(g + 1) * size]
+            total = np.int32(0)
+            for j in range(part.shape[0]):
+                total += np.int32(part[j])
             xneg[r, g] = -total
     return 0
 
