@@ -11,6 +11,7 @@ from numba import njit
 
 import tritnum as tn
 from tritnum import _isa as isa
+from tritnum._kernels.cpu import packing as cpu_packing
 from tritnum._kernels.cpu._llvm import packing as simd
 from tritnum.testing import packed_trits, trit_arrays, trit_shapes
 
@@ -392,3 +393,15 @@ def test_simd_decoders_and_copy_match_numpy(level, blocks, offset, seed, odd, n)
     assert (top > 2) == bool(((codes < 0) | (codes > 2)).any())
     np.testing.assert_array_equal(c[3:3 + n], a[offset:])
     assert (c[:3] == 9).all() and (c[3 + n:] == 9).all()
+
+
+@pytest.mark.parametrize("fmt", tn.FORMATS)
+def test_large_packed_buffers_start_on_a_cache_line(fmt):
+    """pack, quantize and .to() hand the GEMV weight rows whose 64-byte loads split no line."""
+    trits = np.random.default_rng(0).integers(-1, 2, (64, 4096)).astype(np.int8)
+    for packed in (tn.pack(trits, format=fmt, device="cpu"),
+                   tn.quantize(trits.astype(np.float32), format=fmt, device="cpu").packed,
+                   tn.pack(trits, device="cpu").to(fmt)):
+        assert packed.nbytes >= cpu_packing.ALIGN_FROM
+        assert packed.data.ctypes.data % cpu_packing.ALIGN == 0
+        np.testing.assert_array_equal(packed.unpack(), trits)

@@ -49,9 +49,10 @@ from .typing import Format as FormatName
 
 # Internal API: the private names other modules use (tests/test_architecture_seams.py):
 # quantize, matmul, vsa/, io/gguf/blocks.py and the Dask layer (_dask/) read a PackedTrits' encoded
-# buffer, its Format, the framework its results go back to and whether its bytes were checked.
-_INTERNAL_API = ("PackedTrits._encoded", "PackedTrits._format", "PackedTrits._like",
-                 "PackedTrits._valid")
+# buffer, its Format, the framework its results go back to and whether its bytes were checked;
+# vsa/_hv.py wraps a host kernel's bit-plane rows (_host_result).
+_INTERNAL_API = ("PackedTrits._encoded", "PackedTrits._format", "PackedTrits._host_result",
+                 "PackedTrits._like", "PackedTrits._valid")
 
 __all__ = ["FORMATS", "PackedTrits", "nbytes", "pack", "unpack"]
 

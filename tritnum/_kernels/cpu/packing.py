@@ -17,6 +17,9 @@ tasks met bad input.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 
 from ..._dispatch import register
@@ -297,6 +300,26 @@ def _base3_words() -> np.ndarray:
 _BASE3_WORDS = _base3_words()
 
 
+ALIGN = 64  # bytes: a cache line, and the GEMV's widest load of weights
+ALIGN_FROM = 1 << 12  # packed buffers of at least this many bytes start on a line
+
+
+def empty_packed(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """``np.empty(shape, dtype)`` for packed codes, on a cache line from ``ALIGN_FROM`` bytes.
+
+    NumPy's large buffers start 16 bytes past a 64-byte line (glibc's), so each 64-byte
+    load of a weight row in the GEMV spanned two lines: the int8 GEMV at 4096 x 4096 on
+    one thread took 78.9 µs on such weights and 72.4 µs on aligned ones (Zen 5, medians).
+    """
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < ALIGN_FROM:
+        return np.empty(shape, dtype)
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
 def _tasks(rows: int, units: int) -> int:
     """Tasks of at most ``CHUNK`` units each, over every row."""
     return rows * -(-units // CHUNK)
@@ -312,7 +335,7 @@ def _int8_rows(a: np.ndarray) -> tuple[np.ndarray, bool]:
 
 @register("pack", "cpu")
 def pack(a: np.ndarray, fmt: Format) -> tuple[np.ndarray, bool]:
-    out = np.empty(fmt.data_shape(a.shape), fmt.dtype)
+    out = empty_packed(fmt.data_shape(a.shape), fmt.dtype)
     dst, half = byte_rows(out, fmt)
     a, ok = _int8_rows(a)
     if not ok or out.size == 0:
@@ -342,7 +365,7 @@ def unpack(data: np.ndarray, fmt: Format, n: int) -> tuple[np.ndarray, bool]:
 def convert(data: np.ndarray, sfmt: Format, dfmt: Format, n: int) -> tuple[np.ndarray, bool]:
     """Unpack and re-pack blocks of rows through a small int8 buffer (the fast kernels)."""
     rows = data.shape[0]
-    out = np.empty(dfmt.data_shape((rows, n)), dfmt.dtype)
+    out = empty_packed(dfmt.data_shape((rows, n)), dfmt.dtype)
     step = max(1, CONVERT_BLOCK_BYTES // max(n, 1))
     for r0 in range(0, rows, step):
         trits, ok = unpack(data[r0:r0 + step], sfmt, n)

@@ -198,7 +198,7 @@ def abs_sums(w: np.ndarray, groups: int) -> np.ndarray:
 def quantize_pack(w: np.ndarray, scales: np.ndarray, fmt: Format) -> np.ndarray:
     w = _widened(w)
     rows, n = w.shape
-    out = np.empty(fmt.data_shape((rows, n)), fmt.dtype)
+    out = packing.empty_packed(fmt.data_shape((rows, n)), fmt.dtype)
     dst, half = byte_rows(out, fmt)
     if out.size:
         run(_quantize_pack_rows[fmt.code, w.dtype == np.float32], rows, w.nbytes, w, scales,
