@@ -359,37 +359,20 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
     return y
 
 
-def _decode_kernel(partial: bool) -> Any:
-    """The GEMM's 2bit decoder for segments of whole blocks, or with a ``partial`` last block.
+@jit()
+def _decode_2bit_rows(w, segment, out, t0, t1):
+    """Rows t0..t1 as float32 trits in the GEMV layout (``out`` is ``(rows, layout size)``).
 
-    ``partial`` is a constant numba prunes on: segments of whole blocks (the common case)
-    compile no tail buffer, copy or second decode.
+    For segments of whole blocks (the GEMM unpacks the others in order).
     """
-    @jit()
-    def decode_2bit_rows(w, segment, out, t0, t1):
-        """Rows t0..t1 as float32 trits in the GEMV layout (``out`` is ``(rows, layout size)``)."""
-        units = w.shape[1]
-        full = segment // BLOCK_BYTES
-        rest = segment - BLOCK_BYTES * full
-        per_segment = 4 * BLOCK_BYTES * (full + partial)
-        if partial:
-            tail = np.zeros(BLOCK_BYTES, np.uint8)  # code 0 (-1) where the layout has x = 0
-        for o in range(t0, t1):
-            for g in range(out.shape[1] // per_segment):
-                start = g * segment
-                oo = o * out.shape[1] + g * per_segment
-                decode_2bit(w, o * units + start, out, oo, full)
-                if partial:
-                    for i in range(rest):
-                        tail[i] = w[o, start + BLOCK_BYTES * full + i]
-                    decode_2bit(tail, 0, out, oo + 4 * BLOCK_BYTES * full, 1)
-        return 0
-
-    return decode_2bit_rows
-
-
-# by whether a segment ends in a partial block
-_decode_2bit_rows = {partial: _decode_kernel(partial) for partial in (False, True)}
+    units = w.shape[1]
+    full = segment // BLOCK_BYTES
+    per_segment = 4 * BLOCK_BYTES * full
+    for o in range(t0, t1):
+        for g in range(out.shape[1] // per_segment):
+            decode_2bit(w, o * units + g * segment, out, o * out.shape[1] + g * per_segment,
+                        full)
+    return 0
 
 
 def _laid_out(x: np.ndarray, n: int, segment: int) -> np.ndarray:
@@ -434,8 +417,7 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
 
     def decode(rows, out):
         if segment:
-            run(_decode_2bit_rows[segment % BLOCK_BYTES != 0], rows.shape[0], out.nbytes, rows,
-                segment, out)
+            run(_decode_2bit_rows, rows.shape[0], out.nbytes, rows, segment, out)
         else:
             out[...] = unpack(rows, fmt, n)[0]
         return out
