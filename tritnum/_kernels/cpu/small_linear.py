@@ -31,11 +31,11 @@ import numpy as np
 from ..._dispatch import register
 from ..._formats import FORMATS, Format
 from ..shared.linear import int8_fused
+from ..shared.packing import decode, encode
 from . import matmul as packed
 from ._jit import jit
 from ._llvm.gemv import SCALED_ROWS, scaled_dot_2bit, scaled_dot_2bit_rows
 from ._llvm.gemv_target import BLOCK_BYTES
-from .packing import pack, unpack
 from .quantize import _absmax_quantize_rows
 
 SMALL_WEIGHTS = 1 << 17  # at most this many weights a layer (256 x 512: 32 KiB of codes)
@@ -74,13 +74,11 @@ def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
     if not _small(data.shape[0], n, scales):
         return data, scales
     small = cache.get("cpu_small")
-    if small is None:
-        trits, ok = unpack(data, fmt, n)
-        if not ok:  # the caller checked the codes; a corrupt one here is a bug
-            raise AssertionError("unpacking checked weights met a bad code")
+    if small is None:  # in NumPy: the packing kernels took 1 s of a first call to compile
+        codes, _ = decode(data, fmt, n)  # the caller checked them
+        trits = codes[:, :n].astype(np.int8) - 1
         width = _width(n)
-        codes, _ = pack(np.ascontiguousarray(_padded(trits, width)[:, _positions(width)]),
-                        _2BIT)
+        codes = encode(np.ascontiguousarray(_padded(trits, width)[:, _positions(width)]), _2BIT)
         codes.flags.writeable = False
         small = cache["cpu_small"] = SmallCodes(codes, data)
     return small, scales
@@ -135,9 +133,14 @@ def _in_order(x: np.ndarray, w: SmallCodes) -> tuple[np.ndarray, np.ndarray, For
 
 @jit(inline="always")  # as the dots: numba compiled each apart, then again in its caller
 def _zero_padded(x, k):
-    """Rows of ``x`` with zero columns up to ``k``: as prepared codes read them."""
+    """Rows of ``x`` with zero columns up to ``k``: as prepared codes read them.
+
+    A loop: the 2-D slice assignment took numba 2 s to compile.
+    """
     xl = np.zeros((x.shape[0], k), x.dtype)
-    xl[:, :x.shape[1]] = x
+    for r in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            xl[r, j] = x[r, j]
     return xl
 
 
