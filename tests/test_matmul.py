@@ -13,7 +13,7 @@ import tritnum as tn
 from tritnum import _isa as isa
 from tritnum._interop import for_device, to_host
 from tritnum._kernels.cpu import matmul as cpu_matmul
-from tritnum._kernels.cpu._llvm import gemv, gemv_target
+from tritnum._kernels.cpu._llvm import dot_int8, gemv, gemv_target
 from tritnum.testing import ternary_tensors
 
 # sizes around the 128- and 256-trit SIMD blocks and 4/5-trit units, and primes
@@ -479,3 +479,26 @@ def test_cpu_fused_int8_gemv_keeps_no_result_in_its_buffers():
     kept = xs.copy()
     cpu_matmul.linear_int8_fused(x * 4, *weights)
     np.testing.assert_array_equal(xs, kept)
+
+
+@pytest.mark.parametrize("level", isa.LEVELS)
+@pytest.mark.parametrize("gfni", [False, True])
+def test_int8_dot_with_and_without_gfni(level, gfni, monkeypatch):
+    """The int8 dot takes codes out by ``vgf2p8affineqb`` where the CPU has GFNI, else by
+    shifts and masks: both ways on every level the CPU has (the kernels use one)."""
+    needs(level)
+    if gfni and not gemv_target.GFNI:
+        pytest.skip("this CPU lacks GFNI")
+    monkeypatch.setattr(dot_int8, "GFNI", gfni)  # read when the intrinsic is compiled
+    target = gemv_target.TARGETS[level]
+    run = _dot_runner(gemv.make_dot(target), gemv.make_decode(target))
+    size, blocks = target.block, 5
+    rng = np.random.default_rng(isa.LEVELS.index(level))
+    codes = rng.integers(0, 3, (blocks, 4, size)).astype(np.uint8)
+    w = np.zeros(size * blocks + 3, np.uint8)
+    w[3:] = np.bitwise_or.reduce(codes << (2 * np.arange(4, dtype=np.uint8))[:, None],
+                                 axis=1).reshape(-1)
+    x = np.zeros(4 * size * blocks + 5, np.float32)
+    q = rng.integers(-128, 128, 4 * size * blocks + 5).astype(np.int8)
+    out = np.zeros(4 * size * blocks + 4, np.float32)
+    assert run(w, x, q, out, blocks)[1] == codes.reshape(-1).astype(np.int64) @ q[5:]
