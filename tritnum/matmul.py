@@ -393,8 +393,8 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
             or (dt is not _FLOAT32 and (dt.kind != "f" or not dt.isnative))
             or not (bias is None or _host_vector(bias, (nout,)))):
         return None
-    lead = shape[:-1]
-    if out is not None and not (_host_vector(out, (*lead, nout)) and out.flags.writeable):
+    if out is not None and not (_host_vector(out, (*shape[:-1], nout))
+                                and out.flags.writeable):
         return None
     rows = x if len(shape) == 2 else x.reshape(-1, n)
     if small is not None and dt is _FLOAT32:  # a small layer: one compiled step
@@ -404,7 +404,10 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
             y, bad = done
             if bad and check_finite:
                 _raise_not_finite(x, "x", in_float32=True)
-            return out if out is not None else y if len(shape) == 2 else y.reshape((*lead, nout))
+            if out is not None:
+                return out
+            return y if len(shape) == 2 else y.reshape((*shape[:-1], nout))
+    lead = shape[:-1]
     into = {} if out is None else {"out": out.reshape(rows.shape[0], nout)}
     if activations == "int8":
         y, xs = kernel("linear_int8_fused", "cpu")(rows, data, fmt, n, scales, bias, **into)

@@ -297,7 +297,7 @@ def small_rows(data: Any, scales: np.ndarray, fmt: Format,
     def call(x: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None,
              int8: bool) -> tuple[np.ndarray, int] | None:
         m = x.shape[0]
-        if not _one_call(m, codes, int8):
+        if m > SMALL_ROWS and not _one_call(m, codes, int8):  # (a call less for a few rows)
             return None
         y = np.empty((m, nout), np.float32) if out is None else out
         if bias is None:
