@@ -155,30 +155,29 @@ class PackedTrits:
         fmt = get_format(format)
         if like is not HOST or type(data) is not np.ndarray:
             if not is_dask(data):
-                data = like.native(data).reshape(fmt.data_shape(shape))
-        elif data.shape != (expected := fmt.data_shape(shape)):  # host rows: as they are
-            data = data.reshape(expected)
+                data = like.native(data)
         if type(data) is np.ndarray and data.dtype == fmt.dtype and data.flags.c_contiguous:
-            packed = cls.__new__(cls)  # tritnum's own buffer: nothing to check or copy
-            packed._fill(owned(data, copy=False), tuple(map(int, shape)), fmt,
-                         valid=True, like=like)
-            return packed
+            # tritnum's own buffer: nothing to check or copy
+            return cls._host_result(data, tuple(map(int, shape)), fmt, like)
+        if not is_dask(data):
+            data = data.reshape(fmt.data_shape(shape))
         packed = cls(data, shape, format, copy=False)
         packed._valid, packed._like = True, like
         return packed
 
     @classmethod
-    def _host_result(cls, rows: np.ndarray, shape: tuple[int, ...], fmt: Format) -> PackedTrits:
-        """:meth:`_encoded` of a host kernel's fresh C-contiguous ``fmt`` rows, for ``shape``.
+    def _host_result(cls, rows: np.ndarray, shape: tuple[int, ...], fmt: Format,
+                     like: Origin = HOST) -> PackedTrits:
+        """:meth:`_encoded` of a kernel's fresh C-contiguous NumPy rows of ``fmt``'s dtype.
 
-        The one-vector ops' route: ``shape`` holds Python ints and ``rows`` is the kernel's
-        own buffer of ``fmt``'s dtype, so nothing is checked or converted (a bit-plane
-        bind at d = 256 spent 1.5 of its 4.2 µs in :meth:`_encoded`).
+        Called directly by the one-vector ops, whose ``shape`` holds Python ints and
+        whose rows need no check or conversion (a bit-plane bind at d = 256 spent 1.5 of
+        its 4.2 µs in the checks of :meth:`_encoded`).
         """
         data = rows.reshape(fmt.data_shape(shape))  # a view only this object holds
         data.setflags(write=False)
         packed = cls.__new__(cls)
-        packed._fill(data, shape, fmt, valid=True, like=HOST)
+        packed._fill(data, shape, fmt, valid=True, like=like)
         return packed
 
     @classmethod
