@@ -82,7 +82,7 @@ def test_spin_bounds_without_a_cycle_counter(two_threads, monkeypatch):
     monkeypatch.setattr(_parallel, "_RATES", (0.0, 1e7))
     assert _parallel._settle() == 0 and _parallel._bound(1e-3) == (1 << 62, 10_000)
     flag = np.zeros(1, np.int64)
-    assert not _parallel._spin_while_any(flag, 0, *_parallel._bound(1e-3), _parallel._settle())
+    assert not _parallel._spin_while_any(flag, 0, *_parallel._bound(1e-3))
     for _ in range(3):
         calls: list = []
         assert _parallel.run(_recorder(calls, threading.Event()), 64, 1 << 30, "x") == 64
@@ -260,25 +260,25 @@ def test_a_claimed_kernel_error_reaches_the_caller(two_threads):
 
 
 def test_a_helper_leaves_when_the_caller_waits_or_after_its_bound():
-    ctl = np.array([0, 8, 0, *_parallel._bound(1e-3)], np.int64)
+    ctl = np.array([0, 8, 0, 0, 0, *_parallel._bound(1e-3)], np.int64)
     start = time.perf_counter()
     _parallel.leave(ctl)  # nobody waits: back after its bound
     assert time.perf_counter() - start >= 0.5e-3 or _parallel._rates()[0] == 0
     ctl[_parallel.CALLER_WAITS] = 1
     ctl[_parallel.LINGER_TICKS] = ctl[_parallel.LINGER_ROUNDS] = 1 << 62
     _parallel.leave(ctl)  # the caller waits: back at once (a hang here fails by timeout)
-    _parallel.leave(ctl[:_parallel.STEP + 1])  # the caller's own view: never waits
+    _parallel.leave(ctl[:_parallel.PUBLISH + 1])  # the caller's own view: never waits
 
 
 def test_the_pool_is_released_when_making_a_job_fails(two_threads, monkeypatch):
     """A KeyboardInterrupt while a claimed call is set up leaves the pool free for the next."""
-    bound = _parallel._bound
+    job = _parallel._Job
 
-    def interrupted(seconds):
-        monkeypatch.setattr(_parallel, "_bound", bound)
+    def interrupted(*args):
+        monkeypatch.setattr(_parallel, "_Job", job)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_parallel, "_bound", interrupted)
+    monkeypatch.setattr(_parallel, "_Job", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _parallel.run_claimed(_claimed_marks, 64, 1 << 30, np.zeros(64, np.int64),
                               np.zeros(1, np.int64), 0)
