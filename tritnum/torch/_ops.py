@@ -187,3 +187,22 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
 
 
 ternary_linear.register_autograd(_backward, setup_context=_setup_context)
+
+
+class EagerLinear(torch.autograd.Function):
+    """``tritnum::ternary_linear`` with its backward, for eager calls that need a gradient.
+
+    The same forward and backward as the operator, without the operator's dispatch:
+    an eval-mode ``BitLinear`` of 64 x 64 under autograd took 35.5 µs through the
+    operator (``nn.Linear`` 6.9 µs). Graphs that torch traces call the operator.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, *inputs: Any) -> torch.Tensor:
+        output = frozen_linear(*inputs)
+        _setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        return _backward(ctx, grad)

@@ -421,9 +421,11 @@ class BitLinear(nn.Module):
                                "packed its weights")
         args = (x, self.weight_packed, self.weight_scale, self.bias, self.in_features,
                 self.group_size, self.activations)
-        if compiling or (torch.is_grad_enabled() and (
-                x.requires_grad or (self.bias is not None and self.bias.requires_grad))):
+        if compiling:
             return _ops.ternary_linear(*args)  # the operator, with its backward
+        if torch.is_grad_enabled() and (
+                x.requires_grad or (self.bias is not None and self.bias.requires_grad)):
+            return _ops.EagerLinear.apply(*args)  # the same, without the operator's dispatch
         return _ops.frozen_linear(*args)
 
     def _train_forward(self, x: torch.Tensor) -> torch.Tensor:
