@@ -170,6 +170,8 @@ def _warm_vsa(dev: str) -> None:
         vsa.level(3, 70, format=fmt, device=dev)  # the vsa.mixed kernel, circular's too
         for rule in ("mul", "mod3"):
             vsa.unbind(vsa.bind(v, v, rule=rule, device=dev), v, rule=rule, device=dev)
+        one = vsa.random(1, 70, format=fmt, device=dev)  # one pair: kernels of its own
+        vsa.bind(one, one, device=dev)
         for weights in (None, [1, 2], [0.5, 1.0]):
             vsa.bundle(v, weights=weights, device=dev)
         vsa.permute(v, 3, device=dev)

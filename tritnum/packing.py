@@ -50,9 +50,11 @@ from .typing import Format as FormatName
 # Internal API: the private names other modules use (tests/test_architecture_seams.py):
 # quantize, matmul, vsa/, io/gguf/blocks.py and the Dask layer (_dask/) read a PackedTrits' encoded
 # buffer, its Format, the framework its results go back to and whether its bytes were checked;
-# vsa/_hv.py wraps a host kernel's bit-plane rows (_host_result).
-_INTERNAL_API = ("PackedTrits._encoded", "PackedTrits._format", "PackedTrits._host_result",
-                 "PackedTrits._like", "PackedTrits._valid")
+# vsa/_hv.py wraps a host kernel's bit-plane rows (_host_result); vsa/algebra.py reads two
+# PackedTrits' buffers and shapes and wraps a one-vector op's result (_result_like).
+_INTERNAL_API = ("PackedTrits._data", "PackedTrits._encoded", "PackedTrits._format",
+                 "PackedTrits._host_result", "PackedTrits._like", "PackedTrits._result_like",
+                 "PackedTrits._shape", "PackedTrits._valid")
 
 __all__ = ["FORMATS", "PackedTrits", "nbytes", "pack", "unpack"]
 
@@ -178,6 +180,21 @@ class PackedTrits:
         data.setflags(write=False)
         packed = cls.__new__(cls)
         packed._fill(data, shape, fmt, valid=True, like=like)
+        return packed
+
+    def _result_like(self, rows: np.ndarray) -> PackedTrits:
+        """A host PackedTrits of this one's shape and format over a kernel's fresh ``rows``.
+
+        ``rows``: C-contiguous, this buffer's dtype and size, as ``(R, ...)`` rows or
+        in the buffer's shape already. The one-vector ops' result (0.25 µs, where
+        :meth:`_host_result` spends 0.15 µs computing the buffer's shape again).
+        """
+        data = self._data
+        if rows.ndim != data.ndim:
+            rows = rows.reshape(data.shape)
+        rows.setflags(write=False)  # a buffer only the result holds
+        packed = PackedTrits.__new__(PackedTrits)
+        packed._fill(rows, self._shape, self._format, valid=True, like=HOST)
         return packed
 
     @classmethod

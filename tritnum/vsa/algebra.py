@@ -60,25 +60,28 @@ def _host_pair(a: Any, b: Any, device: str) -> tuple[Any, Any, np.ndarray, bool]
         if (a.dtype is not _INT8 or b.dtype is not _INT8 or a.shape != b.shape or not a.size
                 or not a.ndim or not (a.flags.c_contiguous and b.flags.c_contiguous)):
             return None
-        ra, rb, packed = _rows(a, 1), _rows(b, 1), False
+        ra = a if a.ndim == 2 else _rows(a, 1)
+        rb = b if b.ndim == 2 else _rows(b, 1)
+        packed = False
     elif ta is PackedTrits:  # rows of the data as _hv.hypervectors reads them (as_rows)
-        da, db, shape = a.data, b.data, a.shape
-        if (type(da) is not np.ndarray or type(db) is not np.ndarray or shape != b.shape
-                or not shape or 0 in shape or a._format is not BITPLANE
-                or b._format is not BITPLANE or not (a._valid and b._valid)
-                or a._like is not HOST or b._like is not HOST):
+        da, db = a._data, b._data
+        if (a._format is not BITPLANE or b._format is not BITPLANE or type(da) is not np.ndarray
+                or type(db) is not np.ndarray or a._shape != b._shape or not da.size
+                or not (a._valid and b._valid) or a._like is not HOST or b._like is not HOST):
             return None
-        ra, rb, packed = _rows(da, 2), _rows(db, 2), True
+        ra = da if da.ndim == 3 else _rows(da, 2)
+        rb = db if db.ndim == 3 else _rows(db, 2)
+        packed = True
     else:
         return None
-    n = ra.shape[0]
-    index = _ROW_INDEX[n] if n < len(_ROW_INDEX) else np.arange(n, dtype=np.int64)
-    return ra, rb, index, packed
+    n = len(ra)
+    return ra, rb, _ROW_INDEX[n] if n < _FEW else np.arange(n, dtype=np.int64), packed
 
 
 _INT8 = np.dtype(np.int8)
 # arange(R) for a few rows, made once: the kernels only read them
-_ROW_INDEX = tuple(np.arange(n, dtype=np.int64) for n in range(17))
+_FEW = 17
+_ROW_INDEX = tuple(np.arange(n, dtype=np.int64) for n in range(_FEW))
 
 
 def _rows(a: np.ndarray, tail: int) -> np.ndarray:
@@ -88,13 +91,20 @@ def _rows(a: np.ndarray, tail: int) -> np.ndarray:
     return a if a.ndim == tail + 1 else a.reshape(-1, *a.shape[-tail:])
 
 
+def _host_result(rows: np.ndarray, like: Any, packed: bool) -> Any:
+    """A host kernel's rows as the fast route's result, shaped as its input ``like``."""
+    if packed:
+        return like._result_like(rows)
+    return rows if rows.ndim == like.ndim else rows.reshape(like.shape)
+
+
 def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervectors:
     host = _host_pair(a, b, device)
     if host is not None:
         ra, rb, rows, packed = host
         out, ok = kernel("vsa.op", "cpu")(ra, rb, rows, rows, code, packed, a.shape[-1])
         if ok:  # else a value outside {-1, 0, 1}: the general route names it
-            return _wrap(out, a.shape[:-1], a.shape[-1], packed, HOST)
+            return _host_result(out, a, packed)
     if lazy(a, b):
         return dask_layer().elementwise(a, b, code, name, device)
     dev = resolve(device, a, b)
@@ -366,7 +376,7 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: Device = "auto") -> Hyp
             s = None
         out = None if s is None else kernel("vsa.permute", "cpu")(rows, s, packed, d)
         if out is not None:  # else a value outside {-1, 0, 1}: the general route names it
-            return _wrap(out, v.shape[:-1], d, packed, HOST)
+            return _host_result(out, v, packed)
     if lazy(v):
         return dask_layer().permute(v, shifts, device)
     dev = resolve(device, v)
