@@ -176,7 +176,9 @@ def _warm_vsa(dev: str) -> None:
             vsa.bundle(v, weights=weights, device=dev)
         vsa.permute(v, 3, device=dev)
         vsa.similarity(v, v, device=dev)
-        vsa.search(v, v, 1, device=dev)
+        vsa.search(v, v, 1, device=dev)  # small d: the int8 dots
+        wide = vsa.random(2, 1100, format=fmt, device=dev)  # past INT8_MAX_D: the bit planes
+        vsa.search(wide, wide, 1, device=dev)
         vsa.Centroid(device=dev).fit(v, [0, 1])  # the vsa.class_sums kernel
     vsa.negate(np.zeros((2, 3), np.int64), device=dev)
 

@@ -7,13 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import call, kernel, place
-from .._interop import dask_layer
+from .._dispatch import call, get_device, kernel, place
+from .._interop import HOST, dask_layer
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
 from ..errors import ShapeMismatchError
+from ..packing import PackedTrits
 from ..typing import Device, Metric
 from ._hv import (
+    BITPLANE,
     HV,
     Hypervectors,
     broadcast_rows,
@@ -28,6 +30,9 @@ from ._hv import same_kind as _same_kind
 from .algebra import _host_pair
 
 __all__ = ["search", "similarity"]
+
+_INT8 = np.dtype(np.int8)
+
 
 def _metric(metric: str) -> int:
     return _hv_math.METRICS[choice(metric, "metric", _hv_math.METRICS)]
@@ -177,13 +182,58 @@ def search(queries: Hypervectors, memory: Hypervectors, k: int = 1, metric: Metr
     (array([42,  7]), array([1., 1.]))
     """
     code = _metric(metric)
+    host = _host_search(queries, memory, device)
+    if host is not None and type(k) is int and 1 <= k <= len(host[1]):
+        rq, rm, packed = host
+        found = kernel("vsa.search", "cpu")(rq, rm, k, code, packed, queries.shape[-1])
+        if found is not None:  # else a value that is not a trit: the general route names it
+            lead = (*queries.shape[:-1], k)
+            return found[0].reshape(lead), _scores_out(found[1], code).reshape(lead)
     if lazy(queries, memory):
         return dask_layer().search(queries, memory, k, metric, device)
     dev = resolve(device, queries, memory)
-    hq = hypervectors(queries, dev, "queries")
-    hm = hypervectors(memory, dev, "memory")
+    checks = dev == "cpu"  # the CPU kernel checks int8 values as it reads them
+    hq = hypervectors(queries, dev, "queries", kernel_checks=checks)
+    hm = hypervectors(memory, dev, "memory", kernel_checks=checks)
     k = search_k(hq, hm, k)
-    idx, s = call("vsa.search", dev, hq.rows, hm.rows, k, code, hq.packed, hq.d)
+    found = call("vsa.search", dev, hq.rows, hm.rows, k, code, hq.packed, hq.d)
+    if found is None:  # the CPU kernel met a value that is not a trit: name it
+        hypervectors(queries, dev, "queries")
+        hypervectors(memory, dev, "memory")
+    idx, s = found
     s = _scores_out(s, code)
     like = either(hq, hm)
     return place(idx, like, (*hq.lead, k)), place(s, like, (*hq.lead, k))
+
+
+def _host_search(queries: Any, memory: Any, device: str
+                 ) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """The rows of ``queries`` and ``memory`` for the CPU kernel, or None for the general route.
+
+    The fast route of a search on the host (as :func:`.algebra._host_pair` for pairs):
+    C-contiguous int8 NumPy arrays, or host "bitplane" PackedTrits with checked codes
+    that unpack to NumPy; non-empty queries ``(..., d)`` and a non-empty memory ``(m, d)``.
+    Returns the query rows, the memory rows and whether they are packed. Anything else
+    (and every bad input) takes the general route and its typed errors; int8 values that
+    are not trits are found by the kernel, which then returns None.
+    """
+    kind = type(queries)
+    if kind is not type(memory) or (device != "cpu" and (  # "auto" runs on the CPU for host
+            device != "auto" or get_device() not in ("auto", "cpu"))):  # data (resolve_device)
+        return None
+    if kind is np.ndarray:
+        if (queries.dtype is not _INT8 or memory.dtype is not _INT8 or memory.ndim != 2
+                or not queries.ndim or not queries.size or not memory.size
+                or queries.shape[-1] != memory.shape[1]
+                or not (queries.flags.c_contiguous and memory.flags.c_contiguous)):
+            return None
+        return queries.reshape(-1, memory.shape[1]), memory, False
+    if kind is not PackedTrits:
+        return None
+    dq, dm, sq, sm = queries.data, memory.data, queries.shape, memory.shape
+    if (type(dq) is not np.ndarray or type(dm) is not np.ndarray or len(sm) != 2 or not sq
+            or 0 in sq or 0 in sm or sq[-1] != sm[1] or queries._format is not BITPLANE
+            or memory._format is not BITPLANE or not (queries._valid and memory._valid)
+            or queries._like is not HOST or memory._like is not HOST):
+        return None
+    return dq.reshape(-1, *dq.shape[-2:]), dm, True

@@ -68,6 +68,8 @@ as it is read: 4x the bytes (the 1-thread read rate, about 16 GB/s, adds 6 ms at
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..._dispatch import register
@@ -76,9 +78,22 @@ from ..shared import vsa as hv
 from ..shared.select import topk, topk_blocks
 from ._jit import jit
 from ._llvm.cache import prefetch_row, rows_ahead
+from ._llvm.gemm import TILE
+from ._llvm.packing import unpack_planes
 from ._llvm.planes import trit_planes
-from ._llvm.popcount import NARROW_WORDS, WIDE_WORDS, popcount, tile_counts, tile_dots
+from ._llvm.popcount import (
+    CHECK,
+    INT8_ROWS,
+    NARROW_WORDS,
+    NONZEROS,
+    WIDE_WORDS,
+    popcount,
+    tile_counts,
+    tile_dots,
+    tile_int8,
+)
 from ._parallel import CHUNKS_PER_THREAD, MIN_PARALLEL_BYTES, run, threads
+from .vsa import check
 
 CHUNK_ROWS = 128  # memory rows per scratch chunk: 320 KB of planes at d = 10,000 (L2: 1 MB)
 KSTREAM = 64  # the largest k kept while streaming (insertion into a sorted list of k)
@@ -349,7 +364,228 @@ def search_tiles(queries, memory, k: int, metric: int, d: int, wide: bool = WIDE
     return topk_blocks(scores, nq, m, k)
 
 
+# ------------------------------------------------------------ int8 dots (small d)
+INT8_MAX_D = 1024  # the int8 route up to this d (measured crossover: see the module docstring)
+INT8_CHUNK = 128  # memory rows per chunk of the int8 route (32 KB at d = 256: L1)
+INT8_BATCH = 3 if TILE is not None and TILE.lanes == 16 else 1  # queries of the batch tile
+# the tile shapes (queries, rows' pass, Hamming's count): the batch tile; one query counting
+# the rows too (CHECK or NONZEROS, one shape more); the rows' pass alone (the same); the
+# Hamming tile, then with the rows' non-zeros
+_INT8_SHAPES = ((INT8_BATCH, 0, False), (1, CHECK, False), (1, NONZEROS, False),
+                (0, CHECK, False), (0, NONZEROS, False), (1, 0, True), (1, NONZEROS, True))
+BATCH, ONE, ROWS, BOTH, BOTH_ROWS = 0, 1 - CHECK, 3 - CHECK, 5, 6
+_int8_tile = tile_int8(_INT8_SHAPES, TILE) if TILE is not None else None
+INT8_VECTOR = 4 * TILE.lanes if TILE is not None else 64  # bytes of the tile's vectors
+
+
+def int8_route(d: int) -> bool:
+    """Whether a search of ``d``-trit vectors takes the int8 dots (a level with an int8 dot).
+
+    Not ``d = 0`` (every Hamming score is 1 there, no division).
+    """
+    return _int8_tile is not None and 0 < d <= INT8_MAX_D
+
+
+@jit()
+def _int8_rows(src, r0, r1, dst, stride):
+    """Rows ``[r0, r1)`` of ``src`` as int8 trits at ``dst[(r - r0) * stride]``.
+
+    ``src``: int8 trits, or bit planes seen as bytes ``(m, 2, 8 nw)``. The bytes of each
+    row past its trits are left as they are (zero in a fresh buffer; bit planes decode
+    their zero padding to zero). Returns non-zero for a corrupt plane.
+    """
+    bad = np.uint64(0)
+    if src.ndim == 3:
+        flat = src.reshape(-1)
+        half = src.shape[2]
+        for r in range(r0, r1):
+            bad |= unpack_planes(flat, 2 * half * r, 2 * half * r + half, dst,
+                                 (r - r0) * stride, half // 8)
+    else:
+        d = src.shape[1]
+        for r in range(r0, r1):
+            dst[(r - r0) * stride:(r - r0) * stride + d] = src[r]
+    return bad
+
+
+@jit()
+def _int8_queries(queries, d, codes, sums, nnz, t0, t1):
+    """Queries ``[t0, t1)`` as ``codes[i] = (trit, |trit|)`` (0 past ``d``), sums, non-zeros.
+
+    Returns how many queries hold a value that is not a trit.
+    """
+    width = codes.shape[2]
+    bad = 0
+    for i in range(t0, t1):
+        _int8_rows(queries, i, i + 1, codes[i - t0].reshape(-1), 2 * width)
+        row = codes[i - t0, 0]
+        total = 0
+        count = 0
+        ok = True
+        for j in range(d):
+            t = row[j]
+            ok &= (t >= -1) & (t <= 1)
+            codes[i - t0, 1, j] = t & 1
+            total += t
+            count += t & 1
+        sums[i - t0] = total
+        nnz[i - t0] = count
+        bad += not ok
+    return bad
+
+
+@jit(inline="always")
+def _int8_scores(metric, buf, at, bplane, qsum, na, nnz, d, rows, scores):
+    """``scores[r]``: :func:`hv.score` of a query from its sums ``buf[at + r]``, row by row.
+
+    One loop a metric, free of branches: LLVM vectorizes each (``vsqrtpd`` and ``vdivpd``
+    for cosine) in a caller compiled with ``error_model="numpy"``, no zero-division
+    checks (there are no zero divisors). As a scalar loop through :func:`hv.score` the
+    cosine scores took 3x the dots at d = 256.
+    """
+    if metric == hv.COSINE:
+        for r in range(rows):
+            product = np.float64(na) * np.float64(nnz[r])  # 0 where either is 0
+            dot = np.float64(buf[at + r] - qsum)
+            scores[r] = dot / math.sqrt(product) if product != 0 else 0.0
+    elif metric == hv.HAMMING:
+        for r in range(rows):
+            dot = buf[at + r] - qsum
+            common = buf[bplane + at + r]
+            eq = d - na - nnz[r] + (3 * common + dot) // 2
+            scores[r] = np.float64(eq) / np.float64(d)
+    else:
+        for r in range(rows):
+            scores[r] = np.float64(buf[at + r] - qsum)
+
+
+@jit(error_model="numpy")  # no zero-division checks: they keep LLVM from vectorizing the scores
+def _search_int8(queries, memory, k, metric, d, parts, per_block, out_s, out_i, t0, t1):
+    """Tasks ``[t0, t1)``: query tiles from ``per_block * (t // parts)``, memory part ``t % parts``.
+
+    As :func:`_search`, on the int8 dots of :func:`._llvm.popcount.tile_int8`: int8
+    memory rows are read in place (the last few rows of a part from a zero-padded copy),
+    bit-plane rows decoded a chunk at a time. The check of the rows' values (and their
+    non-zeros, for cosine and Hamming) comes with the chunk's first tile (fused into a
+    one-query tile, a pass of its own before a batch tile). Each task lays out its block
+    of queries (:func:`_int8_queries`; zero queries complete the last tile). Returns
+    non-zero where a value is not a trit (then nothing else is meaningful).
+    """
+    both = metric == hv.HAMMING
+    need = CHECK if metric == hv.DOT else NONZEROS
+    nq = queries.shape[0]
+    tq = 1 if both or nq == 1 else INT8_BATCH
+    tiles = -(-nq // tq)
+    width = 64 * ((d + 63) // 64)
+    codes = np.zeros((per_block * tq, 2, width), np.int8)
+    qflat = codes.reshape(-1)
+    qsum = np.empty(per_block * tq, np.int64)
+    qnnz = np.empty(per_block * tq, np.int64)
+    m = memory.shape[0]
+    packed = memory.ndim == 3
+    steps, rest = d // INT8_VECTOR, d % INT8_VECTOR
+    ostride = INT8_CHUNK + INT8_ROWS
+    scratch = np.zeros(ostride * width, np.int8)
+    flat = scratch if packed else memory.reshape(-1)
+    buf = np.empty(2 * tq * ostride, np.int32)
+    nnz = np.empty(ostride, np.int32)
+    scores = np.empty(ostride)
+    bplane = tq * ostride
+    bad = np.uint64(0)
+    laid = -1
+    for t in range(t0, t1):
+        part = t % parts
+        first = per_block * (t // parts)
+        lo = m * part // parts
+        hi = m * (part + 1) // parts
+        qlo, qhi = first * tq, min(nq, (first + per_block) * tq)
+        if first != laid:  # the tasks of a block of queries come one after the other
+            laid = first
+            codes[:] = 0
+            bad |= np.uint64(_int8_queries(queries, d, codes, qsum, qnnz, qlo, qhi))
+        out_s[part, qlo:qhi] = -np.inf
+        out_i[part, qlo:qhi] = 0
+        for c0 in range(lo, hi, INT8_CHUNK):
+            rows = min(hi - c0, INT8_CHUNK)
+            if packed:
+                bad |= _int8_rows(memory, c0, c0 + rows, scratch, width)
+            elif rows % INT8_ROWS:  # the last rows from a zero-padded copy
+                tail = rows - rows % INT8_ROWS
+                _int8_rows(memory, c0 + tail, c0 + rows, scratch, width)
+            for u in range(first, min(tiles, first + per_block)):
+                q0 = u * tq
+                for r0 in range(0, rows, INT8_ROWS):
+                    if packed:
+                        src, at, stride = scratch, r0 * width, width
+                    elif r0 + INT8_ROWS > rows:
+                        src, at, stride = scratch, 0, width
+                    else:
+                        src, at, stride = flat, (c0 + r0) * d, d
+                    if u > first:
+                        shape = BOTH if both else BATCH
+                    elif tq == 1:  # the rows' pass fused into a one-query tile
+                        shape = BOTH_ROWS if both else ONE + need
+                    else:
+                        shape = BATCH
+                        bad |= np.uint64(_int8_tile(ROWS + need, qflat, 0, width, src, at,
+                                                    stride, steps, rest, buf, 0, ostride, 0,
+                                                    nnz, r0) > 2)
+                    top = _int8_tile(shape, qflat, 2 * width * (q0 - first * tq), width, src,
+                                     at, stride,
+                                     steps, rest, buf, r0, ostride, bplane, nnz, r0)
+                    bad |= np.uint64(top > 2)
+                for j in range(min(tq, nq - q0)):
+                    q = q0 + j
+                    i = q - first * tq
+                    _int8_scores(metric, buf, j * ostride, bplane, qsum[i], qnnz[i], nnz, d,
+                                 rows, scores)
+                    kth = out_s[part, q, k - 1]
+                    for r in range(rows):
+                        if scores[r] > kth:  # a tie never displaces the earlier row
+                            _offer(out_s, out_i, part, q, k, scores[r], c0 + r)
+                            kth = out_s[part, q, k - 1]
+    return bad
+
+
+def search_int8(queries: np.ndarray, memory: np.ndarray, k: int, metric: int, d: int):
+    """The best ``k <= KSTREAM`` rows of ``memory`` for each query on int8 dots.
+
+    None where a value is not a trit.
+
+    ``queries`` and ``memory``: int8 rows or bit planes, C-contiguous.
+    """
+    nq, m = len(queries), len(memory)
+    if memory.ndim == 3:  # bit planes: words read as bytes
+        queries, memory = queries.view(np.uint8), memory.view(np.uint8)
+    tiles = -(-nq // (1 if metric == hv.HAMMING or nq == 1 else INT8_BATCH))
+    spread = (threads() * CHUNKS_PER_THREAD if nq * memory.nbytes >= MIN_PARALLEL_BYTES
+              else 1)
+    parts = max(1, min(-(-m // INT8_CHUNK), spread))
+    per_block = max(1, -(-tiles // max(1, min(tiles, -(-spread // parts)))))
+    count = -(-tiles // per_block) * parts
+    best_s = np.empty((parts, nq, k))  # -inf and 0 from each task, for its queries and part
+    best_i = np.empty((parts, nq, k), np.int64)
+    if run(_search_int8, count, nq * memory.nbytes, queries, memory, k, metric, d, parts,
+           per_block, best_s, best_i):
+        return None
+    if parts == 1:
+        return best_i[0], best_s[0]
+    cand_i = best_i.transpose(1, 0, 2).reshape(nq, parts * k)
+    cand_s = best_s.transpose(1, 0, 2).reshape(nq, parts * k)
+    pick, s = topk(cand_s, k)  # ties: lower row
+    return np.take_along_axis(cand_i, pick, 1), s
+
+
 @register("vsa.search", "cpu")
 def search(queries, memory, k: int, metric: int, packed: bool, d: int):
+    """The best ``k`` rows; None where an int8 value is not a trit (the caller names it).
+
+    Small ``d`` (:func:`int8_route`) takes the int8 dots, which check int8 values as
+    they read them; the bit-plane tiles check them first (:func:`.vsa.check`).
+    """
     queries, memory = np.ascontiguousarray(queries), np.ascontiguousarray(memory)
+    if k <= KSTREAM and int8_route(d):
+        return search_int8(queries, memory, k, metric, d)
+    if not packed and not (check(queries) and check(memory)):
+        return None
     return search_tiles(queries, memory, k, metric, d)

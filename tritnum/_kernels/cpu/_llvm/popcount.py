@@ -20,7 +20,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import I8, I16, I32, I64, broadcast, masked_load, pointer, vector
+from . import I8, I16, I32, I64, broadcast, masked_load, pointer, splat, vector
+from .gemm import Tile, _multiply_add
 
 WIDE_WORDS = 8  # uint64 words per vector of the wide tile (<8 x i64>: one AVX-512 register)
 NARROW_WORDS = 4  # per vector of the portable tile (<32 x i8>: one AVX2 register)
@@ -271,3 +272,155 @@ def _typed(shapes: tuple[tuple[int, int, bool, bool], ...], q, m, arrays):
         return builder.load(result) if dots else context.get_dummy_value()
 
     return sig, codegen
+
+
+INT8_ROWS = 8  # memory rows of an int8 tile: its sums come out as one <8 x i32> per query
+CHECK, NONZEROS = 1, 2  # what a tile's first pass over rows counts (``stats``; see tile_int8)
+
+
+def tile_int8(shapes: tuple[tuple[int, int, bool], ...], tile: Tile):
+    """An intrinsic of the int8 dots of ``tq`` queries x ``INT8_ROWS`` memory rows (small ``d``).
+
+    ``dots(shape, q, qoff, qplane, m, moff, mstride, steps, rest, out, ooff, ostride, bplane,
+    nnz, noff)`` runs ``shapes[shape] = (tq, stats, both)`` on the int8 dot of ``tile``
+    (:class:`.gemm.Tile`: ``vpdpbusd`` with VNNI, else ``vpmaddubsw`` + ``vpmaddwd``), in
+    vectors of ``V = 4 * tile.lanes`` bytes. A memory trit is read as its code
+    ``trit + 1`` (unsigned), so a sum is the dot plus the query's trit sum:
+
+    - ``q`` (int8): query ``j < tq`` from byte ``qoff + 2 j qplane``: its trits (0 past
+      ``d``), then at ``+ qplane`` its non-zero flags ``|trit|``; ``steps`` whole vectors
+      and the one holding the ``rest`` bytes are read.
+    - ``m`` (int8): memory row ``r`` from byte ``moff + r * mstride``, ``steps`` vectors and
+      ``rest`` bytes more (a masked load: nothing past them is read).
+    - ``out`` (int32): ``out[ooff + j * ostride + r] = sum((trit_m + 1) * trit_q)``; with
+      ``both``, ``out[ooff + bplane + j * ostride + r]`` the number of positions where
+      both are non-zero (the Hamming metric's count).
+    - ``stats``: 0, or ``CHECK``: the result is the largest code (an unsigned byte) of the
+      rows, more than 2 where a value is not a trit; ``NONZEROS`` too: the rows'
+      non-zeros to ``nnz[noff + r]`` (int32). ``tq`` may be 0 (the rows' pass alone).
+
+    Each memory vector is loaded (and its codes made) once for the ``tq`` queries;
+    the ``INT8_ROWS`` accumulators of a query are summed by a transposing tree into one
+    vector of ``INT8_ROWS`` sums. Not bounds-checked.
+    """
+    size = 4 * tile.lanes
+
+    @intrinsic
+    def dots(typingctx, shape, q, qoff, qplane, m, moff, mstride, steps, rest, out, ooff,
+             ostride, bplane, nnz, noff):
+        arrays = ((q, types.int8), (m, types.int8), (out, types.int32), (nnz, types.int32))
+        if not all(isinstance(t, types.Array) and t.dtype == d for t, d in arrays):
+            return None
+        ip = types.intp
+        sig = types.int64(ip, q, ip, ip, m, ip, ip, ip, ip, out, ip, ip, ip, nnz, ip)
+
+        def codegen(context, builder, sig, args):
+            qbase = pointer(context, builder, sig.args[1], args[1], args[2], I8)
+            mbase = pointer(context, builder, sig.args[4], args[4], args[5], I8)
+            obase = pointer(context, builder, sig.args[9], args[9], args[10], I32)
+            nbase = pointer(context, builder, sig.args[13], args[13], args[14], I32)
+            result = cgutils.alloca_once_value(builder, ir.Constant(I64, 0))
+            done = builder.append_basic_block("int8.done")
+            switch = builder.switch(args[0], done)
+            for i, (tq, stats, both) in enumerate(shapes):
+                block = builder.append_basic_block(f"int8.{i}")
+                switch.add_case(ir.Constant(args[0].type, i), block)
+                builder.position_at_end(block)
+                top = _int8_code(builder, tile, size, tq, stats, both, qbase, args[3], mbase,
+                                 args[6], args[7], args[8], obase, args[11], args[12], nbase)
+                builder.store(top, result)
+                builder.branch(done)
+            builder.position_at_end(done)
+            return builder.load(result)
+
+        return sig, codegen
+
+    return dots
+
+
+def _int8_code(builder, tile, size, tq, stats, both, qbase, qplane, mbase, mstride, steps, rest,
+               obase, ostride, bplane, nbase):
+    """IR of one :func:`tile_int8` shape at the builder's position; returns the largest code."""
+    vi, vb = vector(I32, tile.lanes), vector(I8, size)
+    multiply_add = _multiply_add(builder, tile)
+    rows = INT8_ROWS
+
+    def accumulators(n):
+        return [cgutils.alloca_once_value(builder, ir.Constant(vi, None)) for _ in range(n)]
+
+    dots, boths = accumulators(tq * rows), accumulators(both * tq * rows)
+    nnz = accumulators(rows if stats == NONZEROS else 0)
+    top = cgutils.alloca_once_value(builder, ir.Constant(vb, None))
+    ones = builder.bitcast(splat(I8, size, 1), vi)
+    # the lanes of the last, partial vector that hold bytes of the rows
+    tail = builder.icmp_unsigned("<", ir.Constant(vb, list(range(size))),
+                                 broadcast(builder, builder.trunc(rest, I8), size))
+
+    def vec(base, offset, mask=None):
+        ptr = builder.bitcast(builder.gep(base, [offset]), vb.as_pointer())
+        return builder.load(ptr, align=1) if mask is None else masked_load(builder, ptr, mask)
+
+    def add(acc, codes, values):
+        builder.store(multiply_add(builder.load(acc), codes, values), acc)
+
+    def step(v, mask=None):
+        at = builder.mul(v, ir.Constant(I64, size))
+        queries = []
+        for j in range(tq):
+            qat = builder.add(builder.mul(ir.Constant(I64, 2 * j), qplane), at)
+            queries.append((builder.bitcast(vec(qbase, qat), vi),
+                            builder.bitcast(vec(qbase, builder.add(qat, qplane)), vi)))
+        for r in range(rows):
+            row = vec(mbase, builder.add(builder.mul(ir.Constant(I64, r), mstride), at), mask)
+            code = builder.add(row, splat(I8, size, 1))  # masked lanes: 1, against query 0
+            nonzero = builder.bitcast(builder.and_(row, splat(I8, size, 1)), vi)
+            if stats:
+                old = builder.load(top)
+                builder.store(builder.select(builder.icmp_unsigned(">", code, old), code, old),
+                              top)
+            if stats == NONZEROS:
+                add(nnz[r], nonzero, ones)
+            codes = builder.bitcast(code, vi)
+            for j, (trits, flags) in enumerate(queries):
+                add(dots[j * rows + r], codes, trits)
+                if both:
+                    add(boths[j * rows + r], nonzero, flags)
+
+    with cgutils.for_range(builder, steps) as loop:
+        step(loop.index)
+    with builder.if_then(builder.icmp_unsigned("!=", rest, ir.Constant(rest.type, 0))):
+        step(steps, tail)
+
+    def store_rows(accs, base, offset):
+        halves = [builder.load(acc) for acc in accs]
+        while halves[0].type.count > rows:  # fold each to INT8_ROWS lanes
+            n = halves[0].type.count // 2
+            halves = [builder.add(
+                builder.shuffle_vector(h, h, ir.Constant(vector(I32, n), list(range(n)))),
+                builder.shuffle_vector(h, h, ir.Constant(vector(I32, n), list(range(n, 2 * n)))))
+                for h in halves]
+        total = _sum_lanes(builder, halves)
+        builder.store(total, builder.bitcast(builder.gep(base, [offset]),
+                                             total.type.as_pointer()), align=4)
+
+    for j in range(tq):
+        row0 = builder.mul(ir.Constant(I64, j), ostride)
+        store_rows(dots[j * rows:(j + 1) * rows], obase, row0)
+        if both:
+            store_rows(boths[j * rows:(j + 1) * rows], obase, builder.add(bplane, row0))
+    if stats == NONZEROS:
+        store_rows(nnz, nbase, ir.Constant(I64, 0))
+    if not stats:
+        return ir.Constant(I64, 0)
+    return builder.zext(_umax_lanes(builder, builder.load(top)), I64)
+
+
+def _umax_lanes(builder, v):
+    """The largest unsigned byte of ``v``."""
+    n = v.type.count
+    while n > 1:
+        n //= 2
+        lo = builder.shuffle_vector(v, v, ir.Constant(vector(I32, n), list(range(n))))
+        hi = builder.shuffle_vector(v, v, ir.Constant(vector(I32, n), list(range(n, 2 * n))))
+        v = builder.select(builder.icmp_unsigned(">", lo, hi), lo, hi)
+    return builder.extract_element(v, ir.Constant(I32, 0))
