@@ -193,8 +193,9 @@ class PackedTrits:
         if rows.ndim != data.ndim:
             rows = rows.reshape(data.shape)
         rows.setflags(write=False)  # a buffer only the result holds
-        packed = PackedTrits.__new__(PackedTrits)
-        packed._fill(rows, self._shape, self._format, valid=True, like=HOST)
+        packed = PackedTrits.__new__(PackedTrits)  # _fill's slots, without a call
+        packed._data, packed._shape, packed._format = rows, self._shape, self._format
+        packed._valid, packed._like = True, HOST
         return packed
 
     @classmethod

@@ -162,7 +162,8 @@ def bind(a: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
     >>> tn.unpack(tn.vsa.bind(tn.pack(a, "bitplane"), tn.pack(b, "bitplane")))
     array([-1,  1,  0,  0], dtype=int8)
     """
-    code = _hv_math.MUL if _rule(rule) == "mul" else _hv_math.SUB3
+    mul = (type(rule) is str and rule == "mul") or _rule(rule) == "mul"  # checked if not "mul"
+    code = _hv_math.MUL if mul else _hv_math.SUB3
     return _elementwise(a, b, code, "bind", device)
 
 
@@ -193,7 +194,8 @@ def unbind(c: Hypervectors, b: Hypervectors, *, rule: BindRule = "mul",
     >>> tn.vsa.unbind(tn.vsa.bind(a, b), b)  # the last trit of b is 0
     array([ 1, -1,  0,  0], dtype=int8)
     """
-    code = _hv_math.MUL if _rule(rule) == "mul" else _hv_math.ADD3
+    mul = (type(rule) is str and rule == "mul") or _rule(rule) == "mul"  # checked if not "mul"
+    code = _hv_math.MUL if mul else _hv_math.ADD3
     return _elementwise(c, b, code, "unbind", device)
 
 

@@ -196,11 +196,12 @@ def _op_planes_one(a, b, op, out):
 @register("vsa.op", "cpu")
 def op(a, b, ia, ib, code: int, packed: bool, d: int) -> tuple[np.ndarray, bool]:
     n = len(ia)
+    if n == 1 and len(a) == 1 and len(b) == 1 and a.size:  # one pair (ia = ib = [0])
+        out = np.empty(a.shape, a.dtype)
+        return out, not (_op_planes_one if packed else _op_dense_one)(a, b, code, out)
     out = np.empty(a.shape if n == len(a) else (n, *a.shape[1:]), a.dtype)
     if not out.size:
         return out, packed or (check(a) and check(b))  # rows that nothing reads: checked here
-    if n == 1 and len(a) == 1 and len(b) == 1:  # one pair (ia = ib = [0])
-        return out, not (_op_planes_one if packed else _op_dense_one)(a, b, code, out)
     kernel = _op_planes if packed else _op_dense
     if 3 * out.nbytes < MIN_PARALLEL_BYTES_LIGHT:  # one or a few vectors: no pool to ask
         return out, not kernel(a, b, ia, ib, code, out, 0, n)
