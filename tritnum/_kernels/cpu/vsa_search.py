@@ -368,12 +368,15 @@ def search_tiles(queries, memory, k: int, metric: int, d: int, wide: bool = WIDE
 INT8_MAX_D = 1024  # the int8 route up to this d (measured crossover: see the module docstring)
 INT8_CHUNK = 128  # memory rows per chunk of the int8 route (32 KB at d = 256: L1)
 INT8_BATCH = 3 if TILE is not None and TILE.lanes == 16 else 1  # queries of the batch tile
-# the tile shapes (queries, rows' pass, Hamming's count): the batch tile; one query counting
-# the rows too (CHECK or NONZEROS, one shape more); the rows' pass alone (the same); the
-# Hamming tile, then with the rows' non-zeros
-_INT8_SHAPES = ((INT8_BATCH, 0, False), (1, CHECK, False), (1, NONZEROS, False),
-                (0, CHECK, False), (0, NONZEROS, False), (1, 0, True), (1, NONZEROS, True))
-BATCH, ONE, ROWS, BOTH, BOTH_ROWS = 0, 1 - CHECK, 3 - CHECK, 5, 6
+# the tile shapes (queries, rows' pass, Hamming's count, bit planes): the batch tile; one
+# query counting the rows too (CHECK or NONZEROS, one shape more); the rows' pass alone (the
+# same); the Hamming tile, then with the rows' non-zeros; one query on bit-plane rows (a
+# search of one query decodes each row once: in registers, not through a scratch)
+_INT8_SHAPES = ((INT8_BATCH, 0, False, False), (1, CHECK, False, False),
+                (1, NONZEROS, False, False), (0, CHECK, False, False),
+                (0, NONZEROS, False, False), (1, 0, True, False), (1, NONZEROS, True, False),
+                (1, CHECK, False, True), (1, NONZEROS, False, True), (1, NONZEROS, True, True))
+BATCH, ONE, ROWS, BOTH, BOTH_ROWS, PLANES, BOTH_PLANES = 0, 1 - CHECK, 3 - CHECK, 5, 6, 7 - CHECK, 9
 _int8_tile = tile_int8(_INT8_SHAPES, TILE) if TILE is not None else None
 INT8_VECTOR = 4 * TILE.lanes if TILE is not None else 64  # bytes of the tile's vectors
 
@@ -459,6 +462,28 @@ def _int8_scores(metric, buf, at, bplane, qsum, na, nnz, d, rows, scores):
             scores[r] = np.float64(buf[at + r] - qsum)
 
 
+@jit(inline="always")
+def _planes_tile(memory, pflat, ptail, qflat, width, c0, rows, both, need, d, buf, ostride, nnz):
+    """One query's tiles over bit-plane rows ``[c0, c0 + rows)`` (decoded in registers).
+
+    The rows past the array's last whole tile come from the zero-padded ``ptail``.
+    """
+    half = memory.shape[2]
+    steps = -(-d // INT8_VECTOR)
+    shape = BOTH_PLANES if both else PLANES + need
+    m = memory.shape[0]
+    for r0 in range(0, rows, INT8_ROWS):
+        r = c0 + r0
+        if r + INT8_ROWS <= m:
+            _int8_tile(shape, qflat, 0, width, pflat, 2 * half * r, 2 * half, steps, half,
+                       buf, r0, ostride, ostride, nnz, r0)
+        else:
+            ptail[:] = 0
+            ptail[:2 * half * (m - r)] = pflat[2 * half * r:2 * half * m]
+            _int8_tile(shape, qflat, 0, width, ptail, 0, 2 * half, steps, half, buf, r0,
+                       ostride, ostride, nnz, r0)
+
+
 @jit(error_model="numpy")  # no zero-division checks: they keep LLVM from vectorizing the scores
 def _search_int8(queries, memory, k, metric, d, parts, per_block, out_s, out_i, t0, t1):
     """Tasks ``[t0, t1)``: query tiles from ``per_block * (t // parts)``, memory part ``t % parts``.
@@ -487,6 +512,10 @@ def _search_int8(queries, memory, k, metric, d, parts, per_block, out_s, out_i, 
     ostride = INT8_CHUNK + INT8_ROWS
     scratch = np.zeros(ostride * width, np.int8)
     flat = scratch if packed else memory.reshape(-1)
+    direct = packed and nq == 1  # one query reads the planes, decoded in registers
+    pflat = memory.reshape(-1).view(np.uint8)  # the planes' bytes (unread unless direct)
+    half = memory.shape[2] if packed else 0  # bytes of a plane
+    ptail = np.zeros(INT8_ROWS * 2 * half, np.uint8)  # the last rows, zero-padded
     buf = np.empty(2 * tq * ostride, np.int32)
     nnz = np.empty(ostride, np.int32)
     scores = np.empty(ostride)
@@ -507,14 +536,17 @@ def _search_int8(queries, memory, k, metric, d, parts, per_block, out_s, out_i, 
         out_i[part, qlo:qhi] = 0
         for c0 in range(lo, hi, INT8_CHUNK):
             rows = min(hi - c0, INT8_CHUNK)
-            if packed:
+            if direct:
+                _planes_tile(memory, pflat, ptail, qflat, width, c0, rows, both, need, d, buf,
+                             ostride, nnz)
+            elif packed:
                 bad |= _int8_rows(memory, c0, c0 + rows, scratch, width)
             elif rows % INT8_ROWS:  # the last rows from a zero-padded copy
                 tail = rows - rows % INT8_ROWS
                 _int8_rows(memory, c0 + tail, c0 + rows, scratch, width)
             for u in range(first, min(tiles, first + per_block)):
                 q0 = u * tq
-                for r0 in range(0, rows, INT8_ROWS):
+                for r0 in range(0, 0 if direct else rows, INT8_ROWS):
                     if packed:
                         src, at, stride = scratch, r0 * width, width
                     elif r0 + INT8_ROWS > rows:
@@ -531,8 +563,7 @@ def _search_int8(queries, memory, k, metric, d, parts, per_block, out_s, out_i, 
                                                     stride, steps, rest, buf, 0, ostride, 0,
                                                     nnz, r0) > 2)
                     top = _int8_tile(shape, qflat, 2 * width * (q0 - first * tq), width, src,
-                                     at, stride,
-                                     steps, rest, buf, r0, ostride, bplane, nnz, r0)
+                                     at, stride, steps, rest, buf, r0, ostride, bplane, nnz, r0)
                     bad |= np.uint64(top > 2)
                 for j in range(min(tq, nq - q0)):
                     q = q0 + j
@@ -558,8 +589,12 @@ def search_int8(queries: np.ndarray, memory: np.ndarray, k: int, metric: int, d:
     if memory.ndim == 3:  # bit planes: words read as bytes
         queries, memory = queries.view(np.uint8), memory.view(np.uint8)
     tiles = -(-nq // (1 if metric == hv.HAMMING or nq == 1 else INT8_BATCH))
-    spread = (threads() * CHUNKS_PER_THREAD if nq * memory.nbytes >= MIN_PARALLEL_BYTES
-              else 1)
+    if nq * memory.nbytes < MIN_PARALLEL_BYTES:  # one task on this thread (run's rule)
+        best_s, best_i = np.empty((1, nq, k)), np.empty((1, nq, k), np.int64)
+        if _search_int8(queries, memory, k, metric, d, 1, tiles, best_s, best_i, 0, 1):
+            return None
+        return best_i[0], best_s[0]
+    spread = threads() * CHUNKS_PER_THREAD
     parts = max(1, min(-(-m // INT8_CHUNK), spread))
     per_block = max(1, -(-tiles // max(1, min(tiles, -(-spread // parts)))))
     count = -(-tiles // per_block) * parts

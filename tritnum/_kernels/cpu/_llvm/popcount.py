@@ -20,7 +20,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import I8, I16, I32, I64, broadcast, masked_load, pointer, splat, vector
+from . import I8, I16, I32, I64, broadcast, load, masked_load, pointer, splat, vector
 from .gemm import Tile, _multiply_add
 
 WIDE_WORDS = 8  # uint64 words per vector of the wide tile (<8 x i64>: one AVX-512 register)
@@ -282,7 +282,7 @@ def tile_int8(shapes: tuple[tuple[int, int, bool], ...], tile: Tile):
     """An intrinsic of the int8 dots of ``tq`` queries x ``INT8_ROWS`` memory rows (small ``d``).
 
     ``dots(shape, q, qoff, qplane, m, moff, mstride, steps, rest, out, ooff, ostride, bplane,
-    nnz, noff)`` runs ``shapes[shape] = (tq, stats, both)`` on the int8 dot of ``tile``
+    nnz, noff)`` runs ``shapes[shape] = (tq, stats, both, planes)`` on the int8 dot of ``tile``
     (:class:`.gemm.Tile`: ``vpdpbusd`` with VNNI, else ``vpmaddubsw`` + ``vpmaddwd``), in
     vectors of ``V = 4 * tile.lanes`` bytes. A memory trit is read as its code
     ``trit + 1`` (unsigned), so a sum is the dot plus the query's trit sum:
@@ -290,8 +290,12 @@ def tile_int8(shapes: tuple[tuple[int, int, bool], ...], tile: Tile):
     - ``q`` (int8): query ``j < tq`` from byte ``qoff + 2 j qplane``: its trits (0 past
       ``d``), then at ``+ qplane`` its non-zero flags ``|trit|``; ``steps`` whole vectors
       and the one holding the ``rest`` bytes are read.
-    - ``m`` (int8): memory row ``r`` from byte ``moff + r * mstride``, ``steps`` vectors and
-      ``rest`` bytes more (a masked load: nothing past them is read).
+    - ``m`` (bytes): memory row ``r`` from byte ``moff + r * mstride``, ``steps`` vectors and
+      ``rest`` bytes more (a masked load: nothing past them is read). With ``planes`` the
+      row is bit planes instead, its minus plane ``rest`` bytes after its plus plane: each
+      step reads ``V`` bits of each (zero padded: no mask) as a ``<V x i1>`` mask
+      sign-extended to bytes (``vpmovm2b``), minus minus plus (the decode of
+      :func:`.packing.unpack_planes`, in registers).
     - ``out`` (int32): ``out[ooff + j * ostride + r] = sum((trit_m + 1) * trit_q)``; with
       ``both``, ``out[ooff + bplane + j * ostride + r]`` the number of positions where
       both are non-zero (the Hamming metric's count).
@@ -308,8 +312,9 @@ def tile_int8(shapes: tuple[tuple[int, int, bool], ...], tile: Tile):
     @intrinsic
     def dots(typingctx, shape, q, qoff, qplane, m, moff, mstride, steps, rest, out, ooff,
              ostride, bplane, nnz, noff):
-        arrays = ((q, types.int8), (m, types.int8), (out, types.int32), (nnz, types.int32))
-        if not all(isinstance(t, types.Array) and t.dtype == d for t, d in arrays):
+        arrays = ((q, types.int8), (out, types.int32), (nnz, types.int32))
+        if not all(isinstance(t, types.Array) and t.dtype == d for t, d in arrays) or not (
+                isinstance(m, types.Array) and m.dtype in (types.int8, types.uint8)):
             return None
         ip = types.intp
         sig = types.int64(ip, q, ip, ip, m, ip, ip, ip, ip, out, ip, ip, ip, nnz, ip)
@@ -322,12 +327,13 @@ def tile_int8(shapes: tuple[tuple[int, int, bool], ...], tile: Tile):
             result = cgutils.alloca_once_value(builder, ir.Constant(I64, 0))
             done = builder.append_basic_block("int8.done")
             switch = builder.switch(args[0], done)
-            for i, (tq, stats, both) in enumerate(shapes):
+            for i, (tq, stats, both, planes) in enumerate(shapes):
                 block = builder.append_basic_block(f"int8.{i}")
                 switch.add_case(ir.Constant(args[0].type, i), block)
                 builder.position_at_end(block)
-                top = _int8_code(builder, tile, size, tq, stats, both, qbase, args[3], mbase,
-                                 args[6], args[7], args[8], obase, args[11], args[12], nbase)
+                top = _int8_code(builder, tile, size, tq, stats, both, planes, qbase, args[3],
+                                 mbase, args[6], args[7], args[8], obase, args[11], args[12],
+                                 nbase)
                 builder.store(top, result)
                 builder.branch(done)
             builder.position_at_end(done)
@@ -338,10 +344,10 @@ def tile_int8(shapes: tuple[tuple[int, int, bool], ...], tile: Tile):
     return dots
 
 
-def _int8_code(builder, tile, size, tq, stats, both, qbase, qplane, mbase, mstride, steps, rest,
-               obase, ostride, bplane, nbase):
+def _int8_code(builder, tile, size, tq, stats, both, planes, qbase, qplane, mbase, mstride, steps,
+               rest, obase, ostride, bplane, nbase):
     """IR of one :func:`tile_int8` shape at the builder's position; returns the largest code."""
-    vi, vb = vector(I32, tile.lanes), vector(I8, size)
+    vi, vb, word = vector(I32, tile.lanes), vector(I8, size), ir.IntType(size)
     multiply_add = _multiply_add(builder, tile)
     rows = INT8_ROWS
 
@@ -371,7 +377,15 @@ def _int8_code(builder, tile, size, tq, stats, both, qbase, qplane, mbase, mstri
             queries.append((builder.bitcast(vec(qbase, qat), vi),
                             builder.bitcast(vec(qbase, builder.add(qat, qplane)), vi)))
         for r in range(rows):
-            row = vec(mbase, builder.add(builder.mul(ir.Constant(I64, r), mstride), at), mask)
+            base = builder.mul(ir.Constant(I64, r), mstride)
+            if planes:  # V bits of each plane, minus minus plus
+                bits = builder.add(base, builder.udiv(at, ir.Constant(I64, 8)))
+                plus, minus = (builder.sext(builder.bitcast(load(builder, mbase, offset, word, 1),
+                                                            vector(ir.IntType(1), size)), vb)
+                               for offset in (bits, builder.add(bits, rest)))
+                row = builder.sub(minus, plus)
+            else:
+                row = vec(mbase, builder.add(base, at), mask)
             code = builder.add(row, splat(I8, size, 1))  # masked lanes: 1, against query 0
             nonzero = builder.bitcast(builder.and_(row, splat(I8, size, 1)), vi)
             if stats:
@@ -388,8 +402,9 @@ def _int8_code(builder, tile, size, tq, stats, both, qbase, qplane, mbase, mstri
 
     with cgutils.for_range(builder, steps) as loop:
         step(loop.index)
-    with builder.if_then(builder.icmp_unsigned("!=", rest, ir.Constant(rest.type, 0))):
-        step(steps, tail)
+    if not planes:
+        with builder.if_then(builder.icmp_unsigned("!=", rest, ir.Constant(rest.type, 0))):
+            step(steps, tail)
 
     def store_rows(accs, base, offset):
         halves = [builder.load(acc) for acc in accs]
