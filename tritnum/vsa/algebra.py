@@ -85,10 +85,8 @@ _ROW_INDEX = tuple(np.arange(n, dtype=np.int64) for n in range(_FEW))
 
 
 def _rows(a: np.ndarray, tail: int) -> np.ndarray:
-    """``a`` as ``(rows, *a.shape[-tail:])`` (as ``as_rows``; one vector by a cheaper view)."""
-    if a.ndim == tail:
-        return a[None]
-    return a if a.ndim == tail + 1 else a.reshape(-1, *a.shape[-tail:])
+    """``a``, not ``(rows, ...)`` yet, as ``(rows, *a.shape[-tail:])`` (as ``as_rows``)."""
+    return a[None] if a.ndim == tail else a.reshape(-1, *a.shape[-tail:])
 
 
 def _host_result(rows: np.ndarray, like: Any, packed: bool) -> Any:
