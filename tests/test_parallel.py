@@ -241,6 +241,34 @@ def test_claimed_tasks_run_once_on_two_threads(two_threads, tasks):
         assert got == tasks + (tasks + 1 if ticks else 0)
 
 
+@numba.njit(nogil=True)
+def _claimed_after(delay, marks, done, ticks, ctl, t1):
+    """:func:`_claimed_marks` after ``delay`` cycle ticks before its first claim."""
+    start = cycles()
+    while cycles() - start < delay:
+        pass
+    return _claimed_marks(marks, done, ticks, ctl, t1)
+
+
+def test_a_helper_whose_spin_ends_before_the_first_claim_joins(two_threads, monkeypatch):
+    """A claimed call is published by its kernel's first claim: a helper spinning when the
+    call was made, whose spin ends before that claim (the kernel compiling, or late), does
+    not sleep through it."""
+    if _parallel._rates()[0] == 0:
+        pytest.skip("no cycle counter to time the kernel's delay")
+    monkeypatch.setattr(_parallel, "SPIN_SECONDS", 0.02)
+    delay, ticks = _parallel._bound(0.1)[0], _parallel._bound(2.0)[0]
+    for _ in range(3):
+        marks = np.zeros(4096, np.int64)  # the helper joins (woken if asleep), then spins
+        got = _parallel.run_claimed(_claimed_marks, 4096, 1 << 30, marks, np.zeros(1, np.int64),
+                                    ticks)
+        assert got == 4096 + 4097
+        marks[:] = 0
+        got = _parallel.run_claimed(_claimed_after, 4096, 1 << 30, delay, marks,
+                                    np.zeros(1, np.int64), ticks)
+        assert (marks == 1).all() and got == 4096 + 4097  # a helper took a chunk
+
+
 def test_claimed_calls_alone_take_every_task_in_one_claim(two_threads):
     marks = np.zeros(100, np.int64)
     for nbytes, threads in [(_parallel.MIN_PARALLEL_BYTES - 1, 2), (1 << 30, 1)]:

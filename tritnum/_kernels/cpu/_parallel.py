@@ -335,7 +335,7 @@ class _Pool:
                          YIELD_EVERY, self.inside, slot):
                 with self.cond:
                     self.sleepers += 1
-                    while self.generation[0] == seen:
+                    while self.generation[0] == seen and not self._unpublished(seen):
                         self.cond.wait()
                     self.sleepers -= 1
             seen = int(self.generation[0])
@@ -350,6 +350,15 @@ class _Pool:
                         self.cond.notify_all()
                 # else _idle says so, with the GIL released: the caller does not wait for it
 
+    def _unpublished(self, seen: int) -> bool:
+        """A call is set up that is not published yet: its caller's kernel will, at its first claim.
+
+        A helper does not sleep then (nothing would wake it: the call saw no sleeper), it
+        spins again: the kernel may claim long after the call was made (compiling first).
+        """
+        job = self.job
+        return job is not None and job.generation > seen and not job.late
+
     def call(self, job: _Job) -> None:
         """Run ``job`` on this thread and on the helpers that come in time.
 
@@ -359,18 +368,18 @@ class _Pool:
         the condition), are published here.
         """
         job.generation = int(self.generation[0]) + 1
-        self.job = job
-        woken = self.sleepers > 0
-        if job.ctl is not None and not woken:
-            self.settle[0] = 0
-            job.ctl[PUBLISH_AT], job.ctl[PUBLISH] = self.address, job.generation
-        else:
-            self.settle[0] = _settle()
-            self.generation[0] = job.generation
-        if woken:
-            with self.cond:
-                self.cond.notify_all()
-        try:
+        try:  # self.job is reset whatever happens once set: a helper spins while it waits
+            self.job = job
+            woken = self.sleepers > 0
+            if job.ctl is not None and not woken:
+                self.settle[0] = 0
+                job.ctl[PUBLISH_AT], job.ctl[PUBLISH] = self.address, job.generation
+            else:
+                self.settle[0] = _settle()
+                self.generation[0] = job.generation
+            if woken:
+                with self.cond:
+                    self.cond.notify_all()
             job.work(True)
         finally:
             self._wait(job)
