@@ -10,10 +10,11 @@ import pytest
 
 import tritnum as tn
 from tritnum._kernels.cpu import vsa_search
+from tritnum._kernels.shared import vsa as hv
 from tritnum.errors import InvalidTritsError, ShapeMismatchError
 
 METRICS = ("cosine", "dot", "hamming")
-INT8 = vsa_search.int8_route(64)  # False on the portable level: the bit planes search then
+INT8 = vsa_search.int8_route(64, 1, 2, False)  # False on the portable level (bit planes only)
 
 
 def trits(rng, shape, zeros=0.4):
@@ -108,14 +109,21 @@ def test_threads_and_parts():
     search_both(q, mem, 1, "cosine", True)
 
 
-@pytest.mark.parametrize("d", [vsa_search.INT8_MAX_D, vsa_search.INT8_MAX_D + 1])
-def test_both_sides_of_the_crossover(d):
-    rng = np.random.default_rng(d)
-    q, mem = trits(rng, (3, d)), memory_with_ties(rng, 12, d)
-    for packed in (False, True):
-        search_both(q, mem, 2, "cosine", packed)
-    assert vsa_search.int8_route(d) == (INT8 and d <= vsa_search.INT8_MAX_D)
-    assert not vsa_search.int8_route(0)
+@pytest.mark.parametrize("metric", METRICS)
+def test_both_sides_of_the_crossovers(metric):
+    """Each metric's limits of the int8 route, for batches and one query, and one past them."""
+    code = hv.METRICS[metric]
+    rng = np.random.default_rng(code)
+    for limit, nq in zip(vsa_search.INT8_MAX_D[code], (3, 1), strict=True):
+        for d in (limit, limit + 1):
+            q, mem = trits(rng, (nq, d)), memory_with_ties(rng, 12, d)
+            search_both(q, mem, 2, metric, True)
+            assert vsa_search.int8_route(d, code, nq, True) == (INT8 and d == limit)
+    d = vsa_search.INT8_MAX_D_DENSE
+    q, mem = trits(rng, (1, d + 1)), memory_with_ties(rng, 12, d + 1)
+    search_both(q, mem, 1, metric, False)
+    search_both(q[:, :d], mem[:, :d], 1, metric, False)
+    assert not vsa_search.int8_route(0, code, 1, False)
 
 
 def test_large_k_takes_the_bit_planes():

@@ -1,8 +1,34 @@
-"""CPU VSA search: query x memory tiles of popcounts, the best k kept as the rows stream by.
+"""CPU VSA search: tiles of popcounts or int8 dots, the best k kept as the rows stream by.
 
-Both kinds of hypervectors are searched on bit planes (:func:`._llvm.popcount.tile_counts`):
-"bitplane" rows as stored, dense int8 rows packed as they are read (one
-compare per plane and 64 trits, :func:`._llvm.planes.trit_planes`).
+From ``d`` of a few hundred trits on, both kinds of hypervectors are searched on bit
+planes (:func:`._llvm.popcount.tile_counts`): "bitplane" rows as stored, dense int8
+rows packed as they are read (one compare per plane and 64 trits,
+:func:`._llvm.planes.trit_planes`). Below that, where a vector is a few words and a
+tile's setup, its lane sums and a scalar score a pair outweigh its popcounts, the
+int8 route (:func:`search_int8`) takes over.
+
+The int8 route (a level with an int8 dot, ``k <= KSTREAM``): ``vpdpbusd`` tiles of 3
+queries x 8 memory rows (:func:`._llvm.popcount.tile_int8`), a memory trit read as
+its code ``trit + 1`` against the query's int8 trits, so that the dot is the sum less
+the query's trit sum (exact in int32 for any ``d`` here). Dense memory is read in
+place, never packed, its values checked in the same pass (the largest code); a
+batch decodes bit-plane memory into an int8 scratch a chunk of 128 rows at a time,
+one query decodes each row in the tile's registers (``vpmovm2b``). The scores of a
+query x chunk come from one vectorized loop (``vsqrtpd``/``vdivpd`` for cosine, the
+same IEEE operations as :func:`hv.score`: the same bits), then a scan against the
+k-th keeps the top k as the bit-plane route does. Floor at d = 256 per pair: 4
+``vpdpbusd`` of 64 products (2 a cycle on Zen 5), a 3 x 8 tile loading each memory
+vector once for 3 queries, and the 8 accumulators of a query summed into one vector
+by a transposing tree (about 2 operations a pair). Measured (CPU time, one thread,
+1,000 rows of d = 256, cosine, on the 2-core Zen 5 at load 5): one query 6.2 us
+dense, 7.4 us on bit planes (bit-plane tiles: 37.8 and 16.1 us); 200 queries 0.42 and
+0.39 ms (1.21 and 1.20 ms). The crossovers (:data:`INT8_MAX_D`, the same measure,
+int8 / bit-plane time): cosine 0.68-0.75 at d = 1024 and 0.86-0.94 at 1536 for 200
+queries (one query on bit planes 0.92 at 1024, 1.17 at 1536); the dot, whose
+bit-plane tile compares in registers, 0.85-0.91 at 256 and 1.03-1.13 at 384;
+Hamming, two dots a pair, 0.91-0.97 at 384 and 1.15-1.21 at 512; one query on bit
+planes, dot and Hamming 0.69-0.79 at 512 and 1.01-1.10 at 1024. One dense query
+does not pack its memory: 0.16-0.38x the bit-plane tiles' time up to 1024, 0.78x at 2048.
 
 Floor, per query x memory pair at ``d`` = 10,000 (157 words per plane, 20
 vectors of 8 words, the last one masked): per vector, two logic operations
@@ -365,7 +391,10 @@ def search_tiles(queries, memory, k: int, metric: int, d: int, wide: bool = WIDE
 
 
 # ------------------------------------------------------------ int8 dots (small d)
-INT8_MAX_D = 1024  # the int8 route up to this d (measured crossover: see the module docstring)
+# the int8 route up to these d, by metric: (batches of queries, one query on bit planes); one
+# query on int8 rows up to INT8_MAX_D_DENSE (measured crossovers: see the module docstring)
+INT8_MAX_D = {hv.DOT: (256, 768), hv.COSINE: (1024, 1024), hv.HAMMING: (384, 768)}
+INT8_MAX_D_DENSE = 1024
 INT8_CHUNK = 128  # memory rows per chunk of the int8 route (32 KB at d = 256: L1)
 INT8_BATCH = 3 if TILE is not None and TILE.lanes == 16 else 1  # queries of the batch tile
 # the tile shapes (queries, rows' pass, Hamming's count, bit planes): the batch tile; one
@@ -381,12 +410,15 @@ _int8_tile = tile_int8(_INT8_SHAPES, TILE) if TILE is not None else None
 INT8_VECTOR = 4 * TILE.lanes if TILE is not None else 64  # bytes of the tile's vectors
 
 
-def int8_route(d: int) -> bool:
+def int8_route(d: int, metric: int, queries: int, packed: bool) -> bool:
     """Whether a search of ``d``-trit vectors takes the int8 dots (a level with an int8 dot).
 
-    Not ``d = 0`` (every Hamming score is 1 there, no division).
+    Where they are the faster (:data:`INT8_MAX_D`); not ``d = 0`` (every Hamming score
+    is 1 there, no division).
     """
-    return _int8_tile is not None and 0 < d <= INT8_MAX_D
+    batch, one = INT8_MAX_D[metric]
+    limit = batch if queries > 1 else one if packed else INT8_MAX_D_DENSE
+    return _int8_tile is not None and 0 < d <= limit
 
 
 @jit()
@@ -619,7 +651,7 @@ def search(queries, memory, k: int, metric: int, packed: bool, d: int):
     they read them; the bit-plane tiles check them first (:func:`.vsa.check`).
     """
     queries, memory = np.ascontiguousarray(queries), np.ascontiguousarray(memory)
-    if k <= KSTREAM and int8_route(d):
+    if k <= KSTREAM and int8_route(d, metric, len(queries), packed):
         return search_int8(queries, memory, k, metric, d)
     if not packed and not (check(queries) and check(memory)):
         return None

@@ -1,5 +1,8 @@
 """Popcounts as LLVM IR: of one uint64 word, and of a tile of query x memory bit-plane rows.
 
+(And the int8 dot tile that replaces the popcounts where vectors are short,
+:func:`tile_int8`: the search's other inner kernel.)
+
 The tile is the inner kernel of the CPU search (:mod:`..vsa_search`). A query
 row comes as two planes ``A`` (non-zero: plus | minus) and ``S`` (minus), a
 memory row as its stored planes ``P`` (plus) and ``M`` (minus). Per word of a
