@@ -360,18 +360,19 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
 
 
 @jit()
-def _decode_2bit_rows(w, segment, out, t0, t1):
-    """Rows t0..t1 as float32 trits in the GEMV layout (``out`` is ``(rows, layout size)``).
+def _decode_2bit_rows(w, n, out, t0, t1):
+    """Rows t0..t1 as float32 trits in their order (``out`` is ``(rows, n)``).
 
-    For segments of whole blocks (the GEMM unpacks the others in order).
+    Whole blocks by the SIMD decoder, the bytes past them a trit at a time.
     """
     units = w.shape[1]
-    full = segment // BLOCK_BYTES
-    per_segment = 4 * BLOCK_BYTES * full
+    full = min(units, n // 4) // BLOCK_BYTES
+    done = 4 * BLOCK_BYTES * full
     for o in range(t0, t1):
-        for g in range(out.shape[1] // per_segment):
-            decode_2bit(w, o * units + g * segment, out, o * out.shape[1] + g * per_segment,
-                        full)
+        if full:
+            decode_2bit(w, o * units, out, o * n, full)
+        for j in range(done, n):
+            out[o, j] = np.float32(np.int32((w[o, j >> 2] >> ((j & 3) * 2)) & 3) - 1)
     return 0
 
 
@@ -397,27 +398,18 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
     (``trit * scale`` is exact in float32): one ``sgemm`` per tile whatever the groups
     (groups of 256 took 2.2x the time of one scale as a batched product per group,
     4096 x 4096, 256 rows).
-    "2bit" tiles are decoded by the SIMD decoder in the GEMV layout and ``x`` is
-    laid out to match (the sum does not depend on the order) where the groups are whole
-    blocks; other formats, and other groups, are unpacked in order.
+    "2bit" tiles are decoded by the SIMD decoder in the trits' own order, so ``x`` is
+    taken as it is (laid out to the GEMV's order, 256 x 256 took 16 of its 192 µs);
+    other formats are unpacked.
     """
     m, out_rows = x.shape[0], w.shape[0]
     groups = scales.shape[1]
-    segment = _gemv_segment(fmt, n, groups)
-    if segment % (BLOCK_BYTES * groups):
-        # groups inside blocks, or segments padded to whole blocks: the plain order, each
-        # group a run of inputs (256 rows, float, groups of 32: 256 x 64 x 64 laid out to
-        # 512 inputs a row took 182 µs, unpacked as they are 28; 4096 x 4096 53.9 -> 51.2 ms,
-        # 256 x 256 in groups of 64 211 -> 200 µs, the decoded tile scaled by position)
-        segment = 0
-    if segment:
-        x = _laid_out(x, n, segment)
-    k = x.shape[1]  # inputs per row, layout padding included
+    k = n
     size = k // groups
 
     def decode(rows, out):
-        if segment:
-            run(_decode_2bit_rows, rows.shape[0], out.nbytes, rows, segment, out)
+        if fmt.name == "2bit":
+            run(_decode_2bit_rows, rows.shape[0], out.nbytes, rows, n, out)
         else:
             out[...] = unpack(rows, fmt, n)[0]
         return out

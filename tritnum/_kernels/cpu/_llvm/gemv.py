@@ -7,7 +7,7 @@ of ``w``) with the activations laid out for them (from flat element ``xoff`` of
 ``x[xoff + 4Bk + Bn + m]``. So one block is one B-byte load whose four
 shifted-and-masked copies meet four contiguous B-element runs of ``x``. Codes
 are ``trit + 1`` (0, 1, 2). ``decode_2bit(w, woff, out, ooff, nblocks)`` writes
-the float32 trits of the blocks in that layout (the GEMM's tiles).
+the float32 trits of the blocks in their own order (the GEMM's tiles).
 
 The target (:mod:`.gemv_target`, one per level of :mod:`tritnum._isa`) sets B and
 the instructions; this module holds the intrinsics, the row and block drivers
@@ -583,8 +583,28 @@ def make_lane_sums(target: Target):
     return lane_sums
 
 
+def _interleave(builder, vs):
+    """The 4 vectors ``vs`` of ``L`` lanes as one of ``4L``: lane ``4m + n`` is ``vs[n][m]``."""
+    lanes = vs[0].type.count
+
+    def pairs(a, b):  # lane 2m + i: (a, b)[i][m]
+        return builder.shuffle_vector(a, b, ir.Constant(vector(I32, 2 * lanes), [
+            i * lanes + m for m in range(lanes) for i in range(2)]))
+
+    lo, hi = pairs(vs[0], vs[1]), pairs(vs[2], vs[3])
+    return builder.shuffle_vector(lo, hi, ir.Constant(vector(I32, 4 * lanes), [
+        h * 2 * lanes + 2 * m + i for m in range(lanes) for h in range(2) for i in range(2)]))
+
+
 def make_decode(target: Target):
-    """The decoder intrinsic of ``target``: float32 trits in its dot's layout."""
+    """The decoder intrinsic of ``target``: float32 trits in their own order.
+
+    ``decode(w, woff, out, ooff, nblocks)``: the ``4 * B * nblocks`` trits of ``nblocks``
+    blocks of ``B`` bytes (from flat element ``woff`` of ``w``) at ``out[ooff:]``, trit
+    ``4m + n`` (code n of byte m) in place ``4m + n``: each part's four code vectors
+    (:func:`.dot_float.trit_vectors`) interleaved by two shuffles. The GEMM multiplies
+    them by activations as they are, with no layout of its own.
+    """
     @intrinsic
     def decode(typingctx, w, woff, out, ooff, nblocks):
         if not (isinstance(w, types.Array) and w.dtype == types.uint8
@@ -595,11 +615,19 @@ def make_decode(target: Target):
         def codegen(context, builder, sig, args):
             wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
             op = pointer(context, builder, sig.args[2], args[2], args[3], F32)
-            vf = vector(F32, target.lanes)
+            size, lanes = target.block, target.lanes
+            vf = vector(F32, 4 * lanes)
+            codes = []
 
             def body(t, scale, n, part, offset):
-                ptr = builder.bitcast(builder.gep(op, [offset]), vf.as_pointer())
-                builder.store(t, ptr, align=1)
+                codes.append(t)
+                if n == 3:  # the part's bytes whole: their 4 * lanes trits in order
+                    # offset = 4Bk + 3B + lanes * part: block k's first trit is 4Bk
+                    first = builder.sub(offset, ir.Constant(offset.type, 3 * size))
+                    at = builder.add(first, ir.Constant(offset.type, 3 * lanes * part))
+                    ptr = builder.bitcast(builder.gep(op, [at]), vf.as_pointer())
+                    builder.store(_interleave(builder, codes), ptr, align=1)
+                    codes.clear()
 
             trit_vectors(builder, wp, args[4], target, True, body)
             return context.get_dummy_value()
