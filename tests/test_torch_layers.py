@@ -443,6 +443,35 @@ def test_eval_backward_is_straight_through_to_the_input_and_bias():
     assert layer.weight.grad is None  # eval mode does not train the weights
 
 
+def test_eval_gradients_equal_the_operator_s_and_vmap_takes_the_layer():
+    """An eval-mode call under autograd (its bias requires grad) skips the operator's
+    dispatch, with the operator's gradients (half-precision x, bias of another dtype);
+    under torch.func.vmap it is the operator, which has a rule for it: one call a sample."""
+    layer = layer_with(spec=8).eval()
+    layer(torch.randn(1, 40))  # packs the weights
+    for x_dtype, bias_dtype in [(torch.float32, torch.float32), (torch.bfloat16, torch.float32),
+                                (torch.float16, torch.bfloat16)]:
+        grads = []
+        for call in (layer, lambda x: torch.ops.tritnum.ternary_linear(
+                x, layer.weight_packed, layer.weight_scale, layer.bias,
+                layer.in_features, layer.group_size, layer.activations)):
+            bias = layer.bias
+            layer.bias = torch.nn.Parameter(bias.detach().to(bias_dtype))
+            x = torch.randn(2, 3, 40, generator=torch.Generator().manual_seed(1)).to(x_dtype)
+            x.requires_grad_()
+            y = call(x)
+            (y.float() * torch.arange(12.0)).sum().backward()
+            grads.append((y, x.grad, layer.bias.grad))
+            layer.bias = bias
+        for got, want in zip(*grads, strict=True):
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    x = torch.randn(4, 3, 40)
+    w, bias = layer.ternary_weight(), layer.bias.detach().numpy()
+    want = np.stack([tn.linear(xi.numpy(), w, bias, activations="int8") for xi in x])
+    np.testing.assert_array_equal(torch.func.vmap(layer)(x).detach().numpy(), want)
+
+
 def test_autocast_bfloat16_training_step():
     model, reference = mlp(), mlp()
     x = torch.randn(16, 40)

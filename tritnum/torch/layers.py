@@ -425,6 +425,8 @@ class BitLinear(nn.Module):
             return _ops.ternary_linear(*args)  # the operator, with its backward
         if torch.is_grad_enabled() and (
                 x.requires_grad or (self.bias is not None and self.bias.requires_grad)):
+            if torch._C._are_functorch_transforms_active():  # torch.func (vmap): the operator's
+                return _ops.ternary_linear(*args)  # rules; the Function has none
             return _ops.EagerLinear.apply(*args)  # the same, without the operator's dispatch
         return _ops.frozen_linear(*args)
 
