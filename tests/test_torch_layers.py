@@ -446,7 +446,8 @@ def test_eval_backward_is_straight_through_to_the_input_and_bias():
 def test_eval_gradients_equal_the_operator_s_and_vmap_takes_the_layer():
     """An eval-mode call under autograd (its bias requires grad) skips the operator's
     dispatch, with the operator's gradients (half-precision x, bias of another dtype);
-    under torch.func.vmap it is the operator, which has a rule for it: one call a sample."""
+    under torch.func.vmap it is the operator, which has a rule for it (one call a sample),
+    and make_fx traces the operator."""
     layer = layer_with(spec=8).eval()
     layer(torch.randn(1, 40))  # packs the weights
     for x_dtype, bias_dtype in [(torch.float32, torch.float32), (torch.bfloat16, torch.float32),
@@ -470,6 +471,10 @@ def test_eval_gradients_equal_the_operator_s_and_vmap_takes_the_layer():
     w, bias = layer.ternary_weight(), layer.bias.detach().numpy()
     want = np.stack([tn.linear(xi.numpy(), w, bias, activations="int8") for xi in x])
     np.testing.assert_array_equal(torch.func.vmap(layer)(x).detach().numpy(), want)
+    # make_fx (a dispatch mode) records the operator, not its result as a constant
+    from torch.fx.experimental.proxy_tensor import make_fx
+    graph = make_fx(layer)(torch.randn(3, 40, requires_grad=True))
+    np.testing.assert_array_equal(graph(x[1]).detach().numpy(), want[1])
 
 
 def test_autocast_bfloat16_training_step():

@@ -425,8 +425,10 @@ class BitLinear(nn.Module):
             return _ops.ternary_linear(*args)  # the operator, with its backward
         if torch.is_grad_enabled() and (
                 x.requires_grad or (self.bias is not None and self.bias.requires_grad)):
-            if torch._C._are_functorch_transforms_active():  # torch.func (vmap): the operator's
-                return _ops.ternary_linear(*args)  # rules; the Function has none
+            # torch.func transforms (vmap) and dispatch modes (make_fx, FakeTensorMode): the
+            # operator, which they know (the Function's forward reads x's memory)
+            if torch._C._are_functorch_transforms_active() or torch._C._len_torch_dispatch_stack():
+                return _ops.ternary_linear(*args)
             return _ops.EagerLinear.apply(*args)  # the same, without the operator's dispatch
         return _ops.frozen_linear(*args)
 
