@@ -89,10 +89,8 @@ def _rows(a: np.ndarray, tail: int) -> np.ndarray:
     return a[None] if a.ndim == tail else a.reshape(-1, *a.shape[-tail:])
 
 
-def _host_result(rows: np.ndarray, like: Any, packed: bool) -> Any:
-    """A host kernel's rows as the fast route's result, shaped as its input ``like``."""
-    if packed:
-        return like._result_like(rows)
+def _shaped(rows: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """A host kernel's int8 rows shaped as the fast route's input ``like``."""
     return rows if rows.ndim == like.ndim else rows.reshape(like.shape)
 
 
@@ -102,7 +100,7 @@ def _elementwise(a: Any, b: Any, code: int, name: str, device: str) -> Hypervect
         ra, rb, rows, packed = host
         out, ok = kernel("vsa.op", "cpu")(ra, rb, rows, rows, code, packed, a.shape[-1])
         if ok:  # else a value outside {-1, 0, 1}: the general route names it
-            return _host_result(out, a, packed)
+            return a._result_like(out) if packed else _shaped(out, a)
     if lazy(a, b):
         return dask_layer().elementwise(a, b, code, name, device)
     dev = resolve(device, a, b)
@@ -376,7 +374,7 @@ def permute(v: Hypervectors, shifts: Any = 1, *, device: Device = "auto") -> Hyp
             s = None
         out = None if s is None else kernel("vsa.permute", "cpu")(rows, s, packed, d)
         if out is not None:  # else a value outside {-1, 0, 1}: the general route names it
-            return _host_result(out, v, packed)
+            return v._result_like(out) if packed else _shaped(out, v)
     if lazy(v):
         return dask_layer().permute(v, shifts, device)
     dev = resolve(device, v)
