@@ -19,7 +19,9 @@ same IEEE operations as :func:`hv.score`: the same bits), then a scan against th
 k-th keeps the top k as the bit-plane route does. Floor at d = 256 per pair: 4
 ``vpdpbusd`` of 64 products (2 a cycle on Zen 5), a 3 x 8 tile loading each memory
 vector once for 3 queries, and the 8 accumulators of a query summed into one vector
-by a transposing tree (about 2 operations a pair). Measured (CPU time, one thread,
+by a transposing tree (about 2 operations a pair); tiles of 2 or 4 queries were slower
+(1,000 x 1,000 dot: 3 queries 1.68 ms, 2 queries 2.04, 4 queries 2.20, spilling).
+Measured (CPU time, one thread,
 1,000 rows of d = 256, cosine, on the 2-core Zen 5 at load 5): one query 6.2 us
 dense, 7.4 us on bit planes (bit-plane tiles: 37.8 and 16.1 us); 200 queries 0.42 and
 0.39 ms (1.21 and 1.20 ms). The crossovers (:data:`INT8_MAX_D`, the same measure,
