@@ -269,6 +269,30 @@ def test_a_helper_whose_spin_ends_before_the_first_claim_joins(two_threads, monk
         assert (marks == 1).all() and got == 4096 + 4097  # a helper took a chunk
 
 
+@numba.njit(nogil=True)
+def _raises_before_claiming(ctl, t1):
+    if t1 > 0:
+        raise ZeroDivisionError("before its first claim")
+    return 0
+
+
+def test_back_to_back_claimed_calls_and_unpublished_ones_between(two_threads):
+    """Back-to-back calls of changing sizes each get a helper and every task once; a call
+    whose kernel raises before its first claim publishes nothing (the next call takes its
+    generation) and leaves the next calls as they were."""
+    ticks = _parallel._bound(2.0)[0] if _parallel._rates()[0] > 0 else 0
+    rng = np.random.default_rng(3)
+    for i in range(100):
+        tasks = int(rng.integers(_parallel.CLAIM_MULTIPLE + 1, 5000))  # two chunks or more
+        marks = np.zeros(tasks, np.int64)
+        got = _parallel.run_claimed(_claimed_marks, tasks, 1 << 30, marks, np.zeros(1, np.int64),
+                                    ticks)
+        assert (marks == 1).all() and got == tasks + (tasks + 1 if ticks else 0)
+        if i % 2:
+            with pytest.raises(ZeroDivisionError, match="first claim"):
+                _parallel.run_claimed(_raises_before_claiming, 64, 1 << 30)
+
+
 def test_claimed_calls_alone_take_every_task_in_one_claim(two_threads):
     marks = np.zeros(100, np.int64)
     for nbytes, threads in [(_parallel.MIN_PARALLEL_BYTES - 1, 2), (1 << 30, 1)]:
