@@ -605,7 +605,10 @@ def _search_int8(queries, memory, k, metric, d, parts, per_block, out_s, out_i, 
                     _int8_scores(metric, buf, j * ostride, bplane, qsum[i], qnnz[i], nnz, d,
                                  rows, scores)
                     kth = out_s[part, q, k - 1]
-                    for r in range(rows):
+                    above = 0
+                    for r in range(rows):  # vectorized: most chunks have no row above the k-th
+                        above += scores[r] > kth
+                    for r in range(rows if above else 0):
                         if scores[r] > kth:  # a tie never displaces the earlier row
                             _offer(out_s, out_i, part, q, k, scores[r], c0 + r)
                             kth = out_s[part, q, k - 1]
