@@ -62,7 +62,11 @@ load runs on the same cores). The other schemes, measured or counted:
   one thread here (420 GMAC/s, about 78 % of the VNNI peak), 29.7-32 ns at
   100 x 10,000. The bit planes' lead is thus 2.3-2.9x depending on the host's
   load; 3x at 1,000 queries would need 7.9 ns a pair, within 8 % of the ALU
-  bound above.
+  bound above. Measured with this module's int8 route (the small-d tiles below, bit
+  planes decoded a chunk at a time) at d = 10,000, dot, one thread, CPU time, load 2:
+  44.1 ns a pair at 100 x 10,000 and 43.2 at 1,000 x 2,000, against the bit planes'
+  10.3-10.4 and ``_int_mm``'s 27.3 and 21.7 in the same run (its 3 x 8 tile reads 10 KB
+  rows, 1.3 MB a chunk: past L2). Not a gain at this d.
 - The dot metric's top k (:func:`._llvm.popcount.tile_dots`): the tile returns
   its dots compared in registers with each query's k-th: 12.4 -> 10.4 ns a pair
   (reading the counts the tile has just stored cost 2 ns a pair).
