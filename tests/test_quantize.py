@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tritnum as tn
+from tritnum.errors import InvalidTritsError
 
 
 def float_arrays(max_dims=3, max_side=40):
@@ -224,7 +225,7 @@ def test_activations_non_finite(device):
         tn.quantize_activations(x, device=device)
 
 
-@pytest.mark.parametrize("shape", [(0, 64), (1, 5), (7, 64), (300, 640)])
+@pytest.mark.parametrize("shape", [(0, 64), (1, 5), (7, 64), (300, 640), (3, 1029)])
 @pytest.mark.parametrize("kw", [{}, {"axis": -1}, {"group_size": 32}])
 @pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])
 def test_dequantize_is_trits_times_their_scale_on_every_backend(device, shape, kw, fmt):
@@ -241,3 +242,15 @@ def test_dequantize_is_trits_times_their_scale_on_every_backend(device, shape, k
     got = tn.dequantize(tw, device=device)
     assert got.dtype == np.float32 and got.shape == shape
     np.testing.assert_array_equal(np.asarray(got).view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("fmt,bad", [("2bit", 0b11), ("base3", 1)])
+def test_dequantize_of_corrupt_codes_raises_as_unpack_does(device, fmt, bad):
+    data = tn.pack(np.zeros((2, 300), np.int8), fmt).data.copy()
+    data[1, 7] = bad  # a code no encoder writes
+    w = tn.TernaryTensor(tn.PackedTrits(data, (2, 300), fmt), np.float32(0.5))
+    with pytest.raises(InvalidTritsError) as unpacked:
+        tn.unpack(w.packed, device=device)
+    with pytest.raises(InvalidTritsError) as dequantized:
+        w.dequantize(device=device)
+    assert str(dequantized.value) == str(unpacked.value)

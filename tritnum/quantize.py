@@ -21,7 +21,7 @@ from ._interop import as_rows, dask_layer, is_dask, origin, to_host
 from ._kernels.shared.quantize import EPS
 from ._validate import float_array, index_str, leading_key, native_order, owned
 from .errors import ShapeMismatchError
-from .packing import PackedTrits, unpack_rows
+from .packing import PackedTrits, ensure_valid
 from .typing import Device, Format
 
 # Internal API: the private names other modules use (tests/test_architecture_seams.py):
@@ -187,8 +187,11 @@ class TernaryTensor:
         n = self.shape[-1]
         groups = 1 if self._group_size is None else n // self._group_size
         scales = self._scales.reshape(-1 if self._group_size else 1, groups)
-        w = call("dequantize", dev, unpack_rows(self._packed, dev), scales)
-        return place(w, self._packed._like, self.shape)
+        packed = self._packed
+        ensure_valid(packed, dev)  # bad codes raise here, as unpack would
+        fmt = packed._format
+        w = call("dequantize_packed", dev, as_rows(packed.data, fmt.planes), fmt, n, scales)
+        return place(w, packed._like, self.shape)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError(

@@ -37,7 +37,6 @@ from ._llvm.gemv import (
     SLOTS,
     SUB_BLOCK,
     WHOLE,
-    decode_2bit,
     dot_2bit,
     group_dot_2bit,
     grouped_dot_2bit,
@@ -49,6 +48,7 @@ from ._llvm.gemv import (
 from ._llvm.gemv_target import BLOCK_BYTES
 from ._parallel import claim, leave, run, run_claimed, with_blas_limit
 from .base3_gemv import gemv_base3
+from .dequantize import decode_2bit_rows
 from .int8_gemm import INT32_EXACT, applies, gemm_int8
 from .packing import unpack
 from .quantize import _absmax_quantize_rows
@@ -359,23 +359,6 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
     return y
 
 
-@jit()
-def _decode_2bit_rows(w, n, out, t0, t1):
-    """Rows t0..t1 as float32 trits in their order (``out`` is ``(rows, n)``).
-
-    Whole blocks by the SIMD decoder, the bytes past them a trit at a time.
-    """
-    units = w.shape[1]
-    full = min(units, n // 4) // BLOCK_BYTES
-    done = 4 * BLOCK_BYTES * full
-    for o in range(t0, t1):
-        if full:
-            decode_2bit(w, o * units, out, o * n, full)
-        for j in range(done, n):
-            out[o, j] = np.float32(np.int32((w[o, j >> 2] >> ((j & 3) * 2)) & 3) - 1)
-    return 0
-
-
 def _laid_out(x: np.ndarray, n: int, segment: int) -> np.ndarray:
     """Rows of ``x`` in the layout of :func:`layout` (zeros in its padding)."""
     if segment % BLOCK_BYTES == 0 and n % (4 * segment) == 0:  # whole blocks: a transpose
@@ -409,7 +392,7 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
 
     def decode(rows, out):
         if fmt.name == "2bit":
-            run(_decode_2bit_rows, rows.shape[0], out.nbytes, rows, n, out)
+            run(decode_2bit_rows, rows.shape[0], out.nbytes, rows, n, out)
         else:
             out[...] = unpack(rows, fmt, n)[0]
         return out

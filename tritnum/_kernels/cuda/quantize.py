@@ -10,6 +10,7 @@ from numba import cuda, float32, float64, int8, int32
 from ..._dispatch import register
 from ..._formats import Format
 from ..shared import packing as codecs
+from ..shared.dequantize import from_packed
 from ..shared.packing import byte_rows
 from ..shared.quantize import kept_amax
 from ._launch import THREADS, blocks
@@ -215,3 +216,6 @@ def dequantize_rows(trits: Any, scales: Any) -> Any:
     if out.size:
         dequantize_kernel[blocks(out.size), THREADS](trits, scales, out)
     return out
+
+
+register("dequantize_packed", "cuda")(from_packed("cuda"))

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import Format
+from ..shared.dequantize import from_packed
 from ..shared.packing import encode
 from ..shared.quantize import EPS
 
@@ -62,3 +63,6 @@ def dequantize_rows(trits: np.ndarray, scales: np.ndarray) -> np.ndarray:
     rows, n = trits.shape
     out = trits.reshape(rows, scales.shape[1], n // max(scales.shape[1], 1)).astype(np.float32)
     return np.multiply(out, scales[:, :, None], out=out).reshape(rows, n)
+
+
+register("dequantize_packed", "numpy")(from_packed("numpy"))

@@ -596,43 +596,56 @@ def _interleave(builder, vs):
         h * 2 * lanes + 2 * m + i for m in range(lanes) for h in range(2) for i in range(2)]))
 
 
-def make_decode(target: Target):
+def make_decode(target: Target, scaled: bool = False):
     """The decoder intrinsic of ``target``: float32 trits in their own order.
 
     ``decode(w, woff, out, ooff, nblocks)``: the ``4 * B * nblocks`` trits of ``nblocks``
     blocks of ``B`` bytes (from flat element ``woff`` of ``w``) at ``out[ooff:]``, trit
     ``4m + n`` (code n of byte m) in place ``4m + n``: each part's four code vectors
     (:func:`.dot_float.trit_vectors`) interleaved by two shuffles. The GEMM multiplies
-    them by activations as they are, with no layout of its own.
+    them by activations as they are, with no layout of its own. ``scaled``: a sixth
+    argument, a float32 ``scale``, multiplies every trit (exactly: ``trit * scale``).
     """
-    @intrinsic
-    def decode(typingctx, w, woff, out, ooff, nblocks):
+    def typed(w, out):
         if not (isinstance(w, types.Array) and w.dtype == types.uint8
                 and isinstance(out, types.Array) and out.dtype == types.float32):
             return None
-        sig = types.none(w, types.intp, out, types.intp, types.intp)
+        return types.none(w, types.intp, out, types.intp, types.intp,
+                          *(types.float32,) * scaled)
 
-        def codegen(context, builder, sig, args):
-            wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
-            op = pointer(context, builder, sig.args[2], args[2], args[3], F32)
-            size, lanes = target.block, target.lanes
-            vf = vector(F32, 4 * lanes)
-            codes = []
+    def codegen(context, builder, sig, args):
+        wp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
+        op = pointer(context, builder, sig.args[2], args[2], args[3], F32)
+        size, lanes = target.block, target.lanes
+        vf = vector(F32, 4 * lanes)
+        weight = broadcast(builder, args[5], lanes) if scaled else None
+        codes = []
 
-            def body(t, scale, n, part, offset):
-                codes.append(t)
-                if n == 3:  # the part's bytes whole: their 4 * lanes trits in order
-                    # offset = 4Bk + 3B + lanes * part: block k's first trit is 4Bk
-                    first = builder.sub(offset, ir.Constant(offset.type, 3 * size))
-                    at = builder.add(first, ir.Constant(offset.type, 3 * lanes * part))
-                    ptr = builder.bitcast(builder.gep(op, [at]), vf.as_pointer())
-                    builder.store(_interleave(builder, codes), ptr, align=1)
-                    codes.clear()
+        def body(t, scale, n, part, offset):
+            codes.append(t)
+            if n == 3:  # the part's bytes whole: their 4 * lanes trits in order
+                # offset = 4Bk + 3B + lanes * part: block k's first trit is 4Bk
+                first = builder.sub(offset, ir.Constant(offset.type, 3 * size))
+                at = builder.add(first, ir.Constant(offset.type, 3 * lanes * part))
+                ptr = builder.bitcast(builder.gep(op, [at]), vf.as_pointer())
+                builder.store(_interleave(builder, codes), ptr, align=1)
+                codes.clear()
 
-            trit_vectors(builder, wp, args[4], target, True, body)
-            return context.get_dummy_value()
+        trit_vectors(builder, wp, args[4], target, True, body, weight)
+        return context.get_dummy_value()
 
-        return sig, codegen
+    if scaled:
+        @intrinsic
+        def decode_scaled(typingctx, w, woff, out, ooff, nblocks, scale):
+            sig = typed(w, out)
+            return None if sig is None else (sig, codegen)
+
+        return decode_scaled
+
+    @intrinsic
+    def decode(typingctx, w, woff, out, ooff, nblocks):
+        sig = typed(w, out)
+        return None if sig is None else (sig, codegen)
 
     return decode
 
@@ -661,4 +674,5 @@ group_dot_2bit = {b: make_group_dot(TARGET, SCALED_ROWS, b * INT8_LANES // BLOCK
 WHOLE = 2 * BLOCK_BYTES  # the key of groups of whole blocks (of more than one)
 group_dot_2bit[WHOLE] = make_group_dot(TARGET, 1, INT8_LANES)
 decode_2bit = make_decode(TARGET)
+decode_2bit_scaled = make_decode(TARGET, scaled=True)
 lane_sums_2bit = make_lane_sums(TARGET)
