@@ -447,7 +447,8 @@ def test_eval_gradients_equal_the_operator_s_and_vmap_takes_the_layer():
     """An eval-mode call under autograd (its bias requires grad) skips the operator's
     dispatch, with the operator's gradients (half-precision x, bias of another dtype);
     under torch.func.vmap it is the operator, which has a rule for it (one call a sample),
-    and make_fx traces the operator."""
+    make_fx traces the operator, and forward-mode AD is refused (the operator's tangents
+    are zeros)."""
     layer = layer_with(spec=8).eval()
     layer(torch.randn(1, 40))  # packs the weights
     for x_dtype, bias_dtype in [(torch.float32, torch.float32), (torch.bfloat16, torch.float32),
@@ -471,6 +472,8 @@ def test_eval_gradients_equal_the_operator_s_and_vmap_takes_the_layer():
     w, bias = layer.ternary_weight(), layer.bias.detach().numpy()
     want = np.stack([tn.linear(xi.numpy(), w, bias, activations="int8") for xi in x])
     np.testing.assert_array_equal(torch.func.vmap(layer)(x).detach().numpy(), want)
+    with pytest.raises(RuntimeError, match="functorch transforms"):  # not the operator's zeros
+        torch.func.jvp(layer, (x,), (torch.ones_like(x),))
     # make_fx (a dispatch mode) records the operator, not its result as a constant
     from torch.fx.experimental.proxy_tensor import make_fx
     graph = make_fx(layer)(torch.randn(3, 40, requires_grad=True))

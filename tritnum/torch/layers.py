@@ -21,6 +21,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch._C._functorch import TransformType
+from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
 from .._formats import get_format
 from .._validate import choice
@@ -122,6 +124,20 @@ def _group_size(group_size: int | None, in_features: int) -> int | None:
             f"group_size must divide in_features ({in_features}), got {group_size}",
             expected=f"a divisor of {in_features}", actual=group_size)
     return group_size
+
+
+def _needs_the_operator() -> bool:
+    """Whether an eager eval-mode call under autograd takes the operator, not EagerLinear.
+
+    Dispatch modes (make_fx, FakeTensorMode) and torch.func's vmap know the operator;
+    EagerLinear's forward reads x's memory and it has no vmap rule. Forward-mode AD
+    (torch.func.jvp, jacfwd) is left to EagerLinear, which refuses it: the operator
+    gives it zero tangents.
+    """
+    if torch._C._len_torch_dispatch_stack():
+        return True
+    return torch._C._are_functorch_transforms_active() and not any(
+        i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters())
 
 
 def _stamp(w: torch.Tensor) -> tuple[Any, ...]:
@@ -425,9 +441,7 @@ class BitLinear(nn.Module):
             return _ops.ternary_linear(*args)  # the operator, with its backward
         if torch.is_grad_enabled() and (
                 x.requires_grad or (self.bias is not None and self.bias.requires_grad)):
-            # torch.func transforms (vmap) and dispatch modes (make_fx, FakeTensorMode): the
-            # operator, which they know (the Function's forward reads x's memory)
-            if torch._C._are_functorch_transforms_active() or torch._C._len_torch_dispatch_stack():
+            if _needs_the_operator():
                 return _ops.ternary_linear(*args)
             return _ops.EagerLinear.apply(*args)  # the same, without the operator's dispatch
         return _ops.frozen_linear(*args)
