@@ -405,3 +405,35 @@ def test_large_packed_buffers_start_on_a_cache_line(fmt):
         assert packed.nbytes >= cpu_packing.ALIGN_FROM
         assert packed.data.ctypes.data % cpu_packing.ALIGN == 0
         np.testing.assert_array_equal(packed.unpack(), trits)
+
+
+@pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])
+def test_the_host_route_of_pack_and_unpack_equals_the_general_route(fmt):
+    """int8 NumPy arrays on the CPU skip the general route: same bytes, trits and errors."""
+    rng = np.random.default_rng(5)
+    for shape in [(1,), (7,), (3, 65), (2, 3, 300)]:
+        a = rng.integers(-1, 2, shape).astype(np.int8)
+        fast, general = tn.pack(a, fmt), tn.pack(a.astype(np.int16), fmt)  # int16: general
+        assert fast.shape == general.shape and fast.format == general.format == fmt
+        np.testing.assert_array_equal(fast.data, general.data)
+        assert not fast.data.flags.writeable
+        for device in ("auto", "numpy"):
+            got = tn.unpack(fast, device=device)
+            assert type(got) is np.ndarray and got.dtype == np.int8
+            np.testing.assert_array_equal(got, a)
+        bad = a.copy()
+        bad.flat[len(bad.flat) // 2] = -2
+        with pytest.raises(tn.errors.InvalidTritsError) as fast_error:
+            tn.pack(bad, fmt)
+        with pytest.raises(tn.errors.InvalidTritsError) as general_error:
+            tn.pack(bad.astype(np.int16), fmt)
+        assert str(fast_error.value) == str(general_error.value)
+    corrupt = tn.pack(np.zeros(300, np.int8), fmt).data.copy()
+    # a unit no encoder writes: code 3, a non-canonical base3 byte, set padding bits
+    corrupt.reshape(-1)[-1] = 1 if fmt == "base3" else np.iinfo(corrupt.dtype).max
+    wrapped = tn.PackedTrits(corrupt, (300,), fmt)
+    with pytest.raises(tn.errors.InvalidTritsError) as fast_error:
+        tn.unpack(wrapped)
+    with pytest.raises(tn.errors.InvalidTritsError) as general_error:
+        tn.unpack(wrapped, device="numpy")
+    assert str(fast_error.value) == str(general_error.value)

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ._dispatch import call, place, resolve_device
+from . import _formats
+from ._dispatch import call, get_device, kernel, place, resolve_device
 from ._formats import FORMATS, Format, get_format
 from ._interop import (
     HOST,
@@ -515,6 +516,14 @@ def pack(trits: Any, format: FormatName = "2bit", *, device: Device = "auto") ->
     >>> tn.unpack(tn.pack(t, "bitplane"))
     array([-1,  0,  1,  1,  0, -1,  0], dtype=int8)
     """
+    fmt = _formats.FORMATS.get(format) if type(format) is str else None
+    if (type(trits) is np.ndarray and trits.dtype == _INT8 and fmt is not None
+            and trits.ndim and trits.size and trits.flags.c_contiguous and _on_host(device)):
+        # a NumPy int8 array on the CPU, classified once (1024 trits: 6.0 -> 3.3 µs)
+        data, ok = kernel("pack", "cpu")(trits.reshape(-1, trits.shape[-1]), fmt)
+        if not ok:
+            raise_invalid_trits(trits)
+        return PackedTrits._host_result(data, trits.shape, fmt)
     fmt = get_format(format)
     a = trit_array(trits)
     if is_dask(a):
@@ -524,6 +533,14 @@ def pack(trits: Any, format: FormatName = "2bit", *, device: Device = "auto") ->
     if not ok:
         raise_invalid_trits(a)
     return PackedTrits._encoded(data, a.shape, fmt.name, origin(trits))
+
+
+_INT8 = np.dtype(np.int8)
+
+
+def _on_host(device: Any) -> bool:
+    """Whether ``device`` resolves to the CPU backend for host data (as ``resolve_device``)."""
+    return device == "cpu" or (device == "auto" and get_device() in ("auto", "cpu"))
 
 
 def ensure_valid(packed: PackedTrits, device: str) -> None:
@@ -574,6 +591,15 @@ def unpack(packed: PackedTrits, *, device: Device = "auto") -> Any:
             f"unpack takes a tn.PackedTrits (from tn.pack, or tn.PackedTrits(data, shape, "
             f"format) for a buffer from elsewhere), got {type(packed).__name__}"
         )
+    data = packed._data
+    if type(data) is np.ndarray and packed._like is HOST and data.size and _on_host(device):
+        # host data handed back as NumPy, classified once (1024 trits: 3.8 -> 2.0 µs)
+        fmt = packed._format
+        rows = data.reshape(-1, *data.shape[data.ndim - fmt.planes:])
+        out, ok = kernel("unpack", "cpu")(rows, fmt, packed._shape[-1])
+        if not (packed._valid or ok):
+            _raise_corrupt(packed, "cpu")
+        return out.reshape(packed._shape)
     if is_dask(packed.data):
         return dask_layer().unpack(packed, device)
     return place(unpack_native(packed, device), packed._like)
