@@ -478,6 +478,10 @@ def test_eval_gradients_equal_the_operator_s_and_vmap_takes_the_layer():
     from torch.fx.experimental.proxy_tensor import make_fx
     graph = make_fx(layer)(torch.randn(3, 40, requires_grad=True))
     np.testing.assert_array_equal(graph(x[1]).detach().numpy(), want[1])
+    with torch.no_grad():  # the route without autograd too
+        graph = make_fx(layer)(torch.randn(3, 40))
+        np.testing.assert_array_equal(graph(x[2]).numpy(), want[2])
+        np.testing.assert_array_equal(torch.func.vmap(layer)(x).numpy(), want)
 
 
 def test_autocast_bfloat16_training_step():

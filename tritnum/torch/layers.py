@@ -127,10 +127,11 @@ def _group_size(group_size: int | None, in_features: int) -> int | None:
 
 
 def _needs_the_operator() -> bool:
-    """Whether an eager eval-mode call under autograd takes the operator, not EagerLinear.
+    """Whether an eager eval-mode call takes the operator, not EagerLinear or frozen_linear.
 
     Dispatch modes (make_fx, FakeTensorMode) and torch.func's vmap know the operator;
-    EagerLinear's forward reads x's memory and it has no vmap rule. Forward-mode AD
+    the others read x's memory (make_fx recorded their output as a constant, whatever
+    the input) and have no vmap rule. Forward-mode AD
     (torch.func.jvp, jacfwd) is left to EagerLinear, which refuses it: the operator
     gives it zero tangents.
     """
@@ -437,12 +438,10 @@ class BitLinear(nn.Module):
                                "packed its weights")
         args = (x, self.weight_packed, self.weight_scale, self.bias, self.in_features,
                 self.group_size, self.activations)
-        if compiling:
+        if compiling or _needs_the_operator():
             return _ops.ternary_linear(*args)  # the operator, with its backward
         if torch.is_grad_enabled() and (
                 x.requires_grad or (self.bias is not None and self.bias.requires_grad)):
-            if _needs_the_operator():
-                return _ops.ternary_linear(*args)
             return _ops.EagerLinear.apply(*args)  # the same, without the operator's dispatch
         return _ops.frozen_linear(*args)
 
