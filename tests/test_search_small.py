@@ -101,12 +101,17 @@ def test_leading_shape_and_one_vector():
 
 
 def test_threads_and_parts():
-    """A search large enough to share among threads: memory parts merged, blocks of queries."""
+    """Searches large enough to share among threads: blocks of queries; memory parts merged."""
     rng = np.random.default_rng(3)
     q, mem = trits(rng, (41, 256)), memory_with_ties(rng, 300, 256)
     for metric in METRICS:
         search_both(q, mem, 4, metric, False)
     search_both(q, mem, 1, "cosine", True)
+    q, mem = trits(rng, (2, 256)), memory_with_ties(rng, 2100, 256)  # one tile, 4+ parts
+    mem[2000] = mem[7]  # a tie across parts
+    for metric in METRICS:
+        search_both(q, mem, 3, metric, False)
+    search_both(q, mem, 2, "dot", True)
 
 
 @pytest.mark.parametrize("metric", METRICS)

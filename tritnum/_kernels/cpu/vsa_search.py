@@ -635,9 +635,13 @@ def search_int8(queries: np.ndarray, memory: np.ndarray, k: int, metric: int, d:
         if _search_int8(queries, memory, k, metric, d, 1, tiles, best_s, best_i, 0, 1):
             return None
         return best_i[0], best_s[0]
+    # blocks of queries first: each reads the whole memory, from L2 at these d, and its
+    # rows' top k are final (parts of the memory each find their own first, then merge:
+    # 1,000 x 1,000 at d = 256 on one thread took 1.70 ms as one part, 2.03 as 4, 2.29 as 8)
     spread = threads() * CHUNKS_PER_THREAD
-    parts = max(1, min(-(-m // INT8_CHUNK), spread))
-    per_block = max(1, -(-tiles // max(1, min(tiles, -(-spread // parts)))))
+    blocks = min(tiles, spread)
+    parts = max(1, min(-(-m // INT8_CHUNK), spread // blocks))
+    per_block = -(-tiles // blocks)
     count = -(-tiles // per_block) * parts
     best_s = np.empty((parts, nq, k))  # -inf and 0 from each task, for its queries and part
     best_i = np.empty((parts, nq, k), np.int64)
