@@ -16,7 +16,9 @@ batch decodes bit-plane memory into an int8 scratch a chunk of 128 rows at a tim
 one query decodes each row in the tile's registers (``vpmovm2b``). The scores of a
 query x chunk come from one vectorized loop (``vsqrtpd``/``vdivpd`` for cosine, the
 same IEEE operations as :func:`hv.score`: the same bits), then a scan against the
-k-th keeps the top k as the bit-plane route does. Floor at d = 256 per pair: 4
+k-th keeps the top k as the bit-plane route does; threads take blocks of queries
+first (the memory stays in L2 at these d; parts of it each find a top k of their own
+to merge). Floor at d = 256 per pair: 4
 ``vpdpbusd`` of 64 products (2 a cycle on Zen 5), a 3 x 8 tile loading each memory
 vector once for 3 queries, and the 8 accumulators of a query summed into one vector
 by a transposing tree (about 2 operations a pair); tiles of 2 or 4 queries were slower
