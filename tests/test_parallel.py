@@ -82,7 +82,7 @@ def test_spin_bounds_without_a_cycle_counter(two_threads, monkeypatch):
     monkeypatch.setattr(_parallel, "_RATES", (0.0, 1e7))
     assert _parallel._settle() == 0 and _parallel._bound(1e-3) == (1 << 62, 10_000)
     flag = np.zeros(1, np.int64)
-    assert not _parallel._spin_while_any(flag, 0, *_parallel._bound(1e-3))
+    assert not _parallel._spin_while_any(flag, 0, *_parallel._bound(1e-3), _parallel._settle())
     for _ in range(3):
         calls: list = []
         assert _parallel.run(_recorder(calls, threading.Event()), 64, 1 << 30, "x") == 64
@@ -242,44 +242,15 @@ def test_claimed_tasks_run_once_on_two_threads(two_threads, tasks):
 
 
 @numba.njit(nogil=True)
-def _claimed_after(delay, marks, done, ticks, ctl, t1):
-    """:func:`_claimed_marks` after ``delay`` cycle ticks before its first claim."""
-    start = cycles()
-    while cycles() - start < delay:
-        pass
-    return _claimed_marks(marks, done, ticks, ctl, t1)
-
-
-def test_a_helper_whose_spin_ends_before_the_first_claim_joins(two_threads, monkeypatch):
-    """A claimed call is published by its kernel's first claim: a helper spinning when the
-    call was made, whose spin ends before that claim (the kernel compiling, or late), does
-    not sleep through it."""
-    if _parallel._rates()[0] == 0:
-        pytest.skip("no cycle counter to time the kernel's delay")
-    monkeypatch.setattr(_parallel, "SPIN_SECONDS", 0.02)
-    delay, ticks = _parallel._bound(0.1)[0], _parallel._bound(2.0)[0]
-    for _ in range(3):
-        marks = np.zeros(4096, np.int64)  # the helper joins (woken if asleep), then spins
-        got = _parallel.run_claimed(_claimed_marks, 4096, 1 << 30, marks, np.zeros(1, np.int64),
-                                    ticks)
-        assert got == 4096 + 4097
-        marks[:] = 0
-        got = _parallel.run_claimed(_claimed_after, 4096, 1 << 30, delay, marks,
-                                    np.zeros(1, np.int64), ticks)
-        assert (marks == 1).all() and got == 4096 + 4097  # a helper took a chunk
-
-
-@numba.njit(nogil=True)
 def _raises_before_claiming(ctl, t1):
     if t1 > 0:
         raise ZeroDivisionError("before its first claim")
     return 0
 
 
-def test_back_to_back_claimed_calls_and_unpublished_ones_between(two_threads):
+def test_back_to_back_claimed_calls_and_failed_ones_between(two_threads):
     """Back-to-back calls of changing sizes each get a helper and every task once; a call
-    whose kernel raises before its first claim publishes nothing (the next call takes its
-    generation) and leaves the next calls as they were."""
+    whose kernel raises before its first claim leaves the next calls as they were."""
     ticks = _parallel._bound(2.0)[0] if _parallel._rates()[0] > 0 else 0
     rng = np.random.default_rng(3)
     for i in range(100):
@@ -312,14 +283,14 @@ def test_a_claimed_kernel_error_reaches_the_caller(two_threads):
 
 
 def test_a_helper_leaves_when_the_caller_waits_or_after_its_bound():
-    ctl = np.array([0, 8, 0, 0, 0, *_parallel._bound(1e-3)], np.int64)
+    ctl = np.array([0, 8, 0, *_parallel._bound(1e-3)], np.int64)
     start = time.perf_counter()
     _parallel.leave(ctl)  # nobody waits: back after its bound
     assert time.perf_counter() - start >= 0.5e-3 or _parallel._rates()[0] == 0
     ctl[_parallel.CALLER_WAITS] = 1
     ctl[_parallel.LINGER_TICKS] = ctl[_parallel.LINGER_ROUNDS] = 1 << 62
     _parallel.leave(ctl)  # the caller waits: back at once (a hang here fails by timeout)
-    _parallel.leave(ctl[:_parallel.PUBLISH + 1])  # the caller's own view: never waits
+    _parallel.leave(ctl[:_parallel.STEP + 1])  # the caller's own view: never waits
 
 
 def test_the_pool_is_released_when_making_a_job_fails(two_threads, monkeypatch):

@@ -35,11 +35,7 @@ A ``concurrent.futures`` pool (a sleeping worker, chunks taken under the GIL) ma
 The GEMVs go further (:func:`run_claimed`): their kernels take chunks themselves,
 from an atomic counter (:func:`claim`), so each thread calls its kernel once and
 takes the GIL only to enter and to leave it; a helper leaves only once the caller
-waits for it without the GIL (:func:`leave`). Such a call is published by the
-caller's kernel at its first claim, when the GIL is free, so a helper takes the GIL
-at once, without a settle: int8 GEMV at 4096 x 4096 on 2 threads, the helper enters
-2 µs after the caller instead of 5, and the whole call 41.4 µs instead of 51.9
-(instrumented, medians). Measured on the int8 GEMV at 4096 x
+waits for it without the GIL (:func:`leave`). Measured on the int8 GEMV at 4096 x
 4096 (quiet: ``chrt -f 1``, medians): ``tn.linear`` on 2 threads 61-62 -> 57-60 µs
 (1 thread 85-89 µs: 1.37-1.40x -> 1.45-1.51x), the kernel alone 44 µs against 72.
 What is left is serial: the helper enters its kernel about 7 µs after the caller
@@ -75,15 +71,7 @@ from ... import _blas
 from ..._dispatch import register
 from ..._threads import threads
 from ._jit import jit
-from ._llvm.spin import (
-    cycles,
-    fetch_add,
-    load_acquire,
-    spin_pause,
-    store_release,
-    store_release_at,
-    yield_cpu,
-)
+from ._llvm.spin import cycles, fetch_add, load_acquire, spin_pause, store_release, yield_cpu
 
 # Below this many bytes of input per call, handing work to a thread costs more than it saves.
 MIN_PARALLEL_BYTES = 1 << 20
@@ -107,11 +95,10 @@ ALONE_CALLS = 16
 # multiple of CLAIM_MULTIPLE tasks (the GEMVs take 4 weight rows a dot).
 CLAIMS_PER_THREAD = 12
 CLAIM_MULTIPLE = 8
-# A claimed call's control words: the next task, the chunk size, where and what the
-# caller's first claim publishes (the pool's generation; 0: nothing); for helpers only
-# (the caller's view stops before them): the caller waits for the helpers, and how long
-# a helper waits for that (cycle ticks, spin rounds) before it returns anyway.
-NEXT, STEP, PUBLISH_AT, PUBLISH, CALLER_WAITS, LINGER_TICKS, LINGER_ROUNDS = range(7)
+# A claimed call's control words: the next task, the chunk size; for helpers only (the
+# caller's view stops before them): the caller waits for the helpers, and how long a
+# helper waits for that (cycle ticks, spin rounds) before it returns anyway.
+NEXT, STEP, CALLER_WAITS, LINGER_TICKS, LINGER_ROUNDS = range(5)
 LINGER_SECONDS = 50e-6
 
 
@@ -120,8 +107,7 @@ def _spin(flags, value, ticks, rounds, settle, yield_every, words, slot, word):
     """``words[slot] = word``, then spin while some of ``flags`` equals ``value``, for a while.
 
     For ``ticks`` of :func:`cycles` (where it counts) and at most ``rounds`` rounds;
-    then ``settle[0]`` ticks more once none does (read then: the caller that changed
-    the flags set it first); ``sched_yield`` every ``yield_every``
+    then ``settle`` ticks more once none does; ``sched_yield`` every ``yield_every``
     rounds (0: never). -1 when none does any more, else (time ran out) the ticks it
     spun. A flag, once it differs, is not read again: the callers' flags never change
     back. The store comes first and without the GIL, which the caller has released.
@@ -138,7 +124,7 @@ def _spin(flags, value, ticks, rounds, settle, yield_every, words, slot, word):
             i += 1
         if i == flags.shape[0]:
             seen = cycles()
-            while cycles() - seen < load_acquire(settle, 0):
+            while cycles() - seen < settle:
                 spin_pause()
             return -1
         if cycles() - start > ticks:
@@ -151,12 +137,12 @@ def _spin(flags, value, ticks, rounds, settle, yield_every, words, slot, word):
 
 
 _NOWHERE = np.zeros(1, np.int64)  # the word :func:`_spin` stores to when nothing is to be said
-_NO_SETTLE = np.zeros(1, np.int64)  # :func:`_spin`'s settle where none is wanted
 
 
-def _spin_while_any(flags: np.ndarray, value: int, ticks: int, rounds: int) -> bool:
+def _spin_while_any(flags: np.ndarray, value: int, ticks: int, rounds: int, settle: int = 0,
+                    yield_every: int = 0) -> bool:
     """:func:`_spin` with nothing to store: True when no flag equals ``value`` any more."""
-    return _spin(flags, value, ticks, rounds, _NO_SETTLE, 0, _NOWHERE, 0, 0) < 0
+    return _spin(flags, value, ticks, rounds, settle, yield_every, _NOWHERE, 0, 0) < 0
 
 
 _RATES: tuple[float, float] | None = None  # cycles and spin rounds per second, measured once
@@ -187,13 +173,13 @@ def _rates() -> tuple[float, float]:
         _spin_while_any(flag, 0, 1 << 62, 1)  # compiled or loaded from the cache
         n = 20000
         t = time.perf_counter()
-        c = _spin(flag, 0, 1 << 62, n, _NO_SETTLE, 0, _NOWHERE, 0, 0)  # the ticks of n rounds
+        c = _spin(flag, 0, 1 << 62, n, 0, 0, _NOWHERE, 0, 0)  # the ticks of n rounds
         t = max(time.perf_counter() - t, 1e-9)
         _RATES = c / t, n / t
     return _RATES
 
 
-def _idle(generation: np.ndarray, seen: int, ticks: int, rounds: int, settle: np.ndarray,
+def _idle(generation: np.ndarray, seen: int, ticks: int, rounds: int, settle: int,
           yield_every: int, inside: np.ndarray, slot: int) -> bool:
     """A helper between calls: ``inside[slot] = 0`` once the GIL is released, then wait for a call.
 
@@ -207,12 +193,8 @@ def claim(ctl, t1):
     """The next chunk ``[a, b)`` of a claimed call's tasks ``[.., t1)``; none left when ``a >= t1``.
 
     ``ctl[0]`` is the first task not yet taken, ``ctl[1]`` the chunk size: threads
-    claiming at once each get a chunk of their own (:func:`fetch_add`). The caller's
-    first claim of a shared call publishes it to the helpers (:meth:`_Pool.call`).
+    claiming at once each get a chunk of their own (:func:`fetch_add`).
     """
-    if ctl.shape[0] == PUBLISH + 1 and ctl[PUBLISH_AT]:
-        store_release_at(ctl[PUBLISH_AT], ctl[PUBLISH])
-        ctl[PUBLISH_AT] = 0
     a = fetch_add(ctl, NEXT, ctl[STEP])
     return a, min(a + ctl[STEP], t1)
 
@@ -241,7 +223,7 @@ def _wait_for_helpers(ctl: np.ndarray, inside: np.ndarray, generation: int, tick
 
     Both without the GIL (:func:`_spin`), so a helper leaving (:func:`leave`) finds it free.
     """
-    return _spin(inside, generation, ticks, rounds, _NO_SETTLE, 0, ctl, CALLER_WAITS, 1) < 0
+    return _spin(inside, generation, ticks, rounds, 0, 0, ctl, CALLER_WAITS, 1) < 0
 
 
 class _Job:
@@ -271,7 +253,7 @@ class _Job:
         if self.bounds is None:  # the kernel claims them itself: one call on each thread
             # a helper counts as come in time only with more than the caller's share left
             self.helped |= not caller and self.ctl[NEXT] * (self.helpers + 1) < self.tasks
-            ctl = self.ctl[:PUBLISH + 1] if caller else self.ctl
+            ctl = self.ctl[:STEP + 1] if caller else self.ctl
             try:
                 self.results.append(self.kernel(*self.args, ctl, self.tasks))
             except BaseException as e:  # the caller raises it
@@ -299,11 +281,9 @@ class _Pool:
 
     def __init__(self, helpers: int) -> None:
         self.generation = np.zeros(1, np.int64)
-        self.settle = np.zeros(1, np.int64)  # ticks a helper that sees a call waits for the GIL
-        self.address = self.generation.ctypes.data  # read once: 0.7 µs a read
-        # a claimed call's control words, copied for each (0.08 µs; made, 0.45)
-        self.claimed = np.array([0, 0, 0, 0, 0, *_bound(LINGER_SECONDS)], np.int64)
         self.inside = np.zeros(helpers, np.int64)
+        # a claimed call's control words, copied for each (0.08 µs; made, 0.45)
+        self.claimed = np.array([0, 0, 0, *_bound(LINGER_SECONDS)], np.int64)
         self.cond = threading.Condition()
         self.sleepers = 0
         self.misses = 0  # calls in a row that no helper took a chunk of
@@ -331,11 +311,11 @@ class _Pool:
     def _serve(self, slot: int) -> None:
         seen = 0
         while not self.closed:
-            if not _idle(self.generation, seen, *_bound(SPIN_SECONDS), self.settle,
+            if not _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(),
                          YIELD_EVERY, self.inside, slot):
                 with self.cond:
                     self.sleepers += 1
-                    while self.generation[0] == seen and not self._unpublished(seen):
+                    while self.generation[0] == seen:
                         self.cond.wait()
                     self.sleepers -= 1
             seen = int(self.generation[0])
@@ -350,33 +330,12 @@ class _Pool:
                         self.cond.notify_all()
                 # else _idle says so, with the GIL released: the caller does not wait for it
 
-    def _unpublished(self, seen: int) -> bool:
-        """A call is set up that is not published yet: its caller's kernel will, at its first claim.
-
-        A helper does not sleep then (nothing would wake it: the call saw no sleeper), it
-        spins again: the kernel may claim long after the call was made (compiling first).
-        """
-        job = self.job
-        return job is not None and job.generation > seen and not job.late
-
     def call(self, job: _Job) -> None:
-        """Run ``job`` on this thread and on the helpers that come in time.
-
-        A claimed job is published by the caller's kernel, at its first claim (the GIL
-        released by then): a helper that sees it takes the GIL at once, 4-5 µs sooner
-        than after a settle. Other jobs, and those whose helpers sleep (woken through
-        the condition), are published here.
-        """
         job.generation = int(self.generation[0]) + 1
-        try:  # self.job is reset whatever happens once set: a helper spins while it waits
+        try:  # self.job is reset whatever happens once set
             self.job = job
+            self.generation[0] = job.generation
             woken = self.sleepers > 0
-            if job.ctl is not None and not woken:
-                self.settle[0] = 0
-                job.ctl[PUBLISH_AT], job.ctl[PUBLISH] = self.address, job.generation
-            else:
-                self.settle[0] = _settle()
-                self.generation[0] = job.generation
             if woken:
                 with self.cond:
                     self.cond.notify_all()

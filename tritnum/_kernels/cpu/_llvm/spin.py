@@ -3,8 +3,7 @@
 numba has no atomics of its own. :func:`load_acquire` reads an int64 element that
 another thread writes (the compiler may neither cache it in a register nor move
 later loads before it), :func:`store_release` writes one (after every earlier
-write), :func:`store_release_at` the same at an address (a word of an array the
-kernel was not given), :func:`fetch_add` adds to one and returns what it held (threads taking
+write), :func:`fetch_add` adds to one and returns what it held (threads taking
 chunks of work from one counter); :func:`spin_pause` is ``pause`` on x86 (the spinning core
 yields its pipeline to a sibling hyperthread and saves power), nothing elsewhere;
 :func:`cycles` reads the time-stamp counter on x86 (``rdtsc``: constant rate, cheap,
@@ -58,24 +57,6 @@ def store_release(typingctx, a, i, v):
     def codegen(context, builder, sig, args):
         at = pointer(context, builder, sig.args[0], args[0], args[1], I64)
         builder.store_atomic(args[2], at, "release", 8)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def store_release_at(typingctx, address, v):
-    """The int64 at ``address`` (an int64: an array's ``ctypes.data``) set to ``v``: release order.
-
-    The caller keeps the array alive, and the address 8-byte aligned, while a kernel may store.
-    """
-    if not (isinstance(address, types.Integer) and isinstance(v, types.Integer)):
-        return None
-    sig = types.void(types.int64, types.int64)
-
-    def codegen(context, builder, sig, args):
-        at = builder.inttoptr(args[0], I64.as_pointer())
-        builder.store_atomic(args[1], at, "release", 8)
         return context.get_dummy_value()
 
     return sig, codegen
