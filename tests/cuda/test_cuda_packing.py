@@ -19,6 +19,7 @@ from numba import cuda
 
 import tritnum as tn
 import tritnum._dispatch as dispatch_module
+import tritnum.packing as packing_module
 from tritnum._kernels.shared import packing as codecs
 
 try:
@@ -340,6 +341,7 @@ def resolved(monkeypatch):
         return real(op, device)
 
     monkeypatch.setattr(dispatch_module, "kernel", spy)
+    monkeypatch.setattr(packing_module, "kernel", spy)  # its host route takes the CPU's
     return seen
 
 
