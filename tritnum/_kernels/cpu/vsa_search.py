@@ -508,7 +508,7 @@ def _planes_tile(memory, pflat, ptail, qflat, width, c0, rows, both, need, d, bu
 
     The rows past the array's last whole tile come from the zero-padded ``ptail``.
     """
-    half = memory.shape[2]
+    half = memory.shape[-1]  # [-1]: numba 0.60 types this line for 2-D memory too
     steps = -(-d // INT8_VECTOR)
     shape = BOTH_PLANES if both else PLANES + need
     m = memory.shape[0]
@@ -554,7 +554,7 @@ def _search_int8(queries, memory, k, metric, d, parts, per_block, out_s, out_i, 
     flat = scratch if packed else memory.reshape(-1)
     direct = packed and nq == 1  # one query reads the planes, decoded in registers
     pflat = memory.reshape(-1).view(np.uint8)  # the planes' bytes (unread unless direct)
-    half = memory.shape[2] if packed else 0  # bytes of a plane
+    half = memory.shape[-1] if packed else 0  # bytes of a plane ([2] fails 0.60 on 2-D)
     ptail = np.zeros(INT8_ROWS * 2 * half, np.uint8)  # the last rows, zero-padded
     buf = np.empty(2 * tq * ostride, np.int32)
     nnz = np.empty(ostride, np.int32)
