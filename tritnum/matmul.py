@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dispatch import call, get_device, implements, kernel, place, resolve_device
+from ._dispatch import call, host_cpu, implements, kernel, place, resolve_device
 from ._interop import (
     as_rows,
     contiguous,
@@ -382,7 +382,7 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
     if (type(x) is not np.ndarray or type(w) is not TernaryTensor or x_scale is not None
             or activations not in _HOST_MODES):
         return None
-    if device != "cpu" and (device != "auto" or get_device() not in ("auto", "cpu")):
+    if not host_cpu(device):
         return None  # as resolve_device: "auto" runs on the CPU for host data
     kept = w._cache.get("cpu_linear") or _host_weights(w)
     if kept is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import call, get_device, kernel
+from .._dispatch import call, host_cpu, kernel
 from .._interop import HOST, dask_layer, to_host
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
@@ -51,7 +51,7 @@ def _host_pair(a: Any, b: Any, device: str) -> tuple[Any, Any, np.ndarray, bool]
     bad input) takes the general route and its typed errors. Returns the two ``(R, ...)``
     row views, the row index ``arange(R)`` both sides read, and whether they are packed.
     """
-    if device != "cpu" and (device != "auto" or get_device() not in ("auto", "cpu")):
+    if not host_cpu(device):
         return None  # as resolve_device: "auto" runs on the CPU for host data
     ta = type(a)
     if ta is not type(b):

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import call, get_device, kernel, place
+from .._dispatch import call, host_cpu, kernel, place
 from .._interop import HOST, dask_layer
 from .._kernels.shared import vsa as _hv_math
 from .._validate import choice
@@ -218,8 +218,7 @@ def _host_search(queries: Any, memory: Any, device: str
     are not trits are found by the kernel, which then returns None.
     """
     kind = type(queries)
-    if kind is not type(memory) or (device != "cpu" and (  # "auto" runs on the CPU for host
-            device != "auto" or get_device() not in ("auto", "cpu"))):  # data (resolve_device)
+    if kind is not type(memory) or not host_cpu(device):
         return None
     if kind is np.ndarray:
         if (queries.dtype is not _INT8 or memory.dtype is not _INT8 or memory.ndim != 2
