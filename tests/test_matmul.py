@@ -503,3 +503,18 @@ def test_int8_dot_with_and_without_gfni(level, gfni, monkeypatch):
     q = rng.integers(-128, 128, 4 * size * blocks + 5).astype(np.int8)
     out = np.zeros(4 * size * blocks + 4, np.float32)
     assert run(w, x, q, out, blocks)[1] == codes.reshape(-1).astype(np.int64) @ q[5:]
+
+
+@pytest.mark.parametrize("group", [None, 32, 64, 256, 512])
+def test_float_gemv_rows_equal_one_row_calls(monkeypatch, group):
+    """The float GEMV takes blocks of ``FLOAT_ROWS`` weight rows per row of x, up to
+    ``FLOAT_GEMV_ROWS`` rows of x: each output row has the bits of its one-row call."""
+    monkeypatch.setattr(cpu_matmul, "FLOAT_GEMV_BYTES", 0)  # small weights take it too
+    rng = np.random.default_rng(5)
+    out = 2 * cpu_matmul.FLOAT_ROWS + 5  # whole blocks and a short one
+    # 4096 inputs: more weights than a small layer's (its one-row calls take another dot)
+    w = tn.quantize(rng.standard_normal((out, 4096)), group_size=group)
+    x = rng.standard_normal((cpu_matmul.FLOAT_GEMV_ROWS, 4096)).astype(np.float32)
+    together = tn.linear(x, w, device="cpu")
+    np.testing.assert_array_equal(together, np.stack([tn.linear(r, w, device="cpu") for r in x]))
+    assert_rel_close(together, x.astype(np.float64) @ dense64(w).T, 1e-6)

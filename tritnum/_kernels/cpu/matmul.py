@@ -2,10 +2,12 @@
 
 Three paths, picked by the number of activation rows ``m`` and the CPU:
 
-- **GEMV** (``m <= GEMV_MAX_ROWS``, "2bit" weights whose groups fill whole bytes):
-  memory-bound, so the packed weights are read once, straight from their bytes,
-  by the SIMD dot product of :mod:`._llvm.gemv`. The activations are laid out once
-  per call to match the codes (:func:`layout`), which costs ``O(m * n)``.
+- **GEMV** (``m <= GEMV_MAX_ROWS``, float ``x`` up to ``FLOAT_GEMV_ROWS`` on large
+  weights; "2bit" weights whose groups fill whole bytes): memory-bound, so the packed
+  weights are read once, straight from their bytes, by the SIMD dot product of
+  :mod:`._llvm.gemv` (float ``x``: each row of ``x`` meets ``FLOAT_ROWS`` weight rows
+  at a time, in L1). The activations are laid out once per call to match the codes
+  (:func:`layout`), which costs ``O(m * n)``.
 - **GEMM** (everything else): compute-bound, so tiles of weight rows are decoded
   once to float32 trits and multiplied by BLAS ``sgemm``; the scales come after.
   On the int8 path (the portable level, or scale groups past ``INT32_EXACT``
@@ -55,8 +57,17 @@ from .quantize import _absmax_quantize_rows
 from .rescale import slot_total
 
 GEMV_MAX_ROWS = 16
+# float x on weights of a MiB or more: the GEMV (FLOAT_ROWS) up to 48 rows, where the decode
+# and sgemm cost more (2 threads, GEMV / GEMM wall time at 24 and 48 rows: 2048^2 0.44,
+# 0.82; 4096^2 0.60, 0.95; 8192 x 4096 0.55, 0.91; 4096 x 11008 0.54, 0.92; at 1024^2
+# the GEMM wins from 24 rows on, 1.17)
+FLOAT_GEMV_ROWS = 48
+FLOAT_GEMV_BYTES = 1 << 20
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
 TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
+# weight rows the float GEMV takes together: each row of x meets all of them while they
+# are in L1 (one weight row at a time, x streamed from L2 from a few rows on)
+FLOAT_ROWS = 16
 
 
 @functools.lru_cache(maxsize=64)
@@ -121,7 +132,10 @@ def _scaled_kernel(int8: bool) -> Any:
         units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
         o, end = claim(ctl, t1)
         while o < t1:
-            step = SCALED_ROWS if int8 and prefetch and o + SCALED_ROWS <= end else 1
+            if int8:
+                step = SCALED_ROWS if prefetch and o + SCALED_ROWS <= end else 1
+            else:
+                step = min(FLOAT_ROWS, end - o)
             _prefetch(w, o, step, end, prefetch)
             for r in range(xl.shape[0]):
                 xo = r * xl.shape[1]
@@ -131,9 +145,10 @@ def _scaled_kernel(int8: bool) -> Any:
                     for i in range(SCALED_ROWS):
                         y[r, o + i] = xscale[r] * sums[i]
                 else:
-                    y[r, o] = xscale[r] * scaled_dot_2bit(w, o * units, units, xl, xo, full,
-                                                          groups, scales, o * groups, groups,
-                                                          xneg, r * groups)
+                    for i in range(o, o + step):
+                        y[r, i] = xscale[r] * scaled_dot_2bit(w, i * units, units, xl, xo, full,
+                                                              groups, scales, i * groups, groups,
+                                                              xneg, r * groups)
             o, end = _next(ctl, t1, o + step, end)
         leave(ctl)
         return 0
@@ -210,20 +225,23 @@ def _float_groups_kernel(dot: int) -> Any:
         size = units // groups  # weight bytes a group
         o, end = claim(ctl, t1)
         while o < t1:
-            _prefetch(w, o, 1, end, prefetch)
+            step = min(FLOAT_ROWS, end - o)
+            _prefetch(w, o, step, end, prefetch)
             for r in range(xl.shape[0]):
-                wo, xo, so, xno = o * units, r * xl.shape[1], o * groups, r * groups
-                if whole:
-                    total = grouped_dot_2bit(w, wo, units, xl, xo, size // BLOCK_BYTES, groups,
-                                             scales, so, groups, xneg, xno)
-                elif dot == 8:
-                    total = _F8(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
-                elif dot == 16:
-                    total = _F16(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
-                else:
-                    total = _F32(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
-                y[r, o] = xscale[r] * total
-            o, end = _next(ctl, t1, o + 1, end)
+                xo, xno = r * xl.shape[1], r * groups
+                for i in range(o, o + step):
+                    wo, so = i * units, i * groups
+                    if whole:
+                        total = grouped_dot_2bit(w, wo, units, xl, xo, size // BLOCK_BYTES,
+                                                 groups, scales, so, groups, xneg, xno)
+                    elif dot == 8:
+                        total = _F8(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
+                    elif dot == 16:
+                        total = _F16(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
+                    else:
+                        total = _F32(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
+                    y[r, i] = xscale[r] * total
+            o, end = _next(ctl, t1, o + step, end)
         leave(ctl)
         return 0
 
@@ -467,9 +485,18 @@ def _finish(y, bias):
     return y
 
 
+def _float_gemv_pays(m: int, w: np.ndarray) -> bool:
+    """Whether ``m`` rows of float ``x`` take the GEMV.
+
+    Up to ``FLOAT_GEMV_ROWS`` for weights of ``FLOAT_GEMV_BYTES`` or more, whose decode
+    for ``sgemm`` leaves the caches.
+    """
+    return m <= GEMV_MAX_ROWS or (m <= FLOAT_GEMV_ROWS and w.nbytes >= FLOAT_GEMV_BYTES)
+
+
 def linear_float(x, w, fmt, n, scales, bias, out=None):
     segment = _gemv_segment(fmt, n, scales.shape[1])
-    if segment and x.shape[0] <= GEMV_MAX_ROWS:
+    if segment and _float_gemv_pays(x.shape[0], w):
         y = _gemv(x, np.ones(x.shape[0], np.float32), w, fmt, n, scales, segment)
     elif fmt.name == "base3" and _base3_gemv_pays(x.shape[0], n // scales.shape[1], False):
         y = gemv_base3(x, np.ones(x.shape[0], np.float32), w, n, scales)
