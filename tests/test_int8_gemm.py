@@ -92,6 +92,54 @@ def test_lay_out_shuffles_each_step_and_sums_it(steps, stride, seed):
     assert (a[:2] == 99).all()
 
 
+def _transposer(transpose):
+    @njit
+    def run(src, sstride, dst, dstride):
+        transpose(src, 3, sstride, dst, 5, dstride)
+
+    return run
+
+
+@pytest.mark.parametrize("lanes", sorted({tile.lanes for tile in gemm.TILES.values()}))
+@given(pad=st.integers(0, 9), seed=st.integers(0, 2**32 - 1))
+def test_transpose_words_swaps_rows_and_words(lanes, pad, seed):
+    """Row i's word k, from byte 3 + i * sstride, lands at byte 5 + k * dstride + 4i."""
+    rng = np.random.default_rng(seed)
+    sstride, dstride = 4 * lanes + pad, 4 * lanes + 2 * pad
+    src = rng.integers(0, 256, 3 + lanes * sstride, dtype=np.uint8)
+    dst = np.full(5 + lanes * dstride, 77, np.uint8)
+    _transposer(gemm.make_transpose(lanes))(src, sstride, dst, dstride)
+    words = np.stack([src[3 + i * sstride:3 + i * sstride + 4 * lanes] for i in range(lanes)])
+    expected = words.reshape(lanes, lanes, 4).swapaxes(0, 1)  # (k, i, byte)
+    for k in range(lanes):
+        np.testing.assert_array_equal(dst[5 + k * dstride:5 + k * dstride + 4 * lanes],
+                                      expected[k].reshape(-1))
+        assert (dst[5 + k * dstride + 4 * lanes:5 + (k + 1) * dstride] == 77).all()
+    assert (dst[:5] == 77).all()
+
+
+@needs_tile
+@given(out=st.integers(1, 3 * gemm.TILE.cols + 1), units=st.integers(1, 300),
+       groups=st.sampled_from([1, 2, 3, 5]), seed=st.integers(0, 2**32 - 1))
+def test_weight_panel_matches_its_layout(out, units, groups, seed):
+    """Whole-word segments that fill the rows take the transposes, others word by word;
+    zeros past a segment's end, a row's end and the last row."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(0, 256, (out, units), dtype=np.uint8)
+    seg = -(-units // groups)
+    nseg, words, cols = -(-units // seg), -(-seg // 4), gemm.TILE.cols
+    steps, blocks = nseg * words, -(-out // cols)
+    b0 = int(rng.integers(0, blocks))
+    panel = np.full((blocks - b0) * steps * cols * 4, 99, np.uint8)
+    int8_gemm._weight_panel(w, seg, words, nseg, cols, b0, blocks, panel)
+    padded = np.zeros((blocks * cols, nseg, 4 * words), np.uint8)
+    for s in range(nseg):
+        part = w[:, s * seg:min(units, (s + 1) * seg)]
+        padded[:out, s, :part.shape[1]] = part
+    expected = padded.reshape(blocks, cols, steps, 4).swapaxes(1, 2)[b0:]
+    np.testing.assert_array_equal(panel, expected.reshape(-1))
+
+
 def exact_gemm(q, trits):
     return q.astype(np.int64) @ trits.T.astype(np.int64)
 

@@ -59,6 +59,7 @@ from . import (
     load,
     pointer,
     splat,
+    store,
     vector,
 )
 from .gemv import SLOTS
@@ -218,6 +219,48 @@ def make_tile(tile: Tile):
     return gemm_tile
 
 
+def make_transpose(lanes: int):
+    """The ``lanes x lanes`` 32-bit word transpose intrinsic: the weight panel's copy.
+
+    ``transpose_words(src, soff, sstride, dst, doff, dstride)`` (uint8 arrays, byte
+    offsets and strides) reads ``lanes`` rows of ``lanes`` words, row i from byte
+    ``soff + i * sstride`` of ``src``, and writes word k of each, in row order, from
+    byte ``doff + k * dstride`` of ``dst``: ``log2(lanes)`` stages of two-vector
+    shuffles, each pairing rows ``d`` apart and swapping their ``d``-word blocks.
+    """
+    vi = vector(I32, lanes)
+
+    @intrinsic
+    def transpose_words(typingctx, src, soff, sstride, dst, doff, dstride):
+        if not all(isinstance(t, types.Array) and t.dtype == types.uint8 for t in (src, dst)):
+            return None
+        sig = types.none(src, types.intp, types.intp, dst, types.intp, types.intp)
+
+        def codegen(context, builder, sig, args):
+            sp = pointer(context, builder, sig.args[0], args[0], args[1], I8)
+            dp = pointer(context, builder, sig.args[3], args[3], args[4], I8)
+            rows = [load(builder, sp, builder.mul(args[2], _const(i)), vi, 1)
+                    for i in range(lanes)]
+            d = lanes // 2
+            while d:
+                low = ir.Constant(vector(I32, lanes),
+                                  [k if not k & d else lanes + k - d for k in range(lanes)])
+                high = ir.Constant(vector(I32, lanes),
+                                   [k + d if not k & d else lanes + k for k in range(lanes)])
+                for i in (i for i in range(lanes) if not i & d):
+                    a, b = rows[i], rows[i + d]
+                    rows[i] = builder.shuffle_vector(a, b, low)
+                    rows[i + d] = builder.shuffle_vector(a, b, high)
+                d //= 2
+            for k, row in enumerate(rows):
+                store(builder, row, dp, builder.mul(args[5], _const(k)), 1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return transpose_words
+
+
 @intrinsic
 def lay_out(typingctx, q, qoff, a, aoff, steps, stride):
     if not all(isinstance(t, types.Array) and t.dtype == types.int8 for t in (q, a)):
@@ -243,3 +286,4 @@ def lay_out(typingctx, q, qoff, a, aoff, steps, stride):
 
 
 gemm_tile = make_tile(TILE) if TILE is not None else None
+transpose_words = make_transpose(TILE.lanes) if TILE is not None else None
