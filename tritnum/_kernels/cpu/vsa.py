@@ -155,9 +155,22 @@ def _op_dense_row(x, y, o, op):
 
 
 @jit(inline="always")
-def _op_planes_row(x, y, o, op):
+def _op_words_row(x, y, o, op):
     for w in range(o.shape[1]):
         o[0, w], o[1, w] = _op_words(x[0, w], x[1, w], y[0, w], y[1, w], op)
+
+
+@jit(inline="always")
+def _op_planes_row(x, y, o, op):
+    """:func:`_op_words_row` with ``op`` a constant in each loop (no branch a word)."""
+    if op == hv.MUL:
+        _op_words_row(x, y, o, hv.MUL)
+    elif op == hv.NEG:
+        _op_words_row(x, y, o, hv.NEG)
+    elif op == hv.SUB3:
+        _op_words_row(x, y, o, hv.SUB3)
+    else:
+        _op_words_row(x, y, o, hv.ADD3)
 
 
 @jit()
@@ -173,10 +186,30 @@ def _op_dense(a, b, ia, ib, op, out, t0, t1):
     return bad
 
 
+@jit(inline="always")
+def _op_words_rows(a, b, ia, ib, op, out, t0, t1):
+    for t in range(t0, t1):
+        i, j = ia[t], ib[t]
+        for w in range(out.shape[2]):
+            out[t, 0, w], out[t, 1, w] = _op_words(a[i, 0, w], a[i, 1, w], b[j, 0, w],
+                                                   b[j, 1, w], op)
+
+
 @jit()
 def _op_planes(a, b, ia, ib, op, out, t0, t1):
-    for t in range(t0, t1):
-        _op_planes_row(a[ia[t]], b[ib[t]], out[t], op)
+    """Rows ``out[t] = op(a[ia[t]], b[ib[t]])`` of bit planes.
+
+    ``op`` is a constant in each loop: no branch a word, no views a row (1000 rows of
+    256 trits, bind: 7.3 -> 5.0 µs).
+    """
+    if op == hv.MUL:
+        _op_words_rows(a, b, ia, ib, hv.MUL, out, t0, t1)
+    elif op == hv.NEG:
+        _op_words_rows(a, b, ia, ib, hv.NEG, out, t0, t1)
+    elif op == hv.SUB3:
+        _op_words_rows(a, b, ia, ib, hv.SUB3, out, t0, t1)
+    else:
+        _op_words_rows(a, b, ia, ib, hv.ADD3, out, t0, t1)
     return 0
 
 
