@@ -13,6 +13,8 @@ import json
 import pytest
 from test_dispatch import run_python
 
+from tritnum._kernels.cpu import group_gemv
+
 # (inputs, group size, activations) -> the only GEMV kernel the call may add: shapes
 # whose path is the same whether the SIMD block is 32 (AVX2) or 64 bytes (AVX-512); the
 # kernels of scale groups are one a size of the dot, the group's weight bytes
@@ -31,13 +33,24 @@ CASES = [
     (1056, None, "float", "_gemv_segments"),
 ]
 
+# int8 x on weights in groups of whole 16-input steps, where the CPU has VNNI and GFNI:
+# the GEMV on laid-out rows (group_gemv) in place of the packed rows' kernels above, one
+# kernel for every group size (compiled by the first such call, nothing new after it)
+LAID_OUT = group_gemv.ROW_TILE is not None
+LAID = [i for i, (_, g, act, _) in enumerate(CASES)
+        if LAID_OUT and act == "int8" and g and g % 16 == 0]
+ROUTED = [(n, g, act, kernel if i not in LAID else "_gemv_blocks" if i == LAID[0] else None)
+          for i, (n, g, act, kernel) in enumerate(CASES)]
+
 CODE = """
-import json, sys
+import json, os, sys
 import numpy as np
 import tritnum as tn
-from tritnum._kernels.cpu import matmul
+from tritnum._kernels.cpu import group_gemv, matmul
 
-kernels = {}
+if os.environ.get("PACKED_ROWS"):  # the packed rows' GEMV for every group size
+    group_gemv.applies = lambda *args: False
+kernels = {"_gemv_blocks": group_gemv._gemv_blocks}
 for name, k in vars(matmul).items():  # a kernel, or a dict of them by the bytes of a dot
     if name.startswith("_gemv_"):
         for key, kernel in (k.items() if isinstance(k, dict) else [(None, k)]):
@@ -58,16 +71,20 @@ print(json.dumps(report))
 """
 
 
-@pytest.fixture(scope="module")
-def report():
-    """``[[kernels the call added, its largest error relative to the reference], ...]``."""
-    out = run_python(CODE.replace("sys.argv[1]", repr(json.dumps(CASES))))
+@pytest.fixture(scope="module", params=["routed", "packed rows"])
+def report(request):
+    """``(cases, [[kernels the call added, its largest error relative to the reference],
+    ...])``: as ``tn.linear`` routes them, and with the packed rows' GEMV for every group."""
+    packed = request.param == "packed rows"
+    out = run_python(CODE.replace("sys.argv[1]", repr(json.dumps(CASES))),
+                     **({"PACKED_ROWS": "1"} if packed else {}))
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return (CASES if packed else ROUTED), json.loads(out.stdout)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
 def test_a_gemv_compiles_only_its_path(report, case):
-    added, error = report[case]
-    assert added == [CASES[case][3]]
+    cases, results = report
+    added, error = results[case]
+    assert added == ([] if cases[case][3] is None else [cases[case][3]])
     assert error < 1e-5

@@ -50,6 +50,10 @@ from ._llvm.unaligned import load_u32, store_u32
 from ._parallel import run
 from .packing import pack, unpack
 
+# Internal API (tests/test_architecture_seams.py): the GEMV of group_gemv.py lays out its
+# weights and activations as this GEMM does.
+_INTERNAL_API = ("_activation_panel", "_weight_panel")
+
 INT32_EXACT = 1 << 23  # 256 * 2**23 = 2**31: int32 sums of code * int8 products fit
 PANEL_BYTES = 1 << 18  # packed weight bytes of one tile: well inside L2 with the activations
 REPACK_ELEMENTS = 1 << 22  # int8 trits held at once while re-packing other formats
@@ -227,15 +231,17 @@ def _activation_tails(q, seg, a, xsum, t0, t1):
     return 0
 
 
-def _activation_panel(q: np.ndarray, seg: int, nseg: int,
-                      words: int) -> tuple[np.ndarray, np.ndarray]:
+def _activation_panel(q: np.ndarray, seg: int, nseg: int, words: int,
+                      rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``q`` in the micro-kernel's layout, and its int32 sums per segment.
 
-    Shapes ``(blocks, steps, TILE.rows, 16)`` and ``(blocks, segments, TILE.rows)``.
+    Shapes ``(blocks, steps, rows, 16)`` and ``(blocks, segments, rows)``, ``rows`` those
+    of a tile (``TILE.rows`` unless given).
     """
-    blocks = -(-q.shape[0] // TILE.rows)
-    a = np.zeros((blocks, nseg * words, TILE.rows, 16), np.int8)
-    xsum = np.zeros((blocks, nseg, TILE.rows), np.int32)
+    rows = rows or TILE.rows
+    blocks = -(-q.shape[0] // rows)
+    a = np.zeros((blocks, nseg * words, rows, 16), np.int8)
+    xsum = np.zeros((blocks, nseg, rows), np.int32)
     run(_activation_rows, q.shape[0], q.nbytes, q, seg, a, xsum)
     if seg % 4 or q.shape[1] % 16:  # a segment ends inside a step of 16 inputs
         run(_activation_tails, q.shape[0], q.nbytes, q, seg, a, xsum)

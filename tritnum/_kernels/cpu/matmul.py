@@ -56,6 +56,10 @@ from .packing import unpack
 from .quantize import _absmax_quantize_rows
 from .rescale import slot_total
 
+# Internal API (tests/test_architecture_seams.py): small_linear.py finishes the GEMV of
+# group_gemv.py as these routes do.
+_INTERNAL_API = ("_finish",)
+
 GEMV_MAX_ROWS = 16
 # float x on weights of a MiB or more: the GEMV (FLOAT_ROWS) up to 48 rows, where the decode
 # and sgemm cost more (2 threads, GEMV / GEMM wall time at 24 and 48 rows: 2048^2 0.44,

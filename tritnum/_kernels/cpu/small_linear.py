@@ -30,12 +30,14 @@ import numpy as np
 
 from ..._dispatch import register
 from ..._formats import FORMATS, Format
-from ..shared.linear import int8_fused
+from ..shared.linear import int8_fused, into
 from ..shared.packing import decode, encode
+from . import group_gemv
 from . import matmul as packed
 from ._jit import jit
 from ._llvm.gemv import SCALED_ROWS, scaled_dot_2bit, scaled_dot_2bit_rows
 from ._llvm.gemv_target import BLOCK_BYTES
+from .group_gemv import GroupPanel
 from .quantize import _absmax_quantize_rows
 
 SMALL_WEIGHTS = 1 << 17  # at most this many weights a layer (256 x 512: 32 KiB of codes)
@@ -69,9 +71,16 @@ def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
     """``linear_weights`` on the CPU: a small layer's :class:`SmallCodes`, others as they are.
 
     Made once and kept in the tensor's ``cache``, at most ``SMALL_WEIGHTS`` bytes.
-    Larger layers, and layers with more than one scale a row, keep their data.
+    Larger layers keep their data; those in scale groups that the int8 GEMV of
+    :mod:`.group_gemv` takes keep it in a :class:`.group_gemv.GroupPanel`, which lays
+    the codes out for that GEMV on its first call.
     """
     if not _small(data.shape[0], n, scales):
+        if data.shape[0] and group_gemv.applies(fmt, n, scales.shape[1]):
+            groups = cache.get("cpu_groups")
+            if groups is None:
+                groups = cache["cpu_groups"] = group_gemv.GroupPanel(data, scales, n)
+            return groups, scales
         return data, scales
     small = cache.get("cpu_small")
     if small is None:  # in NumPy: the packing kernels took 1 s of a first call to compile
@@ -250,6 +259,8 @@ def linear_float(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.ndarray,
             _float_rows(x, w.codes, scales, _bias(bias), y)
             return y
         w = w.packed  # as any layer's: 256 rows at 64 x 64 took 111 µs padded, 30 so
+    elif type(w) is GroupPanel:
+        w = w.packed
     return packed.linear_float(x, w, fmt, n, scales, bias, out)
 
 
@@ -260,6 +271,10 @@ def linear_int8(q: np.ndarray, xscale: np.ndarray, w: Any, fmt: Format, n: int,
     """The CPU's ``linear_int8`` (int8 ``q``, row scales ``xscale``): the packed routes."""
     if type(w) is SmallCodes:
         q, w, fmt, n = _in_order(q, w)
+    elif type(w) is GroupPanel:
+        if q.shape[0] <= packed.GEMV_MAX_ROWS:
+            return into(packed._finish(group_gemv.gemv_int8(q, xscale, w), bias), out)
+        w = w.packed
     return packed.linear_int8(q, xscale, w, fmt, n, scales, bias, out)
 
 
@@ -268,6 +283,10 @@ def linear_int8_fused(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.nda
                       bias: np.ndarray | None,
                       out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The CPU's ``linear_int8_fused``: the one-call route for a few float32 rows."""
+    if type(w) is GroupPanel:  # its GEMV after the quantizer; the GEMM on the packed data
+        if x.shape[0] <= packed.GEMV_MAX_ROWS:
+            return _int8_fused(x, w, fmt, n, scales, bias, out)
+        w = w.packed
     if type(w) is not SmallCodes:
         return packed.linear_int8_fused(x, w, fmt, n, scales, bias, out)
     if x.dtype == np.float32 and _one_call(x.shape[0], w.codes, True):

@@ -22,7 +22,8 @@ A segment is ``words`` steps (one scale group, or a piece of a row of at most
 minus the segment's sum of ``q``: as ``code = trit + 1`` they end at the exact
 sum of ``trit * q`` (int32 arithmetic wraps, so only that final sum, at most
 ``128 * INT32_EXACT``, has to fit). Then, in float64 lanes,
-``c[RC*(s % 8) + C*r + j] += scales[soff + C*s + j] * acc[r, j]`` from ``c = 0``:
+``c[RC*(s % 8) + C*r + j] += scales[soff + C*s + j] * acc[r, j]`` from ``c = 0``
+(``scales`` float64, or float32 widened: the same exact products):
 ``c`` holds ``SLOTS * R * C`` float64, segment s adding into slot ``s % SLOTS``,
 and the slots are summed by halves at the end into the first: the order of the
 GEMV's group dot (:func:`.gemv.make_group_dot`; the products are exact), so a
@@ -49,6 +50,7 @@ from numba.extending import intrinsic
 
 from ...._isa import ISA, TABLE, Level
 from . import (
+    F32,
     F64,
     I8,
     I16,
@@ -63,6 +65,7 @@ from . import (
     vector,
 )
 from .gemv import SLOTS
+from .gemv_target import GFNI, code_vectors
 
 # Internal API: the private names other modules use (tests/test_architecture_seams.py):
 # the Q8_K GEMM's tile (q8k_gemm.py) shares the constants, the int8 multiply-add and the steps.
@@ -77,6 +80,7 @@ class Tile:
     rows: int  # activation rows (R)
     cols: int  # weight rows (C), a multiple of lanes
     int8: str = "vnni"  # "vnni" (vpdpbusd) or "maddubs" (AVX2: vpmaddubsw + vpmaddwd)
+    gfni: bool = False  # codes 1-3 of each byte by one vgf2p8affineqb (shift and mask)
 
     @classmethod
     def of(cls, level: Level, rows: dict[int, int]) -> Tile | None:
@@ -130,10 +134,13 @@ def _multiply_add(builder, tile):
 
 
 def _scale_into(builder, accs, tile, scales, c):
-    """``c[C*r + j] += scales[j] * acc[r, j]`` in float64 lanes."""
+    """``c[C*r + j] += scales[j] * acc[r, j]`` in float64 lanes (float32 scales widened)."""
     lanes, per_row = tile.lanes, tile.cols // tile.lanes
-    scale = [builder.load(_doubles(builder, scales, _const(lanes * j), lanes), align=1)
-             for j in range(per_row)]
+    ty = vector(scales.type.pointee, lanes)
+    scale = [builder.load(builder.bitcast(builder.gep(scales, [_const(lanes * j)]),
+                                          ty.as_pointer()), align=1) for j in range(per_row)]
+    if ty.element != F64:
+        scale = [builder.fpext(v, vector(F64, lanes)) for v in scale]
     for i, acc in enumerate(accs):
         exact = builder.sitofp(builder.load(acc), vector(F64, lanes))
         ptr = _doubles(builder, c, _const(lanes * i), lanes)
@@ -152,9 +159,14 @@ def _step(builder, tile, ap, bp, t, accs, multiply_add):
     packed = [load(builder, bp, builder.add(bt, _const(4 * lanes * j)), vi, 1)
               for j in range(per_row)]
     mask = splat(I32, lanes, 0x03030303)
+    bytes_ = vector(I8, 4 * lanes)
     for n in range(4):
-        codes = [builder.and_(builder.lshr(p, splat(I32, lanes, 2 * n)) if n else p, mask)
-                 for p in packed]
+        if tile.gfni and n:
+            codes = [builder.bitcast(code_vectors(builder, builder.bitcast(p, bytes_), n, True),
+                                     vi) for p in packed]
+        else:
+            codes = [builder.and_(builder.lshr(p, splat(I32, lanes, 2 * n)) if n else p, mask)
+                     for p in packed]
         for r in range(rows):
             q = broadcast(builder, load(builder, ap, builder.add(at, _const(16 * r + 4 * n)),
                                         I32, 1), lanes)
@@ -171,9 +183,10 @@ def make_tile(tile: Tile):
 
     @intrinsic
     def gemm_tile(typingctx, a, aoff, b, boff, words, segments, scales, soff, xsum, xoff, c):
-        arrays = ((a, types.int8), (b, types.uint8), (scales, types.float64),
-                  (xsum, types.int32), (c, types.float64))
-        if not all(isinstance(t, types.Array) and t.dtype == d for t, d in arrays):
+        arrays = ((a, types.int8), (b, types.uint8), (xsum, types.int32), (c, types.float64))
+        if not (all(isinstance(t, types.Array) and t.dtype == d for t, d in arrays)
+                and isinstance(scales, types.Array)
+                and scales.dtype in (types.float32, types.float64)):
             return None
         sig = types.none(a, types.intp, b, types.intp, types.intp, types.intp, scales,
                          types.intp, xsum, types.intp, c)
@@ -181,7 +194,8 @@ def make_tile(tile: Tile):
         def codegen(context, builder, sig, args):
             ap = pointer(context, builder, sig.args[0], args[0], args[1], I8)
             bp = pointer(context, builder, sig.args[2], args[2], args[3], I8)
-            sp = pointer(context, builder, sig.args[6], args[6], args[7], F64)
+            sp = pointer(context, builder, sig.args[6], args[6], args[7],
+                         F64 if sig.args[6].dtype == types.float64 else F32)
             xp = pointer(context, builder, sig.args[8], args[8], args[9], I32)
             cp = pointer(context, builder, sig.args[10], args[10], _const(0), F64)
             words = args[4]
@@ -286,4 +300,10 @@ def lay_out(typingctx, q, qoff, a, aoff, steps, stride):
 
 
 gemm_tile = make_tile(TILE) if TILE is not None else None
+# The GEMV's tile on VNNI CPUs with GFNI (:mod:`..group_gemv`): one row of activations by
+# eight vectors of weight rows, eight independent sums; codes by one instruction each (the
+# decode is not shared by other activation rows here)
+ROW_TILE = (Tile(TILE.lanes, 1, 8 * TILE.lanes, "vnni", gfni=True)
+            if TILE is not None and TILE.int8 == "vnni" and GFNI else None)
+row_tile = make_tile(ROW_TILE) if ROW_TILE is not None else None
 transpose_words = make_transpose(TILE.lanes) if TILE is not None else None

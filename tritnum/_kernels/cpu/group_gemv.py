@@ -1,0 +1,119 @@
+"""The int8 GEMV of weights in scale groups, on weight rows laid out side by side.
+
+The GEMV of :mod:`.matmul` reads each weight row as it is packed: a SIMD block of one
+row's codes, then its lanes merged into group sums, a few instructions a group that
+one scale a row does not pay (groups of 128 inputs: 0.74x its speed at 4096 x 4096).
+Here the weights are laid out once, as the int8 GEMM lays out a tile
+(:mod:`.int8_gemm`): ``ROW_TILE.cols`` weight rows side by side, 4 bytes of each a
+step, so each int32 lane of a ``vpdpbusd`` sums one weight row and a group's sums are
+whole vectors: converted and scaled in float64 as they stand, in the order of every
+int8 path (segment ``s`` into slot ``s % 8``), so the bits are the packed GEMV's.
+
+The layout (:class:`GroupPanel`) is made on the first int8 call of few rows and kept
+with the tensor: as many bytes as its packed codes and its scales (float32, widened in
+the kernel: float64 scales read 1.5x the bytes at 8192 x 8192 in groups of 32, past
+the caches, and took 0.38x the time of one scale against 0.58x the packed GEMV's). It
+needs GFNI (the decode is not shared by several activation rows, see
+:data:`._llvm.gemm.ROW_TILE`), VNNI, "2bit" codes and groups of whole 16-input steps.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..._formats import Format
+from ._jit import jit
+from ._llvm.gemm import ROW_TILE, row_tile
+from ._parallel import run
+from .int8_gemm import _activation_panel, _weight_panel, column_tiles
+
+
+class GroupPanel:
+    """Weights in scale groups, with their GEMV layout made on first use.
+
+    ``packed`` is the packed data every other route reads; :meth:`panel` the layout.
+    """
+
+    __slots__ = ("_lock", "_panel", "n", "packed", "scales")
+
+    def __init__(self, packed: np.ndarray, scales: np.ndarray, n: int) -> None:
+        self.packed, self.scales, self.n = packed, scales, n
+        self._panel: tuple[np.ndarray, np.ndarray] | None = None
+        self._lock = threading.Lock()
+
+    def panel(self) -> tuple[np.ndarray, np.ndarray]:
+        """The layout: ``(codes, scales)``, made once.
+
+        ``(blocks, steps, cols, 4)`` uint8 and ``(blocks, groups, cols)`` float32.
+        """
+        if self._panel is None:
+            with self._lock:
+                if self._panel is None:
+                    self._panel = _lay_out(self.packed, self.scales, self.n)
+        return self._panel
+
+
+def applies(fmt: Format, n: int, groups: int) -> bool:
+    """Whether weights of ``n`` inputs in ``groups`` groups take this GEMV."""
+    size = n // groups if groups else 0
+    return (ROW_TILE is not None and fmt.name == "2bit" and groups > 1 and n % groups == 0
+            and size % 16 == 0)
+
+
+ROW_COLS = ROW_TILE.cols if ROW_TILE is not None else 0  # weight rows of a block
+
+
+@jit()
+def _panels(w, seg, words, nseg, out, t0, t1):
+    """Blocks ``t0..t1`` of ``ROW_COLS`` weight rows of ``w`` in the panel layout."""
+    _weight_panel(w, seg, words, nseg, ROW_COLS, t0, t1, out[t0:t1].reshape(-1))
+    return 0
+
+
+def _lay_out(w: np.ndarray, scales: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The panel of packed rows ``w`` of ``n`` inputs and of their ``(out, groups)`` scales."""
+    groups = scales.shape[1]
+    seg = n // groups // 4
+    words = seg // 4
+    blocks = -(-w.shape[0] // ROW_COLS)
+    codes = np.empty((blocks, groups * words, ROW_COLS, 4), np.uint8)
+    run(_panels, blocks, w.nbytes, w, seg, words, groups, codes)
+    codes.flags.writeable = False
+    laid = column_tiles(scales.astype(np.float32), ROW_COLS)
+    laid.flags.writeable = False
+    return codes, laid
+
+
+@jit()
+def _gemv_blocks(a, xsum, codes, laid, xscale, y, t0, t1):
+    """Blocks ``t0..t1`` of weight rows: ``y[r, o]`` for every activation row ``r``.
+
+    ``a`` is ``(m, steps, 1, 16)`` and ``xsum`` ``(m, groups, 1)`` (one row a tile).
+    """
+    m, out = y.shape
+    steps, cols = codes.shape[1], codes.shape[2]
+    nseg = laid.shape[1]
+    words = steps // nseg
+    c = np.empty(8 * cols)  # the micro-kernel's result, and its slots
+    for nb in range(t0, t1):
+        o0 = nb * cols
+        for r in range(m):
+            row_tile(a, r * steps * 16, codes, nb * steps * cols * 4, words, nseg, laid,
+                     nb * nseg * cols, xsum, r * nseg, c)
+            scale = np.float64(xscale[r])
+            for j in range(min(cols, out - o0)):
+                y[r, o0 + j] = c[j] * scale
+    return 0
+
+
+def gemv_int8(q: np.ndarray, xscale: np.ndarray, w: GroupPanel) -> np.ndarray:
+    """``xscale[r] * sum_g scales[o, g] * sum_{j in g} trits[o, j] * q[r, j]``, float32."""
+    codes, laid = w.panel()
+    groups = laid.shape[1]
+    seg = w.n // groups // 4
+    a, xsum = _activation_panel(np.ascontiguousarray(q), seg, groups, seg // 4, rows=1)
+    y = np.empty((q.shape[0], w.packed.shape[0]), np.float32)
+    run(_gemv_blocks, codes.shape[0], w.packed.nbytes, a, xsum, codes, laid, xscale, y)
+    return y
