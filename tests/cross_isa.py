@@ -34,8 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # AVX-VNNI on x86-64-v3 (Haswell, Alder Lake: no AVX-512), AVX-512 VNNI on x86-64-v4
 X86_CPUS = {"portable": "x86-64", "avx2": "x86-64-v3", "avxvnni": "x86-64-v3",
             "avx512vnni": "x86-64-v4"}
-# features the kernels look for beyond the level's (vsa_search's vpopcntq)
-EXTRA_FEATURES = {"avx512vnni": ("avx512vpopcntdq",)}
+# features the kernels look for beyond the level's (vsa_search's vpopcntq; GFNI, which the
+# GEMV of weights in scale groups on laid-out rows needs), as AVX-512 CPUs since Ice Lake
+# and Zen 4 have them
+EXTRA_FEATURES = {"avx512vnni": ("avx512vpopcntdq", "gfni")}
 AARCH64 = "aarch64-unknown-linux-gnu"
 AARCH64_CPUS = ("generic", "neoverse-n1")  # Armv8.0 NEON; Graviton 2 (dot product)
 
