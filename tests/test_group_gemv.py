@@ -75,3 +75,20 @@ def test_groups_that_are_not_whole_steps_keep_the_packed_gemv():
     assert not group_gemv.applies(FORMATS["2bit"], 400, 10)
     tn.linear(rng.standard_normal(400).astype(np.float32), w, activations="int8")
     assert "cpu_groups" not in w._cache
+
+
+def test_threads_meeting_the_first_call_get_the_same_bits():
+    """No lock: threads that make the layout at once each get the oracle's bits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(4)
+    trits, scales, w = tensor(rng, 2 * COLS + 9, 64, 12)
+    q = rng.integers(-128, 128, (4, 768), dtype=np.int8)
+    xscale = (rng.random(4) + 0.1).astype(np.float32)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: tn.linear(q, w, x_scale=xscale, device="cpu"),
+                                range(8)))
+    expected = rescaled(q, xscale, trits, scales)
+    for y in results:
+        np.testing.assert_array_equal(y, expected)
+    assert w._cache["cpu_groups"]._panel is not None

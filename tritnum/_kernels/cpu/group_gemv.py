@@ -19,8 +19,6 @@ needs GFNI (the decode is not shared by several activation rows, see
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ..._formats import Format
@@ -36,23 +34,22 @@ class GroupPanel:
     ``packed`` is the packed data every other route reads; :meth:`panel` the layout.
     """
 
-    __slots__ = ("_lock", "_panel", "n", "packed", "scales")
+    __slots__ = ("_panel", "n", "packed", "scales")
 
     def __init__(self, packed: np.ndarray, scales: np.ndarray, n: int) -> None:
         self.packed, self.scales, self.n = packed, scales, n
         self._panel: tuple[np.ndarray, np.ndarray] | None = None
-        self._lock = threading.Lock()
 
     def panel(self) -> tuple[np.ndarray, np.ndarray]:
         """The layout: ``(codes, scales)``, made once.
 
         ``(blocks, steps, cols, 4)`` uint8 and ``(blocks, groups, cols)`` float32.
         """
-        if self._panel is None:
-            with self._lock:
-                if self._panel is None:
-                    self._panel = _lay_out(self.packed, self.scales, self.n)
-        return self._panel
+        panel = self._panel
+        if panel is None:  # no lock (none to hold across a fork): threads that meet here
+            # at once each make the same layout, and one of them is kept
+            panel = self._panel = _lay_out(self.packed, self.scales, self.n)
+        return panel
 
 
 def applies(fmt: Format, n: int, groups: int) -> bool:
