@@ -50,7 +50,9 @@ from tritnum._kernels.cpu import group_gemv, matmul
 
 if os.environ.get("PACKED_ROWS"):  # the packed rows' GEMV for every group size
     group_gemv.applies = lambda *args: False
-kernels = {"_gemv_blocks": group_gemv._gemv_blocks}
+kernels = {}
+if hasattr(group_gemv._gemv_blocks, "signatures"):  # a kernel where the CPU can run it
+    kernels["_gemv_blocks"] = group_gemv._gemv_blocks
 for name, k in vars(matmul).items():  # a kernel, or a dict of them by the bytes of a dot
     if name.startswith("_gemv_"):
         for key, kernel in (k.items() if isinstance(k, dict) else [(None, k)]):

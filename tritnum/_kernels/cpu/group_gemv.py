@@ -60,9 +60,12 @@ def applies(fmt: Format, n: int, groups: int) -> bool:
 
 
 ROW_COLS = ROW_TILE.cols if ROW_TILE is not None else 0  # weight rows of a block
+# numba kernels where this GEMV runs; elsewhere plain functions, never called (no kernel
+# that no call can reach: tn.warmup compiles every one it finds)
+_kernel = jit() if ROW_TILE is not None else (lambda f: f)
 
 
-@jit()
+@_kernel
 def _panels(w, seg, words, nseg, out, t0, t1):
     """Blocks ``t0..t1`` of ``ROW_COLS`` weight rows of ``w`` in the panel layout."""
     _weight_panel(w, seg, words, nseg, ROW_COLS, t0, t1, out[t0:t1].reshape(-1))
@@ -83,7 +86,7 @@ def _lay_out(w: np.ndarray, scales: np.ndarray, n: int) -> tuple[np.ndarray, np.
     return codes, laid
 
 
-@jit()
+@_kernel
 def _gemv_blocks(a, xsum, codes, laid, xscale, y, t0, t1):
     """Blocks ``t0..t1`` of weight rows: ``y[r, o]`` for every activation row ``r``.
 
