@@ -147,7 +147,12 @@ def _q8k_rows(xl, csum, xd, w, scales, fused, y, t0, t1):
     return 0
 
 
-@jit()
+# The VNNI GEMV's kernels are numba kernels where its dot exists; elsewhere plain
+# functions, never called (no kernel that no call can reach: tn.warmup compiles every one)
+_vnni_kernel = jit() if dot_q8k_vnni is not None else (lambda f: f)
+
+
+@_vnni_kernel
 def _q8k_gemv(xl, csum, xd, w, scales, fused, y, ctl, t1):
     """:func:`_q8k_gemv_rows` over the chunks of outputs this thread claims (``run_claimed``)."""
     o, end = claim(ctl, t1)
@@ -158,7 +163,7 @@ def _q8k_gemv(xl, csum, xd, w, scales, fused, y, ctl, t1):
     return 0
 
 
-@jit()
+@_vnni_kernel
 def _q8k_gemv_rows(xl, csum, xd, w, scales, fused, y, t0, t1):
     """Outputs ``t0 .. t1`` of one row of ``x``: ``Q8K_VNNI_ROWS`` weight rows a dot.
 
@@ -186,7 +191,7 @@ def _q8k_gemv_rows(xl, csum, xd, w, scales, fused, y, t0, t1):
 VNNI_SOURCE = np.arange(QK_K, dtype=np.int32).reshape(2, 4, 8, 4).transpose(3, 0, 2, 1).ravel()
 
 
-@jit()
+@_vnni_kernel
 def _vnni_operands(q, bsums, source, xl, ncsum):
     """Q8_K rows in the VNNI dot's order, and minus each lane's chunk sum.
 
