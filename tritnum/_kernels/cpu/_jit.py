@@ -53,3 +53,12 @@ def jit(**options: Any) -> Callable[[Callable], Any]:
             kernel._cache = _Cache(kernel.py_func)  # what cache=True does, with our key
         return kernel
     return decorate
+
+
+def jit_where(runs: bool, **options: Any) -> Callable[[Callable], Any]:
+    """:func:`jit` where the CPU can run the kernel (``runs``); elsewhere the plain function.
+
+    For kernels of instructions some CPUs lack: where they cannot run, no call reaches
+    them, and ``tn.warmup`` (which compiles every kernel it finds) finds none to compile.
+    """
+    return jit(**options) if runs else (lambda func: func)

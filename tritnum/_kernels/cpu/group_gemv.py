@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._formats import Format
-from ._jit import jit
+from ._jit import jit_where
 from ._llvm.gemm import ROW_TILE, row_tile
 from ._parallel import run
 from .int8_gemm import _activation_panel, _weight_panel, column_tiles
@@ -60,9 +60,7 @@ def applies(fmt: Format, n: int, groups: int) -> bool:
 
 
 ROW_COLS = ROW_TILE.cols if ROW_TILE is not None else 0  # weight rows of a block
-# numba kernels where this GEMV runs; elsewhere plain functions, never called (no kernel
-# that no call can reach: tn.warmup compiles every one it finds)
-_kernel = jit() if ROW_TILE is not None else (lambda f: f)
+_kernel = jit_where(ROW_TILE is not None)
 
 
 @_kernel

@@ -27,7 +27,7 @@ import numpy as np
 from ..._dispatch import register
 from ..._formats import FORMATS, Format
 from ..shared.q8k import BSUM, QK_K, quantize_q8k_block
-from ._jit import jit
+from ._jit import jit, jit_where
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.dot_q8k import (
     Q8K_ROWS,
@@ -147,9 +147,7 @@ def _q8k_rows(xl, csum, xd, w, scales, fused, y, t0, t1):
     return 0
 
 
-# The VNNI GEMV's kernels are numba kernels where its dot exists; elsewhere plain
-# functions, never called (no kernel that no call can reach: tn.warmup compiles every one)
-_vnni_kernel = jit() if dot_q8k_vnni is not None else (lambda f: f)
+_vnni_kernel = jit_where(dot_q8k_vnni is not None)  # the VNNI GEMV's kernels
 
 
 @_vnni_kernel

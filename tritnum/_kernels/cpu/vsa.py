@@ -154,25 +154,6 @@ def _op_dense_row(x, y, o, op):
     return _op_row(x, y, o, hv.ADD3)
 
 
-@jit(inline="always")
-def _op_words_row(x, y, o, op):
-    for w in range(o.shape[1]):
-        o[0, w], o[1, w] = _op_words(x[0, w], x[1, w], y[0, w], y[1, w], op)
-
-
-@jit(inline="always")
-def _op_planes_row(x, y, o, op):
-    """:func:`_op_words_row` with ``op`` a constant in each loop (no branch a word)."""
-    if op == hv.MUL:
-        _op_words_row(x, y, o, hv.MUL)
-    elif op == hv.NEG:
-        _op_words_row(x, y, o, hv.NEG)
-    elif op == hv.SUB3:
-        _op_words_row(x, y, o, hv.SUB3)
-    else:
-        _op_words_row(x, y, o, hv.ADD3)
-
-
 @jit()
 def _op_dense(a, b, ia, ib, op, out, t0, t1):
     """Rows ``out[t] = op(a[ia[t]], b[ib[t]])`` and the count of rows meeting a non-trit.
@@ -195,8 +176,8 @@ def _op_words_rows(a, b, ia, ib, op, out, t0, t1):
                                                    b[j, 1, w], op)
 
 
-@jit()
-def _op_planes(a, b, ia, ib, op, out, t0, t1):
+@jit(inline="always")
+def _op_planes_rows(a, b, ia, ib, op, out, t0, t1):
     """Rows ``out[t] = op(a[ia[t]], b[ib[t]])`` of bit planes.
 
     ``op`` is a constant in each loop: no branch a word, no views a row (1000 rows of
@@ -210,6 +191,11 @@ def _op_planes(a, b, ia, ib, op, out, t0, t1):
         _op_words_rows(a, b, ia, ib, hv.SUB3, out, t0, t1)
     else:
         _op_words_rows(a, b, ia, ib, hv.ADD3, out, t0, t1)
+
+
+@jit()
+def _op_planes(a, b, ia, ib, op, out, t0, t1):
+    _op_planes_rows(a, b, ia, ib, op, out, t0, t1)
     return 0
 
 
@@ -220,9 +206,12 @@ def _op_dense_one(a, b, op, out):
     return not _op_dense_row(a[0], b[0], out[0], op)
 
 
+_FIRST = np.zeros(1, np.intp)  # row 0 of each (a constant to numba)
+
+
 @jit()
 def _op_planes_one(a, b, op, out):
-    _op_planes_row(a[0], b[0], out[0], op)
+    _op_planes_rows(a, b, _FIRST, _FIRST, op, out, 0, 1)
     return 0
 
 
