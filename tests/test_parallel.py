@@ -293,6 +293,43 @@ def test_a_helper_leaves_when_the_caller_waits_or_after_its_bound():
     _parallel.leave(ctl[:_parallel.STEP + 1])  # the caller's own view: never waits
 
 
+def test_a_helper_settles_until_the_caller_claims_or_for_its_bound():
+    """Once a call came, a helper waits until the caller's kernel claimed (it then holds
+    no GIL), at most ``settle``: with ``ready`` set, at once."""
+    came = np.ones(1, np.int64)  # differs from 0: a call came
+    claimed = np.ones(1, np.int64)
+    forever = 1 << 62
+    start = time.perf_counter()
+    assert _parallel._spin(came, 0, forever, 1, _parallel._bound(10.0)[0], claimed, 0,
+                           _parallel._NOWHERE, 0, 0) == -1
+    assert time.perf_counter() - start < 5.0
+    settle = _parallel._bound(1e-3)[0] if _parallel._rates()[0] > 0 else 0
+    start = time.perf_counter()
+    assert _parallel._spin(came, 0, forever, 1, settle, np.zeros(1, np.int64), 0,
+                           _parallel._NOWHERE, 0, 0) == -1
+    assert time.perf_counter() - start >= 0.5e-3 or not settle
+
+
+def test_every_call_starts_with_no_claim_seen(two_threads):
+    """A chunked call after a claimed one: the helpers find ``claimed[NEXT]`` reset (a
+    claim left from the last call would let them take the GIL before the caller is in
+    its first chunk)."""
+    pool = _parallel._get_pool()
+    seen: list = []
+
+    def kernel(t0, t1):
+        seen.append(int(pool.claimed[_parallel.NEXT]))
+        return t1 - t0
+
+    for _ in range(3):
+        marks = np.zeros(4096, np.int64)
+        _parallel.run_claimed(_claimed_marks, 4096, 1 << 30, marks, np.zeros(1, np.int64), 0)
+        assert pool.claimed[_parallel.NEXT] >= 4096 and (marks == 1).all()
+        seen.clear()
+        assert _parallel.run(kernel, 64, 1 << 30) == 64
+        assert seen and set(seen) == {0}
+
+
 def test_the_pool_is_released_when_making_a_job_fails(two_threads, monkeypatch):
     """A KeyboardInterrupt while a claimed call is set up leaves the pool free for the next."""
     job = _parallel._Job

@@ -16,9 +16,11 @@ A ``concurrent.futures`` pool (a sleeping worker, chunks taken under the GIL) ma
 - helpers spin between calls, for :data:`SPIN_SECONDS` after the last one (a
   ``nogil`` loop on an atomic generation counter, ``pause`` between reads,
   ``sched_yield`` every :data:`YIELD_EVERY` rounds), then sleep on a condition;
-- a helper that sees a call spins :data:`SETTLE_SECONDS` more before it takes the
-  GIL, by when the caller has released it in its first chunk (taking it earlier,
-  the helper blocks on the GIL and wakes too late: 1.07x at 0-2 µs, 1.5x at 4 µs);
+- a helper that sees a call spins until the caller has released the GIL before it
+  takes it (taking it earlier, the helper blocks on the GIL and wakes too late:
+  1.07x at 0-2 µs, 1.5x at 4 µs): in a claimed call (below) until the caller's
+  kernel claims its first chunk, at most :data:`SETTLE_SECONDS`, by when a caller
+  is in its first chunk; in others that long;
 - chunks are taken in turn under the GIL, largest first (:func:`_guided`): the
   caller takes the first (half), so it never waits for a helper to start, and a
   helper's GIL hand-offs fall while the caller is in that chunk;
@@ -38,9 +40,13 @@ takes the GIL only to enter and to leave it; a helper leaves only once the calle
 waits for it without the GIL (:func:`leave`). Measured on the int8 GEMV at 4096 x
 4096 (quiet: ``chrt -f 1``, medians): ``tn.linear`` on 2 threads 61-62 -> 57-60 µs
 (1 thread 85-89 µs: 1.37-1.40x -> 1.45-1.51x), the kernel alone 44 µs against 72.
-What is left is serial: the helper enters its kernel about 7 µs after the caller
-(its settle, the GIL, a dispatch), and ``tn.linear`` spends 13-14 µs per call in
-Python and in the quantizer before the kernel starts and after it ends.
+A helper that settles until the caller's first claim, not a fixed 4 µs, enters
+its kernel 2.2 µs after the call starts instead of 5.2 (one process, the two ways
+in turn, 1 vs 2 threads: int8 4096 x 4096 1.45 -> 1.48x, 6912 x 2560 1.48 -> 1.65x,
+2560 x 2560 1.17 -> 1.27x). What is left is serial: the caller waits 3.8 µs for
+the helper to leave (its return to Python, then to its spin), and ``tn.linear``
+spends 9-10 µs per call in Python and in the quantizer before the kernel starts
+and after it ends.
 
 Measured (AMD EPYC Zen 5 KVM guest, 2 vCPUs, other sessions' load 10-14; medians,
 1 vs 2 threads in one process; "quiet" = this process under ``chrt -f 1`` above
@@ -103,14 +109,15 @@ LINGER_SECONDS = 50e-6
 
 
 @jit()
-def _spin(flags, value, ticks, rounds, settle, yield_every, words, slot, word):
+def _spin(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, word):
     """``words[slot] = word``, then spin while some of ``flags`` equals ``value``, for a while.
 
     For ``ticks`` of :func:`cycles` (where it counts) and at most ``rounds`` rounds;
-    then ``settle`` ticks more once none does; ``sched_yield`` every ``yield_every``
-    rounds (0: never). -1 when none does any more, else (time ran out) the ticks it
-    spun. A flag, once it differs, is not read again: the callers' flags never change
-    back. The store comes first and without the GIL, which the caller has released.
+    then, once none does, until ``ready[0]`` is not 0, at most ``settle`` ticks;
+    ``sched_yield`` every ``yield_every`` rounds (0: never). -1 when none does any
+    more, else (time ran out) the ticks it spun. A flag, once it differs, is not read
+    again: the callers' flags never change back. The store comes first and without
+    the GIL, which the caller has released.
 
     Every wait of the pool is this one kernel (a helper between calls, a caller waiting
     for its helpers, the clock's rate): the first parallel call compiles it alone, in
@@ -124,7 +131,7 @@ def _spin(flags, value, ticks, rounds, settle, yield_every, words, slot, word):
             i += 1
         if i == flags.shape[0]:
             seen = cycles()
-            while cycles() - seen < settle:
+            while cycles() - seen < settle and load_acquire(ready, 0) == 0:
                 spin_pause()
             return -1
         if cycles() - start > ticks:
@@ -142,7 +149,8 @@ _NOWHERE = np.zeros(1, np.int64)  # the word :func:`_spin` stores to when nothin
 def _spin_while_any(flags: np.ndarray, value: int, ticks: int, rounds: int, settle: int = 0,
                     yield_every: int = 0) -> bool:
     """:func:`_spin` with nothing to store: True when no flag equals ``value`` any more."""
-    return _spin(flags, value, ticks, rounds, settle, yield_every, _NOWHERE, 0, 0) < 0
+    return _spin(flags, value, ticks, rounds, settle, _NOWHERE, yield_every, _NOWHERE, 0,
+                 0) < 0
 
 
 _RATES: tuple[float, float] | None = None  # cycles and spin rounds per second, measured once
@@ -173,19 +181,20 @@ def _rates() -> tuple[float, float]:
         _spin_while_any(flag, 0, 1 << 62, 1)  # compiled or loaded from the cache
         n = 20000
         t = time.perf_counter()
-        c = _spin(flag, 0, 1 << 62, n, 0, 0, _NOWHERE, 0, 0)  # the ticks of n rounds
+        c = _spin(flag, 0, 1 << 62, n, 0, _NOWHERE, 0, _NOWHERE, 0, 0)  # the ticks of n rounds
         t = max(time.perf_counter() - t, 1e-9)
         _RATES = c / t, n / t
     return _RATES
 
 
 def _idle(generation: np.ndarray, seen: int, ticks: int, rounds: int, settle: int,
-          yield_every: int, inside: np.ndarray, slot: int) -> bool:
+          ready: np.ndarray, yield_every: int, inside: np.ndarray, slot: int) -> bool:
     """A helper between calls: ``inside[slot] = 0`` once the GIL is released, then wait for a call.
 
-    True when a call came (:func:`_spin` on ``generation``).
+    True when a call came (:func:`_spin` on ``generation``, settling until ``ready[0]``).
     """
-    return _spin(generation, seen, ticks, rounds, settle, yield_every, inside, slot, 0) < 0
+    return _spin(generation, seen, ticks, rounds, settle, ready, yield_every, inside, slot,
+                 0) < 0
 
 
 @jit()
@@ -223,7 +232,7 @@ def _wait_for_helpers(ctl: np.ndarray, inside: np.ndarray, generation: int, tick
 
     Both without the GIL (:func:`_spin`), so a helper leaving (:func:`leave`) finds it free.
     """
-    return _spin(inside, generation, ticks, rounds, 0, 0, ctl, CALLER_WAITS, 1) < 0
+    return _spin(inside, generation, ticks, rounds, 0, _NOWHERE, 0, ctl, CALLER_WAITS, 1) < 0
 
 
 class _Job:
@@ -282,7 +291,8 @@ class _Pool:
     def __init__(self, helpers: int) -> None:
         self.generation = np.zeros(1, np.int64)
         self.inside = np.zeros(helpers, np.int64)
-        # a claimed call's control words, copied for each (0.08 µs; made, 0.45)
+        # the control words of every claimed call (one at a time); ``claimed[NEXT]`` is
+        # reset for each call, so a helper sees the caller's first claim (``_idle``)
         self.claimed = np.array([0, 0, 0, *_bound(LINGER_SECONDS)], np.int64)
         self.cond = threading.Condition()
         self.sleepers = 0
@@ -311,7 +321,7 @@ class _Pool:
     def _serve(self, slot: int) -> None:
         seen = 0
         while not self.closed:
-            if not _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(),
+            if not _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(), self.claimed,
                          YIELD_EVERY, self.inside, slot):
                 with self.cond:
                     self.sleepers += 1
@@ -332,6 +342,7 @@ class _Pool:
 
     def call(self, job: _Job) -> None:
         job.generation = int(self.generation[0]) + 1
+        self.claimed[NEXT] = self.claimed[CALLER_WAITS] = 0  # before the helpers see the call
         try:  # self.job is reset whatever happens once set
             self.job = job
             self.generation[0] = job.generation
@@ -477,7 +488,7 @@ def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any)
     def claimed() -> _Job:
         per_chunk = -(-tasks // (parts * CLAIMS_PER_THREAD))
         job = _Job(kernel, args, None, parts - 1, tasks)
-        job.ctl = _get_pool().claimed.copy()
+        job.ctl = _get_pool().claimed
         job.ctl[STEP] = -(-per_chunk // CLAIM_MULTIPLE) * CLAIM_MULTIPLE
         return job
 
