@@ -176,19 +176,24 @@ def busy(request) -> Iterator[str]:
         t.join(10)
 
 
+@pytest.mark.parametrize("group_size", [None, 128])
 @pytest.mark.parametrize("activations", ["int8", "float"])
-def test_gemv_on_two_threads_beside_a_busy_core(busy, two_threads, activations):
+def test_gemv_on_two_threads_beside_a_busy_core(busy, two_threads, activations, group_size):
+    """Per tensor and in groups (int8: the laid-out rows' GEMV where the CPU has it)."""
     rng = np.random.default_rng(7)
     trits = rng.integers(-1, 2, (4096, 1024), dtype=np.int8)  # 1 MiB of 2bit codes
-    w = tn.TernaryTensor(tn.pack(trits, "2bit"), np.float32(0.5))
+    scales = (np.float32(0.5) if group_size is None
+              else rng.uniform(0.1, 1, (4096, 1024 // group_size)).astype(np.float32))
+    w = tn.TernaryTensor(tn.pack(trits, "2bit"), scales, group_size)
     assert w.packed.nbytes >= _parallel.MIN_PARALLEL_BYTES
     x = rng.standard_normal(1024, dtype=np.float32)
     with _threads.limit(1):
         want = tn.linear(x, w, activations=activations)
     amax = np.abs(x).max()
     xq = x if activations == "float" else np.rint(x * (np.float32(127) / amax)) * (amax / 127)
-    np.testing.assert_allclose(want, 0.5 * (trits @ xq.astype(np.float64)), rtol=1e-4,
-                               atol=1e-3)
+    weights = trits * np.repeat(np.reshape(scales, (-1, 1)) if group_size is None else scales,
+                                group_size or 1024, axis=1).astype(np.float64)
+    np.testing.assert_allclose(want, weights @ xq.astype(np.float64), rtol=1e-4, atol=1e-3)
     for _ in range(50):
         np.testing.assert_array_equal(tn.linear(x, w, activations=activations), want)
 

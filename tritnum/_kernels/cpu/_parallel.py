@@ -473,13 +473,15 @@ def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
     return _share(lambda: _Job(kernel, args, _guided(tasks, parts), parts - 1))
 
 
-def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any) -> int:
+def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
+                multiple: int = CLAIM_MULTIPLE) -> int:
     """Call ``kernel(*args, ctl, tasks)`` on the threads of :func:`run` and add up what it returns.
 
     The kernel takes chunks of tasks ``[0, tasks)`` with :func:`claim` until none
     are left: each thread calls it once, and takes its chunks without the GIL (a
     thread running a :func:`run` kernel takes the GIL between two chunks, and waits
-    for it where another thread holds it). On one thread one claim takes all.
+    for it where another thread holds it). Chunks are ``multiple`` tasks or a multiple
+    of it. On one thread one claim takes all.
     """
     parts = _parts(tasks, nbytes, False)
     if not parts:
@@ -489,7 +491,7 @@ def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any)
         per_chunk = -(-tasks // (parts * CLAIMS_PER_THREAD))
         job = _Job(kernel, args, None, parts - 1, tasks)
         job.ctl = _get_pool().claimed
-        job.ctl[STEP] = -(-per_chunk // CLAIM_MULTIPLE) * CLAIM_MULTIPLE
+        job.ctl[STEP] = -(-per_chunk // multiple) * multiple
         return job
 
     return _share(claimed)

@@ -24,7 +24,7 @@ import numpy as np
 from ..._formats import Format
 from ._jit import jit_where
 from ._llvm.gemm import ROW_TILE, row_tile
-from ._parallel import run
+from ._parallel import claim, leave, run, run_claimed
 from .int8_gemm import _activation_panel, _weight_panel, column_tiles
 
 
@@ -85,24 +85,29 @@ def _lay_out(w: np.ndarray, scales: np.ndarray, n: int) -> tuple[np.ndarray, np.
 
 
 @_kernel
-def _gemv_blocks(a, xsum, codes, laid, xscale, y, t0, t1):
-    """Blocks ``t0..t1`` of weight rows: ``y[r, o]`` for every activation row ``r``.
+def _gemv_blocks(a, xsum, codes, laid, xscale, y, ctl, t1):
+    """The blocks of weight rows this thread claims: ``y[r, o]`` for every activation row ``r``.
 
     ``a`` is ``(m, steps, 1, 16)`` and ``xsum`` ``(m, groups, 1)`` (one row a tile).
+    Blocks of ``[0, t1)`` are claimed (:func:`.run_claimed`).
     """
     m, out = y.shape
     steps, cols = codes.shape[1], codes.shape[2]
     nseg = laid.shape[1]
     words = steps // nseg
     c = np.empty(8 * cols)  # the micro-kernel's result, and its slots
-    for nb in range(t0, t1):
-        o0 = nb * cols
-        for r in range(m):
-            row_tile(a, r * steps * 16, codes, nb * steps * cols * 4, words, nseg, laid,
-                     nb * nseg * cols, xsum, r * nseg, c)
-            scale = np.float64(xscale[r])
-            for j in range(min(cols, out - o0)):
-                y[r, o0 + j] = c[j] * scale
+    t0, end = claim(ctl, t1)
+    while t0 < t1:
+        for nb in range(t0, end):
+            o0 = nb * cols
+            for r in range(m):
+                row_tile(a, r * steps * 16, codes, nb * steps * cols * 4, words, nseg, laid,
+                         nb * nseg * cols, xsum, r * nseg, c)
+                scale = np.float64(xscale[r])
+                for j in range(min(cols, out - o0)):
+                    y[r, o0 + j] = c[j] * scale
+        t0, end = claim(ctl, t1)
+    leave(ctl)
     return 0
 
 
@@ -113,5 +118,6 @@ def gemv_int8(q: np.ndarray, xscale: np.ndarray, w: GroupPanel) -> np.ndarray:
     seg = w.n // groups // 4
     a, xsum = _activation_panel(np.ascontiguousarray(q), seg, groups, seg // 4, rows=1)
     y = np.empty((q.shape[0], w.packed.shape[0]), np.float32)
-    run(_gemv_blocks, codes.shape[0], w.packed.nbytes, a, xsum, codes, laid, xscale, y)
+    run_claimed(_gemv_blocks, codes.shape[0], w.packed.nbytes, a, xsum, codes, laid, xscale, y,
+                multiple=1)
     return y
