@@ -39,10 +39,12 @@ def gemv_only(monkeypatch):
         raise AssertionError("a call the base3 GEMV takes went another route")
     monkeypatch.setattr(cpu_matmul, "_gemm", other)
     monkeypatch.setattr(cpu_matmul, "gemm_int8", other)
+    monkeypatch.setattr(cpu_matmul, "_two_bit", other)
+    monkeypatch.setattr(cpu_matmul, "BASE3_GEMV_TRITS", 0)  # these small weights too
 
 
 # calls the GEMV takes (a few rows, long groups: cpu/matmul.py's _BASE3_GEMV)
-ROUTED = [(2048, 8, None, "int8", 1), (5000, 6, 1250, "int8", 2), (512, 8, 256, "float", 4),
+ROUTED = [(2048, 8, None, "int8", 1), (5000, 6, 1250, "int8", 2), (512, 8, 256, "float", 1),
           (1000, 7, None, "float", 1)]
 
 
@@ -135,6 +137,7 @@ def test_rows_longer_than_a_dot_run(gemv_only):
 
 @pytest.mark.parametrize("activations", ["int8", "float"])
 def test_two_threads_give_the_same_bits(monkeypatch, activations):
+    monkeypatch.setattr(cpu_matmul, "BASE3_GEMV_TRITS", 0)
     w = _weights(2048, 64, None, 5)  # a call the GEMV takes
     x = _x(2, 2048, 6)
     with tn.limit_threads(1):

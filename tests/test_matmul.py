@@ -518,3 +518,34 @@ def test_float_gemv_rows_equal_one_row_calls(monkeypatch, group):
     together = tn.linear(x, w, device="cpu")
     np.testing.assert_array_equal(together, np.stack([tn.linear(r, w, device="cpu") for r in x]))
     assert_rel_close(together, x.astype(np.float64) @ dense64(w).T, 1e-6)
+
+
+def _no_other_route(*args, **kwargs):
+    raise AssertionError("a few rows went to the GEMM")
+
+
+@settings(max_examples=40, deadline=None)
+@given(fmt=st.sampled_from(["base3", "bitplane"]), out=st.integers(1, 300),
+       n=st.sampled_from([64, 256, 1000, 1024, 1280]),
+       group=st.sampled_from([None, 32, 64, 128, 256]), rows=st.integers(1, 16),
+       activations=st.sampled_from(["int8", "float"]), seed=st.integers(0, 2**32 - 1))
+def test_other_formats_take_the_2bit_gemv_and_its_bits(fmt, out, n, group, rows, activations,
+                                                      seed):
+    """A few rows on "base3" or "bitplane" weights are transcoded for the 2bit GEMV: the
+    bits of the same trits packed "2bit" (float too), and no GEMM (before, float rows
+    were decoded for BLAS and int8 rows repacked for the integer GEMM, 3-20x slower)."""
+    if group is not None and n % group:
+        group = None
+    rng = np.random.default_rng(seed)
+    trits = rng.integers(-1, 2, (out, n), dtype=np.int8)
+    scales = (np.float32(0.25) if group is None
+              else rng.uniform(0.1, 2, (out, n // group)).astype(np.float32))
+    w = tn.TernaryTensor(tn.pack(trits, fmt), scales, group)
+    w2 = tn.TernaryTensor(tn.pack(trits, "2bit"), scales, group)
+    x = rng.standard_normal((rows, n)).astype(np.float32)
+    want = tn.linear(x, w2, activations=activations, device="cpu")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cpu_matmul, "_gemm", _no_other_route)
+        patch.setattr(cpu_matmul, "gemm_int8", _no_other_route)
+        np.testing.assert_array_equal(tn.linear(x, w, activations=activations, device="cpu"),
+                                      want)

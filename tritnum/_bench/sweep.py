@@ -2,9 +2,9 @@
 
 ``python -m tritnum bench --family sweep``. Where the other families measure the sizes
 the issues name, the sweep looks for slow paths nobody measured: ``tn.linear`` over
-formats ("2bit", "base3") x scale kinds (per tensor, per row, groups of 32 ... 4096) x
-activation modes (float, int8, q8_k) x batch (1, 16, 256) x threads (1, 2) x widths
-(64 ... 8192), a covering subset of that product in which every pair of two factors'
+formats ("2bit", "base3", "bitplane") x scale kinds (per tensor, per row, groups of 32 ...
+4096) x activation modes (float, int8, q8_k) x batch (1, 16, 256) x threads (1, 2) x
+widths (64 ... 8192), a covering subset of that product in which every pair of two factors'
 values occurs in some row (:func:`pairwise`); ``BitLinear``, ``quantize``,
 ``quantize_activations``, ``dequantize``, ``pack``/``unpack`` and the VSA ops (dense
 and bit-plane, one pair and batched) on small and large inputs.
@@ -54,7 +54,7 @@ FLOORS = {"gemm": GEMM_FLOOR, "gemv": 1 / 1.5, "gemv64": 1 / 3, "layer": 1.0, "l
 
 # the linear sweep's factors: full, quick (a minute) and tiny (a test)
 LINEAR = {
-    "format": ("2bit", "base3"),
+    "format": ("2bit", "base3", "bitplane"),
     "scales": ("tensor", "row", 32, 64, 128, 256, 4096),
     "activations": ("float", "int8", "q8_k"),
     "batch": (1, 16, 256),

@@ -3,8 +3,10 @@
 Three paths, picked by the number of activation rows ``m`` and the CPU:
 
 - **GEMV** (``m <= GEMV_MAX_ROWS``, float ``x`` up to ``FLOAT_GEMV_ROWS`` on large
-  weights; "2bit" weights whose groups fill whole bytes): memory-bound, so the packed
-  weights are read once, straight from their bytes, by the SIMD dot product of
+  weights; groups that fill whole bytes of "2bit", other formats transcoded to it for
+  the call, "base3" on a few rows of long groups excepted: :data:`_BASE3_GEMV`):
+  memory-bound, so the packed weights are read once, straight from their bytes, by the
+  SIMD dot product of
   :mod:`._llvm.gemv` (float ``x``: each row of ``x`` meets ``FLOAT_ROWS`` weight rows
   at a time, in L1). The activations are laid out once per call to match the codes
   (:func:`layout`), which costs ``O(m * n)``.
@@ -51,8 +53,8 @@ from ._llvm.gemv_target import BLOCK_BYTES
 from ._parallel import claim, leave, run, run_claimed, with_blas_limit
 from .base3_gemv import gemv_base3
 from .dequantize import decode_2bit_rows
-from .int8_gemm import INT32_EXACT, applies, gemm_int8
-from .packing import unpack
+from .int8_gemm import INT32_EXACT, TWO_BIT, applies, gemm_int8
+from .packing import convert, unpack
 from .quantize import _absmax_quantize_rows
 from .rescale import slot_total
 
@@ -469,18 +471,33 @@ def rescale(sums: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return slots[..., 0]
 
 
-# Where the "base3" GEMV beats decoding the matrix to float32 for BLAS (float x) or
-# repacking it to 2bit for the integer GEMM (int8 x): at most this many rows, groups of at
-# least this many inputs (its dots run a group and digit plane at a time). 4096 x 4096,
-# 1 thread, ms (GEMV / the other route): float 1 row per tensor 0.95 / 3.2, 16 rows
-# 10 / 12, groups of 128 4.1 / 7.6, of 32 17 / 7.8; int8 1 row per tensor 0.81 / 2.1,
-# 2 rows 1.3 / 2.1, 16 rows 7.8 / 2.7, groups of 128 4.3 / 2.7
-_BASE3_GEMV = {False: (4, 256), True: (2, 1024)}  # int8 x: (rows, group size)
+# Where the "base3" GEMV beats the other routes: a few rows of long scale groups (its dots
+# run a group and digit plane at a time) on weights past the caches. Elsewhere a call
+# transcodes the rows to "2bit" (``packing.convert``) for the 2bit GEMV (or the integer
+# GEMM). By int8 x: (least group size, most rows). Measured at 4096 x 4096, 1 thread, ms,
+# GEMV float / int8 on rows 1, 2, 4, 6, against a transcode of 2.5-3.5 ms and 2bit GEMV
+# rows of 0.3 / 0.1: per tensor 0.95 / 0.81, 1.48 / 1.30, 2.77 / 2.23, 3.93 / 3.16; groups
+# of 1024 1.37 / 1.22, 2.41 / 2.15, 4.62 / 3.89; of 256 2.63 / 2.77, 4.98 / 5.23. At 2048
+# x 2048 (4M trits) the transcode takes 0.25 ms and the routes tie on 1 row per tensor.
+_BASE3_GEMV = {False: ((4096, 8), (1024, 4), (256, 1)), True: ((4096, 6), (1024, 3), (256, 1))}
+BASE3_GEMV_TRITS = 1 << 22
 
 
-def _base3_gemv_pays(rows: int, size: int, int8: bool) -> bool:
-    most_rows, least_size = _BASE3_GEMV[int8]
-    return rows <= most_rows and size >= least_size
+def _base3_gemv_pays(rows: int, size: int, trits: int, int8: bool) -> bool:
+    """Whether ``rows`` rows, groups of ``size`` inputs, ``trits`` weights take the base3 GEMV."""
+    return trits > BASE3_GEMV_TRITS and any(size >= least and rows <= most
+                                            for least, most in _BASE3_GEMV[int8])
+
+
+def _two_bit(w: np.ndarray, fmt: Format, n: int) -> np.ndarray:
+    """The rows ``w`` as "2bit" bytes: as they are, or transcoded.
+
+    By the fast kernels, in blocks (the codes were checked on first use). 4096 x 4096,
+    1 thread: "base3" 2.5 ms, "bitplane" 0.85 ms, against 3.6-7 ms for the float GEMV's
+    former route from "bitplane" (decode and BLAS) and 4.2 ms for the int8 GEMV's (the
+    GEMM's repack).
+    """
+    return w if fmt.name == "2bit" else convert(w, fmt, TWO_BIT, n)[0]
 
 
 def _finish(y, bias):
@@ -499,23 +516,25 @@ def _float_gemv_pays(m: int, w: np.ndarray) -> bool:
 
 
 def linear_float(x, w, fmt, n, scales, bias, out=None):
-    segment = _gemv_segment(fmt, n, scales.shape[1])
-    if segment and _float_gemv_pays(x.shape[0], w):
-        y = _gemv(x, np.ones(x.shape[0], np.float32), w, fmt, n, scales, segment)
-    elif fmt.name == "base3" and _base3_gemv_pays(x.shape[0], n // scales.shape[1], False):
-        y = gemv_base3(x, np.ones(x.shape[0], np.float32), w, n, scales)
+    m, groups = x.shape[0], scales.shape[1]
+    segment = _gemv_segment(TWO_BIT, n, groups)
+    if fmt.name == "base3" and _base3_gemv_pays(m, n // groups, w.shape[0] * n, False):
+        y = gemv_base3(x, np.ones(m, np.float32), w, n, scales)
+    elif segment and _float_gemv_pays(m, w):
+        y = _gemv(x, np.ones(m, np.float32), _two_bit(w, fmt, n), TWO_BIT, n, scales, segment)
     else:
         y = _gemm(x, w, fmt, n, scales, None, exact=False)
     return into(_finish(y, bias), out)
 
 
 def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
-    segment = _gemv_segment(fmt, n, scales.shape[1])
-    if segment and q.shape[0] <= GEMV_MAX_ROWS:
-        y = _gemv(q, xscale, w, fmt, n, scales, segment)
-    elif fmt.name == "base3" and _base3_gemv_pays(q.shape[0], n // scales.shape[1], True):
+    m, groups = q.shape[0], scales.shape[1]
+    segment = _gemv_segment(TWO_BIT, n, groups)
+    if fmt.name == "base3" and _base3_gemv_pays(m, n // groups, w.shape[0] * n, True):
         y = gemv_base3(q, xscale, w, n, scales)
-    elif applies(n, scales.shape[1]):
+    elif segment and m <= GEMV_MAX_ROWS:
+        y = _gemv(q, xscale, _two_bit(w, fmt, n), TWO_BIT, n, scales, segment)
+    elif applies(n, groups):
         y = gemm_int8(q, xscale, w, fmt, n, scales)
     else:
         y = _gemm(q.astype(np.float32), w, fmt, n, scales, xscale)
