@@ -33,25 +33,31 @@ def _x(rows, n, seed):
 
 
 @pytest.fixture
-def gemv_only(monkeypatch):
-    """The other routes (decode for BLAS, repack for the integer GEMM) fail: the GEMV runs."""
+def no_other_route(monkeypatch):
+    """The other routes (decode for BLAS, transcode to 2bit, the integer GEMM) fail."""
     def other(*args, **kwargs):
         raise AssertionError("a call the base3 GEMV takes went another route")
     monkeypatch.setattr(cpu_matmul, "_gemm", other)
     monkeypatch.setattr(cpu_matmul, "gemm_int8", other)
     monkeypatch.setattr(cpu_matmul, "_two_bit", other)
-    monkeypatch.setattr(cpu_matmul, "BASE3_GEMV_TRITS", 0)  # these small weights too
 
 
-# calls the GEMV takes (a few rows, long groups: cpu/matmul.py's _BASE3_GEMV)
-ROUTED = [(2048, 8, None, "int8", 1), (5000, 6, 1250, "int8", 2), (512, 8, 256, "float", 1),
-          (1000, 7, None, "float", 1)]
+@pytest.fixture
+def gemv_only(no_other_route, monkeypatch):
+    """Every call takes the GEMV, small weights and short groups too."""
+    monkeypatch.setattr(cpu_matmul, "_base3_gemv_pays", lambda *args: True)
+
+
+# calls the GEMV takes (a row or two, long groups, weights past BASE3_GEMV_TRITS)
+ROUTED = [(4096, 1100, None, "int8", 1), (4100, 1100, None, "float", 2),
+          (8192, 600, 4096, "float", 1)]
 
 
 @pytest.mark.parametrize(("n", "out", "group_size", "activations", "rows"), ROUTED)
-def test_the_gemv_takes_a_few_rows_of_long_groups(n, out, group_size, activations, rows,
-                                                   gemv_only):
+def test_the_gemv_takes_a_row_or_two_of_long_groups(n, out, group_size, activations, rows,
+                                                    no_other_route):
     w = _weights(n, out, group_size, n)
+    assert w.shape[0] * w.shape[1] > cpu_matmul.BASE3_GEMV_TRITS
     x = _x(rows, n, rows)
     y = tn.linear(x, w, activations=activations, device="cpu")
     reference = tn.linear(x, w, activations=activations, device="numpy")
@@ -136,9 +142,8 @@ def test_rows_longer_than_a_dot_run(gemv_only):
 
 
 @pytest.mark.parametrize("activations", ["int8", "float"])
-def test_two_threads_give_the_same_bits(monkeypatch, activations):
-    monkeypatch.setattr(cpu_matmul, "BASE3_GEMV_TRITS", 0)
-    w = _weights(2048, 64, None, 5)  # a call the GEMV takes
+def test_two_threads_give_the_same_bits(gemv_only, monkeypatch, activations):
+    w = _weights(2048, 64, None, 5)
     x = _x(2, 2048, 6)
     with tn.limit_threads(1):
         alone = tn.linear(x, w, activations=activations)

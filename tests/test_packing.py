@@ -437,3 +437,23 @@ def test_the_host_route_of_pack_and_unpack_equals_the_general_route(fmt):
     with pytest.raises(tn.errors.InvalidTritsError) as general_error:
         tn.unpack(wrapped, device="numpy")
     assert str(fast_error.value) == str(general_error.value)
+
+
+@pytest.mark.parametrize("src", FORMATS)
+@pytest.mark.parametrize("dst", FORMATS)
+def test_cpu_convert_in_blocks_with_a_partial_last_one(monkeypatch, src, dst):
+    """Blocks of 3 rows through one kept buffer (7 rows: 3, 3, 1): the NumPy backend's bytes;
+    a corrupt last unit (codes past the row's end) in the last block says so."""
+    from tritnum._formats import FORMATS as SPECS
+    from tritnum._kernels.cpu import packing as cpu_packing
+
+    n = 333
+    monkeypatch.setattr(cpu_packing, "CONVERT_BLOCK_BYTES", 3 * n)
+    a = np.random.default_rng(5).integers(-1, 2, (7, n), dtype=np.int8)
+    p = tn.pack(a, src, device="numpy")
+    out, ok = cpu_packing.convert(p.data, SPECS[src], SPECS[dst], n)
+    assert ok
+    np.testing.assert_array_equal(out, tn.pack(a, dst, device="numpy").data)
+    bad = p.data.copy()
+    bad.view(np.uint8)[6, -1] = 0xFF  # nonzero trits past n = 333 in every format
+    assert not cpu_packing.convert(bad, SPECS[src], SPECS[dst], n)[1]

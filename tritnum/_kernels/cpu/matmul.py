@@ -4,7 +4,7 @@ Three paths, picked by the number of activation rows ``m`` and the CPU:
 
 - **GEMV** (``m <= GEMV_MAX_ROWS``, float ``x`` up to ``FLOAT_GEMV_ROWS`` on large
   weights; groups that fill whole bytes of "2bit", other formats transcoded to it for
-  the call, "base3" on a few rows of long groups excepted: :data:`_BASE3_GEMV`):
+  the call, "base3" on a row or two of long groups excepted: :data:`BASE3_GEMV_ROWS`):
   memory-bound, so the packed weights are read once, straight from their bytes, by the
   SIMD dot product of
   :mod:`._llvm.gemv` (float ``x``: each row of ``x`` meets ``FLOAT_ROWS`` weight rows
@@ -471,31 +471,33 @@ def rescale(sums: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return slots[..., 0]
 
 
-# Where the "base3" GEMV beats the other routes: a few rows of long scale groups (its dots
-# run a group and digit plane at a time) on weights past the caches. Elsewhere a call
+# Where the "base3" GEMV beats the other routes: one or two rows of long scale groups (its
+# dots run a group and digit plane at a time) on weights past the caches; elsewhere a call
 # transcodes the rows to "2bit" (``packing.convert``) for the 2bit GEMV (or the integer
-# GEMM). By int8 x: (least group size, most rows). Measured at 4096 x 4096, 1 thread, ms,
-# GEMV float / int8 on rows 1, 2, 4, 6, against a transcode of 2.5-3.5 ms and 2bit GEMV
-# rows of 0.3 / 0.1: per tensor 0.95 / 0.81, 1.48 / 1.30, 2.77 / 2.23, 3.93 / 3.16; groups
-# of 1024 1.37 / 1.22, 2.41 / 2.15, 4.62 / 3.89; of 256 2.63 / 2.77, 4.98 / 5.23. At 2048
-# x 2048 (4M trits) the transcode takes 0.25 ms and the routes tie on 1 row per tensor.
-_BASE3_GEMV = {False: ((4096, 8), (1024, 4), (256, 1)), True: ((4096, 6), (1024, 3), (256, 1))}
+# GEMM). Rows by int8 x, on groups of at least BASE3_GEMV_SIZE inputs. Measured per tensor,
+# ms GEMV / transcode, rows 1, 2, 4, on 1 and 2 threads: 4096 x 4096 float 0.94 / 1.09,
+# 1.51 / 1.40, 2.80 / 2.08 and 0.49 / 0.74, 0.77 / 0.95, 1.45 / 1.31; int8 0.81 / 0.83,
+# 1.27 / 0.87, 2.24 / 1.02 and 0.44 / 0.65, 0.68 / 0.74, 1.18 / 0.75; 11008 x 4096 float
+# 2 threads 1.29 / 2.40, 2.13 / 2.97 (the GEMV scales, the transcode less). Groups of 1024
+# and 256, 1 row, 1 thread: 1.38 and 2.63 against 1.1. At 2048 x 2048 (4M trits) the
+# transcode takes 0.25 ms and the routes tie on 1 row.
+BASE3_GEMV_ROWS = {False: 2, True: 1}
+BASE3_GEMV_SIZE = 4096
 BASE3_GEMV_TRITS = 1 << 22
 
 
 def _base3_gemv_pays(rows: int, size: int, trits: int, int8: bool) -> bool:
     """Whether ``rows`` rows, groups of ``size`` inputs, ``trits`` weights take the base3 GEMV."""
-    return trits > BASE3_GEMV_TRITS and any(size >= least and rows <= most
-                                            for least, most in _BASE3_GEMV[int8])
+    return (trits > BASE3_GEMV_TRITS and size >= BASE3_GEMV_SIZE
+            and rows <= BASE3_GEMV_ROWS[int8])
 
 
 def _two_bit(w: np.ndarray, fmt: Format, n: int) -> np.ndarray:
     """The rows ``w`` as "2bit" bytes: as they are, or transcoded.
 
     By the fast kernels, in blocks (the codes were checked on first use). 4096 x 4096,
-    1 thread: "base3" 2.5 ms, "bitplane" 0.85 ms, against 3.6-7 ms for the float GEMV's
-    former route from "bitplane" (decode and BLAS) and 4.2 ms for the int8 GEMV's (the
-    GEMM's repack).
+    1 thread: "base3" 0.7-0.8 ms, "bitplane" 0.55 ms; the float GEMV's former route from
+    "bitplane" (decode and BLAS) took 3.6-7 ms, the int8 GEMV's (the GEMM's repack) 4.2 ms.
     """
     return w if fmt.name == "2bit" else convert(w, fmt, TWO_BIT, n)[0]
 
