@@ -549,3 +549,23 @@ def test_other_formats_take_the_2bit_gemv_and_its_bits(fmt, out, n, group, rows,
         patch.setattr(cpu_matmul, "gemm_int8", _no_other_route)
         np.testing.assert_array_equal(tn.linear(x, w, activations=activations, device="cpu"),
                                       want)
+
+
+@pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])
+@pytest.mark.parametrize("transcode", [True, False])
+@pytest.mark.parametrize("group_size", [None, 32, 128])
+def test_float_gemm_in_tiles_of_scaled_rows(monkeypatch, fmt, transcode, group_size):
+    """The float GEMM's tiles (3 rows of 256 inputs each: 3, 3, 1 of 7), scaled by the decoding
+    thread, transcoded or unpacked: within float32 rounding of a float64 oracle."""
+    monkeypatch.setattr(cpu_matmul, "TILE_ELEMENTS", 3 * 256)
+    monkeypatch.setattr(cpu_matmul, "TRANSCODE_TRITS", 0 if transcode else 1 << 30)
+    rng = np.random.default_rng(9)
+    trits = rng.integers(-1, 2, (7, 256), dtype=np.int8)
+    scales = (np.float32(0.75) if group_size is None
+              else rng.uniform(0.1, 2, (7, 256 // group_size)).astype(np.float32))
+    w = tn.TernaryTensor(tn.pack(trits, fmt), scales, group_size)
+    x = rng.standard_normal((60, 256)).astype(np.float32)  # past the float GEMV's 48 rows
+    dense = trits * np.repeat(np.reshape(scales, (-1, 1)) if group_size is None else scales,
+                              group_size or 256, axis=1).astype(np.float64)
+    y = tn.linear(x, w, device="cpu")
+    np.testing.assert_allclose(y, x.astype(np.float64) @ dense.T, rtol=1e-5, atol=1e-5)

@@ -81,7 +81,7 @@ def decode_2bit_rows(w, n, out, t0, t1):
 
 
 @jit()
-def _dequantize_2bit(w, n, scales, out, t0, t1):
+def dequantize_2bit_rows(w, n, scales, out, t0, t1):
     """Rows ``t0..t1`` of ``out`` = the trits of "2bit" ``w`` times ``scales``, row by row.
 
     One scale a row: the decoder multiplies; groups: a pass over the decoded row.
@@ -118,6 +118,6 @@ def dequantize_packed(rows: np.ndarray, fmt: Format, n: int, scales: np.ndarray)
         return _unpacked(rows, fmt, n, scales)
     out = np.empty((rows.shape[0], n), np.float32)
     if out.size:
-        run(_dequantize_2bit, rows.shape[0], out.nbytes, np.ascontiguousarray(rows), n,
+        run(dequantize_2bit_rows, rows.shape[0], out.nbytes, np.ascontiguousarray(rows), n,
             np.ascontiguousarray(scales, np.float32), out)
     return out

@@ -52,7 +52,7 @@ from ._llvm.gemv import (
 from ._llvm.gemv_target import BLOCK_BYTES
 from ._parallel import claim, leave, run, run_claimed, with_blas_limit
 from .base3_gemv import gemv_base3
-from .dequantize import decode_2bit_rows
+from .dequantize import decode_2bit_rows, dequantize_2bit_rows
 from .int8_gemm import INT32_EXACT, TWO_BIT, applies, gemm_int8
 from .packing import convert, unpack
 from .quantize import _absmax_quantize_rows
@@ -71,6 +71,7 @@ FLOAT_GEMV_ROWS = 48
 FLOAT_GEMV_BYTES = 1 << 20
 K_EXACT = 1 << 17  # 128 * 2**17 = 2**24: float32 sums of trit * int8 products stay exact
 TILE_ELEMENTS = 1 << 22  # decoded weights per GEMM tile (16 MiB of float32)
+TRANSCODE_TRITS = 1 << 17  # GEMM tiles of other formats from this size: transcoded, not unpacked
 # weight rows the float GEMV takes together: each row of x meets all of them while they
 # are in L1 (one weight row at a time, x streamed from L2 from a few rows on)
 FLOAT_ROWS = 16
@@ -404,21 +405,32 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
     float64. Float ``x`` (not ``exact``, no ``xscale``) meets tiles already scaled
     (``trit * scale`` is exact in float32): one ``sgemm`` per tile whatever the groups
     (groups of 256 took 2.2x the time of one scale as a batched product per group,
-    4096 x 4096, 256 rows).
-    "2bit" tiles are decoded by the SIMD decoder in the trits' own order, so ``x`` is
-    taken as it is (laid out to the GEMV's order, 256 x 256 took 16 of its 192 µs);
-    other formats are unpacked.
+    4096 x 4096, 256 rows), each row scaled by the decoding thread while it is in cache
+    (a NumPy pass over each tile after the decode, on one thread, took 10 of 33 ms on 2
+    threads at 4096 x 4096 in groups of 256).
+    Tiles are decoded by the SIMD decoder in the trits' own order, so ``x`` is taken as
+    it is (laid out to the GEMV's order, 256 x 256 took 16 of its 192 µs); other formats
+    are transcoded to "2bit" first, or unpacked in tiles of fewer than ``TRANSCODE_TRITS``
+    (256 rows, 2 threads, groups of 256, "base3": 4096 x 4096 35.4 -> 27.2 ms, 512 x 512
+    999 -> 430 µs; 256 x 256 120 µs unpacked, 136 transcoded).
     """
     m, out_rows = x.shape[0], w.shape[0]
     groups = scales.shape[1]
     k = n
     size = k // groups
 
-    def decode(rows, out):
-        if fmt.name == "2bit":
-            run(decode_2bit_rows, rows.shape[0], out.nbytes, rows, n, out)
-        else:
+    def decode(rows, out, by_group=None):
+        """``rows`` as float32 trits into ``out``, times their ``by_group`` scales if given."""
+        if fmt.name != "2bit" and out.size < TRANSCODE_TRITS:  # a small tile: unpacked
             out[...] = unpack(rows, fmt, n)[0]
+            if by_group is not None:
+                out.reshape(out.shape[0], groups, size)[...] *= by_group[:, :, None]
+            return out
+        rows = _two_bit(rows, fmt, n)
+        if by_group is None:
+            run(decode_2bit_rows, rows.shape[0], out.nbytes, rows, n, out)
+        else:  # trit * scale is exact: the bits of a product after the decode
+            run(dequantize_2bit_rows, rows.shape[0], out.nbytes, rows, n, by_group, out)
         return out
 
     if (groups == 1 and k <= K_EXACT) or not exact:  # the common case: one sgemm per tile
@@ -426,10 +438,8 @@ def _gemm(x, w, fmt, n, scales, xscale, exact=True):
         tile = np.empty((rows, k), np.float32)
         sums = np.empty((m, out_rows), np.float32)
         for o0 in range(0, out_rows, rows):
-            t = decode(w[o0:o0 + rows], tile[:min(rows, out_rows - o0)])
-            if groups > 1:
-                by_group = t.reshape(t.shape[0], groups, size)
-                by_group *= scales[o0:o0 + t.shape[0], :, None]
+            t = decode(w[o0:o0 + rows], tile[:min(rows, out_rows - o0)],
+                       scales[o0:o0 + rows] if groups > 1 else None)
             np.matmul(x, t.T, out=sums[:, o0:o0 + rows])
         if exact:  # int8: scale * sum is exact in float64, as in the GEMV
             return ((sums * scales[:, :1].T.astype(np.float64))
