@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_group_sizes import rescaled
 
 import tritnum as tn
-from tritnum._kernels.cpu import _parallel, base3_gemv
+from tritnum._kernels.cpu import _parallel, base3_gemv, small_linear
 from tritnum._kernels.cpu import matmul as cpu_matmul
 
 # (in, out, group size): rows not of whole bytes (n % 5), groups straddling bytes
@@ -44,8 +44,9 @@ def no_other_route(monkeypatch):
 
 @pytest.fixture
 def gemv_only(no_other_route, monkeypatch):
-    """Every call takes the GEMV, small weights and short groups too."""
+    """Every call takes the GEMV, small weights (kept as they are) and short groups too."""
     monkeypatch.setattr(cpu_matmul, "_base3_gemv_pays", lambda *args: True)
+    monkeypatch.setattr(small_linear, "KEEP_2BIT_TRITS", 0)
 
 
 # calls the GEMV takes (a row or two, long groups, weights past BASE3_GEMV_TRITS)

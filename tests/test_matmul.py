@@ -13,6 +13,7 @@ import tritnum as tn
 from tritnum import _isa as isa
 from tritnum._interop import for_device, to_host
 from tritnum._kernels.cpu import matmul as cpu_matmul
+from tritnum._kernels.cpu import small_linear
 from tritnum._kernels.cpu._llvm import dot_int8, gemv, gemv_target
 from tritnum.testing import ternary_tensors
 
@@ -528,12 +529,14 @@ def _no_other_route(*args, **kwargs):
 @given(fmt=st.sampled_from(["base3", "bitplane"]), out=st.integers(1, 300),
        n=st.sampled_from([64, 256, 1000, 1024, 1280]),
        group=st.sampled_from([None, 32, 64, 128, 256]), rows=st.integers(1, 16),
-       activations=st.sampled_from(["int8", "float"]), seed=st.integers(0, 2**32 - 1))
+       activations=st.sampled_from(["int8", "float"]), kept=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
 def test_other_formats_take_the_2bit_gemv_and_its_bits(fmt, out, n, group, rows, activations,
-                                                      seed):
-    """A few rows on "base3" or "bitplane" weights are transcoded for the 2bit GEMV: the
-    bits of the same trits packed "2bit" (float too), and no GEMM (before, float rows
-    were decoded for BLAS and int8 rows repacked for the integer GEMM, 3-20x slower)."""
+                                                      kept, seed):
+    """A few rows on "base3" or "bitplane" weights are transcoded for the 2bit GEMV (once
+    and kept for a layer of up to ``KEEP_2BIT_TRITS`` weights, else each call): the bits
+    of the same trits packed "2bit" (float too), and no GEMM (before, float rows were
+    decoded for BLAS and int8 rows repacked for the integer GEMM, 3-20x slower)."""
     if group is not None and n % group:
         group = None
     rng = np.random.default_rng(seed)
@@ -547,8 +550,16 @@ def test_other_formats_take_the_2bit_gemv_and_its_bits(fmt, out, n, group, rows,
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cpu_matmul, "_gemm", _no_other_route)
         patch.setattr(cpu_matmul, "gemm_int8", _no_other_route)
-        np.testing.assert_array_equal(tn.linear(x, w, activations=activations, device="cpu"),
-                                      want)
+        patch.setattr(small_linear, "KEEP_2BIT_TRITS", 1 << 22 if kept else 0)
+        for _ in range(2):  # the copy made, then used
+            np.testing.assert_array_equal(
+                tn.linear(x, w, activations=activations, device="cpu"), want)
+    copy = w._cache.get("cpu_2bit")
+    if kept and not small_linear._small(out, n, w2._cache["cpu_linear"][2]):
+        assert not copy.codes.flags.writeable
+        np.testing.assert_array_equal(copy.codes, w2.packed.data)
+    else:
+        assert copy is None
 
 
 @pytest.mark.parametrize("fmt", ["2bit", "base3", "bitplane"])

@@ -38,9 +38,14 @@ from ._jit import jit
 from ._llvm.gemv import SCALED_ROWS, scaled_dot_2bit, scaled_dot_2bit_rows
 from ._llvm.gemv_target import BLOCK_BYTES
 from .group_gemv import GroupPanel
+from .packing import convert
 from .quantize import _absmax_quantize_rows
 
 SMALL_WEIGHTS = 1 << 17  # at most this many weights a layer (256 x 512: 32 KiB of codes)
+# Layers of other formats than "2bit" up to this many weights keep a "2bit" copy (1 MiB);
+# larger ones are transcoded for each call of a few rows (matmul._two_bit: 0.5-0.8 ms a
+# call at 4096 x 4096, where a copy would cost 4 MiB a layer)
+KEEP_2BIT_TRITS = 1 << 22
 SMALL_ROWS = 4  # rows of activations a call that always take the one-call route
 # More rows take it up to this many products (rows x padded weights), by whether the
 # activations are quantized to int8. Measured, 1 thread, µs (one call / packed routes):
@@ -50,6 +55,17 @@ SMALL_ROWS = 4  # rows of activations a call that always take the one-call route
 ONE_CALL_PRODUCTS = {True: 1 << 22, False: 1 << 20}
 BLOCK = 4 * BLOCK_BYTES  # inputs a SIMD block of codes
 _2BIT = FORMATS["2bit"]
+
+
+class TwoBitCopy(NamedTuple):
+    """A layer packed in another format, kept transcoded to "2bit" (:func:`prepared`).
+
+    At most :data:`KEEP_2BIT_TRITS` weights: a call of a few rows on such a layer spent
+    most of its time transcoding (1024 x 1024 in "bitplane", one row: 0.11 ms, against
+    0.05 ms for BLAS on the dense matrix).
+    """
+
+    codes: np.ndarray
 
 
 class SmallCodes(NamedTuple):
@@ -73,8 +89,18 @@ def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
     Made once and kept in the tensor's ``cache``, at most ``SMALL_WEIGHTS`` bytes.
     Larger layers keep their data; those in scale groups that the int8 GEMV of
     :mod:`.group_gemv` takes keep it in a :class:`.group_gemv.GroupPanel`, which lays
-    the codes out for that GEMV on its first call.
+    the codes out for that GEMV on its first call; those of another format up to
+    :data:`KEEP_2BIT_TRITS` weights keep a :class:`TwoBitCopy`.
     """
+    if not _small(data.shape[0], n, scales) and fmt.name != "2bit":
+        if data.shape[0] * n > KEEP_2BIT_TRITS:
+            return data, scales
+        kept = cache.get("cpu_2bit")
+        if kept is None:
+            codes = convert(data, fmt, _2BIT, n)[0]  # the caller checked the codes
+            codes.flags.writeable = False
+            kept = cache["cpu_2bit"] = TwoBitCopy(codes)
+        return kept, scales
     if not _small(data.shape[0], n, scales):
         if data.shape[0] and group_gemv.applies(fmt, n, scales.shape[1]):
             groups = cache.get("cpu_groups")
@@ -253,7 +279,9 @@ def _padded(x: np.ndarray, width: int) -> np.ndarray:
 def linear_float(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.ndarray,
                  bias: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
     """The CPU's ``linear_float``: the one-call route, or the packed routes (:mod:`.matmul`)."""
-    if type(w) is SmallCodes:
+    if type(w) is TwoBitCopy:
+        w, fmt = w.codes, _2BIT
+    elif type(w) is SmallCodes:
         if _one_call(x.shape[0], w.codes, False):
             y = _result(x, w.codes, out)
             _float_rows(x, w.codes, scales, _bias(bias), y)
@@ -269,7 +297,9 @@ def linear_int8(q: np.ndarray, xscale: np.ndarray, w: Any, fmt: Format, n: int,
                 scales: np.ndarray, bias: np.ndarray | None,
                 out: np.ndarray | None = None) -> np.ndarray:
     """The CPU's ``linear_int8`` (int8 ``q``, row scales ``xscale``): the packed routes."""
-    if type(w) is SmallCodes:
+    if type(w) is TwoBitCopy:
+        w, fmt = w.codes, _2BIT
+    elif type(w) is SmallCodes:
         q, w, fmt, n = _in_order(q, w)
     elif type(w) is GroupPanel:
         if q.shape[0] <= packed.GEMV_MAX_ROWS:
@@ -283,6 +313,8 @@ def linear_int8_fused(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.nda
                       bias: np.ndarray | None,
                       out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The CPU's ``linear_int8_fused``: the one-call route for a few float32 rows."""
+    if type(w) is TwoBitCopy:
+        w, fmt = w.codes, _2BIT
     if type(w) is GroupPanel:  # its GEMV after the quantizer; the GEMM on the packed data
         if x.shape[0] <= packed.GEMV_MAX_ROWS:
             return _int8_fused(x, w, fmt, n, scales, bias, out)
