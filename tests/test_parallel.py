@@ -335,6 +335,54 @@ def test_every_call_starts_with_no_claim_seen(two_threads):
         assert seen and set(seen) == {0}
 
 
+@numba.njit(nogil=True)
+def _claimed_slowly(marks, caller_ticks, helper_ticks, ctl, t1):
+    """``marks[i] += 1`` for each claimed task, then a spin of ``caller_ticks`` or
+    ``helper_ticks`` a chunk (a helper's view of ``ctl`` is the longer)."""
+    a, b = _parallel.claim(ctl, t1)
+    while a < t1:
+        for i in range(a, b):
+            marks[i] += 1
+        wait = helper_ticks if ctl.shape[0] > _parallel.STEP + 1 else caller_ticks
+        start = cycles()
+        while cycles() - start < wait:
+            pass
+        a, b = _parallel.claim(ctl, t1)
+    _parallel.leave(ctl)
+    return 0
+
+
+def test_an_interrupted_wait_leaves_the_next_call_its_tasks(two_threads):
+    """A KeyboardInterrupt while the caller waits for a helper still in its chunk: the helper
+    claims on from its call's control words, never the next call's (it took their tasks,
+    whose outputs then kept whatever memory held: a GEMV silently wrong)."""
+    if _parallel._rates()[0] == 0:
+        pytest.skip("no cycle counter to time the spins with")
+    pool = _parallel._get_pool()
+    ms = _parallel._bound(1e-3)[0]
+
+    def interrupted(job):  # as Ctrl-C in the wait, once the helper is in a chunk
+        deadline = time.monotonic() + TIMEOUT
+        while not (pool.inside == job.generation).any():
+            assert time.monotonic() < deadline, "no helper joined"
+        raise KeyboardInterrupt
+
+    pool._wait = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):  # the helper's chunk spins 300 ms
+            _parallel.run_claimed(_claimed_slowly, 4096, 1 << 30, np.zeros(4096, np.int64),
+                                  ms, 300 * ms)
+    finally:
+        del pool._wait
+    marks = np.zeros(64, np.int64)  # 8 chunks of 75 ms: the helper wakes in the middle
+    _parallel.run_claimed(_claimed_slowly, 64, 1 << 30, marks, 75 * ms, 0)
+    assert (marks == 1).all()
+    deadline = time.monotonic() + TIMEOUT
+    while (pool.inside != 0).any():  # the helper back between calls
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 def test_the_pool_is_released_when_making_a_job_fails(two_threads, monkeypatch):
     """A KeyboardInterrupt while a claimed call is set up leaves the pool free for the next."""
     job = _parallel._Job

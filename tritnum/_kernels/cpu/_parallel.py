@@ -352,8 +352,14 @@ class _Pool:
                     self.cond.notify_all()
             job.work(True)
         finally:
-            self._wait(job)
-            self.job = None
+            try:
+                self._wait(job)
+            except BaseException:  # interrupted while a helper is still inside the kernel:
+                if job.ctl is not None:  # it claims on from these words, so the next calls
+                    self.claimed = self.claimed.copy()  # get others (a stale claim took
+                raise  # their rows, and their results kept whatever memory held)
+            finally:
+                self.job = None
         if job.helped:
             self.misses = 0
         elif not woken:  # a helper woken from sleep comes late on any machine: no sign of load
