@@ -155,13 +155,10 @@ def _linear_step(name: str) -> Callable[[str], None]:
             # the integer GEMM's partial steps of 16 inputs, a kernel of their own
             w = quantize(np.resize(WEIGHTS, (LARGE_LAYER_ROWS, 264)), format=name, device=dev)
             linear(np.ones((64, 264), np.float32), w, activations="int8", device=dev)
-        if name == "base3" and dev == "cpu":  # its GEMV, which takes a row or two of long
-            from ._kernels.cpu.base3_gemv import gemv_base3  # groups on weights past 4M trits
-
-            w = quantize(np.resize(WEIGHTS, (2, 1024)), format=name, device=dev)
-            for x in (np.ones((1, 1024), np.int8), np.ones((1, 1024), np.float32)):
-                gemv_base3(x, np.ones(1, np.float32), w.packed.data, 1024,
-                           np.ones((2, 1), np.float32))
+        if name == "base3":  # the CPU's GEMV: a row of groups of 4096+ on weights past 4M trits
+            w = quantize(np.resize(WEIGHTS, (1025, 4096)), format=name, device=dev)
+            for activations in ("float", "int8"):
+                linear(np.ones((1, 4096), np.float32), w, activations=activations, device=dev)
     return step
 
 
