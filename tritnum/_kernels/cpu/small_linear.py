@@ -92,16 +92,9 @@ def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
     the codes out for that GEMV on its first call; those of another format up to
     :data:`KEEP_2BIT_TRITS` weights keep a :class:`TwoBitCopy`.
     """
-    if not _small(data.shape[0], n, scales) and fmt.name != "2bit":
-        if data.shape[0] * n > KEEP_2BIT_TRITS:
-            return data, scales
-        kept = cache.get("cpu_2bit")
-        if kept is None:
-            codes = convert(data, fmt, _2BIT, n)[0]  # the caller checked the codes
-            codes.flags.writeable = False
-            kept = cache["cpu_2bit"] = TwoBitCopy(codes)
-        return kept, scales
     if not _small(data.shape[0], n, scales):
+        if fmt.name != "2bit":
+            return _two_bit_copy(data, fmt, n, cache), scales
         if data.shape[0] and group_gemv.applies(fmt, n, scales.shape[1]):
             groups = cache.get("cpu_groups")
             if groups is None:
@@ -117,6 +110,23 @@ def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
         codes.flags.writeable = False
         small = cache["cpu_small"] = SmallCodes(codes, data)
     return small, scales
+
+
+def _two_bit_copy(data: Any, fmt: Format, n: int, cache: dict[Any, Any]) -> Any:
+    """A :class:`TwoBitCopy` of ``data``, made once; ``data`` past ``KEEP_2BIT_TRITS`` weights."""
+    if data.shape[0] * n > KEEP_2BIT_TRITS:
+        return data
+    kept = cache.get("cpu_2bit")
+    if kept is None:
+        codes = convert(data, fmt, _2BIT, n)[0]  # the caller checked the codes
+        codes.flags.writeable = False
+        kept = cache["cpu_2bit"] = TwoBitCopy(codes)
+    return kept
+
+
+def _unwrapped(w: Any, fmt: Format) -> tuple[Any, Format]:
+    """The codes and format a route multiplies: a :class:`TwoBitCopy`'s, else ``w`` as it is."""
+    return (w.codes, _2BIT) if type(w) is TwoBitCopy else (w, fmt)
 
 
 @functools.lru_cache(maxsize=16)
@@ -279,9 +289,8 @@ def _padded(x: np.ndarray, width: int) -> np.ndarray:
 def linear_float(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.ndarray,
                  bias: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
     """The CPU's ``linear_float``: the one-call route, or the packed routes (:mod:`.matmul`)."""
-    if type(w) is TwoBitCopy:
-        w, fmt = w.codes, _2BIT
-    elif type(w) is SmallCodes:
+    w, fmt = _unwrapped(w, fmt)
+    if type(w) is SmallCodes:
         if _one_call(x.shape[0], w.codes, False):
             y = _result(x, w.codes, out)
             _float_rows(x, w.codes, scales, _bias(bias), y)
@@ -297,9 +306,8 @@ def linear_int8(q: np.ndarray, xscale: np.ndarray, w: Any, fmt: Format, n: int,
                 scales: np.ndarray, bias: np.ndarray | None,
                 out: np.ndarray | None = None) -> np.ndarray:
     """The CPU's ``linear_int8`` (int8 ``q``, row scales ``xscale``): the packed routes."""
-    if type(w) is TwoBitCopy:
-        w, fmt = w.codes, _2BIT
-    elif type(w) is SmallCodes:
+    w, fmt = _unwrapped(w, fmt)
+    if type(w) is SmallCodes:
         q, w, fmt, n = _in_order(q, w)
     elif type(w) is GroupPanel:
         if q.shape[0] <= packed.GEMV_MAX_ROWS:
@@ -313,8 +321,7 @@ def linear_int8_fused(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.nda
                       bias: np.ndarray | None,
                       out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The CPU's ``linear_int8_fused``: the one-call route for a few float32 rows."""
-    if type(w) is TwoBitCopy:
-        w, fmt = w.codes, _2BIT
+    w, fmt = _unwrapped(w, fmt)
     if type(w) is GroupPanel:  # its GEMV after the quantizer; the GEMM on the packed data
         if x.shape[0] <= packed.GEMV_MAX_ROWS:
             return _int8_fused(x, w, fmt, n, scales, bias, out)
