@@ -42,6 +42,21 @@ class _Cache(FunctionCache):
         return (*super()._index_key(sig, codegen), SOURCES)
 
 
+class NamedCache(_Cache):
+    """:class:`_Cache` for copies of one function that differ in their globals only.
+
+    numba keys a function's cache entries on its code and closure, not its globals: the
+    copies' entries are told apart by ``name``, which must be the same in every process.
+    """
+
+    def __init__(self, py_func: Callable, name: str) -> None:
+        super().__init__(py_func)
+        self.name = name
+
+    def _index_key(self, sig: Any, codegen: Any) -> tuple:
+        return (*super()._index_key(sig, codegen), self.name)
+
+
 def jit(**options: Any) -> Callable[[Callable], Any]:
     """``numba.njit(nogil=True, **options)``, lazy, no signature, cached on disk.
 

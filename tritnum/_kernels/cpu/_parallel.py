@@ -77,6 +77,7 @@ from ... import _blas
 from ..._dispatch import register
 from ..._threads import threads
 from ._jit import jit
+from ._llvm.calls import call_address
 from ._llvm.spin import cycles, fetch_add, load_acquire, spin_pause, store_release, yield_cpu
 
 # Below this many bytes of input per call, handing work to a thread costs more than it saves.
@@ -106,6 +107,13 @@ CLAIM_MULTIPLE = 8
 # helper waits for that (cycle ticks, spin rounds) before it returns anyway.
 NEXT, STEP, CALLER_WAITS, LINGER_TICKS, LINGER_ROUNDS = range(5)
 LINGER_SECONDS = 50e-6
+# A native call's words (:func:`run_native`): what the call is (NATIVE, or 0 for a Python
+# job), the generation it is open for (0 once closed), the helpers inside it, the helpers
+# that joined it, the address of its C function.
+# the helpers that may join (slots below it)
+KIND, OPEN, ACTIVE, JOINED, FUNCTION, HELPERS = range(6)
+NATIVE = 1
+DESCRIPTION_WORDS = 32  # a native call's arguments, as its entry point writes them
 
 
 @jit()
@@ -187,14 +195,88 @@ def _rates() -> tuple[float, float]:
     return _RATES
 
 
-def _idle(generation: np.ndarray, seen: int, ticks: int, rounds: int, settle: int,
-          ready: np.ndarray, yield_every: int, inside: np.ndarray, slot: int) -> bool:
-    """A helper between calls: ``inside[slot] = 0`` once the GIL is released, then wait for a call.
+@jit()
+def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, slot, words,
+          description):
+    """A helper between calls: ``inside[slot] = 0`` once the GIL is released, then wait for one.
 
-    True when a call came (:func:`_spin` on ``generation``, settling until ``ready[0]``).
+    A native call (:func:`run_native`) it runs here, without the GIL, and waits on for
+    the next; a Python call it returns for, ``(True, its generation)``, once ``ready[0]``
+    is not 0 or after ``settle`` ticks (:func:`_spin`'s settle); ``(False, the last
+    generation seen)`` when ``ticks`` (or ``rounds``) went by without a call. A native
+    call still open when it comes (``seen``: it woke for the call, or its spin ran out
+    in one) it joins; where it has taken its chunks there already, it finds none left.
+
+    A native call's arrays exist while it is open: the helper says it is ``ACTIVE``
+    before it looks whether the call is open, and the caller closes it before it looks
+    whether any helper is active (both by atomic read-modify-writes, so neither read is
+    taken early), then waits for none to be.
     """
-    return _spin(generation, seen, ticks, rounds, settle, ready, yield_every, inside, slot,
-                 0) < 0
+    store_release(inside, slot, 0)
+    if load_acquire(words, KIND) == NATIVE and fetch_add(words, OPEN, 0) == seen:
+        seen -= 1  # a native call is open (the helper was woken for it): join it
+    start = cycles()
+    r = 0
+    while r < rounds:
+        g = load_acquire(generation, 0)
+        if g != seen:
+            if load_acquire(words, KIND) != NATIVE:
+                seen_at = cycles()
+                while cycles() - seen_at < settle and load_acquire(ready, 0) == 0:
+                    spin_pause()
+                return True, g
+            fetch_add(words, ACTIVE, 1)
+            if fetch_add(words, OPEN, 0) == g and slot < load_acquire(words, HELPERS):
+                fetch_add(words, JOINED, 1)
+                call_address(load_acquire(words, FUNCTION), description)
+            fetch_add(words, ACTIVE, -1)
+            seen, start, r = g, cycles(), 0
+            continue
+        if cycles() - start > ticks:
+            break
+        if yield_every and r % yield_every == yield_every - 1:
+            yield_cpu()
+        else:
+            spin_pause()
+        r += 1
+    return False, seen
+
+
+@jit(inline="always")
+def open_native(words, generation, function, helpers):
+    """A native call's first step, in its entry point: ``helpers`` helpers may run ``function``.
+
+    The call's description and control words are written before; its generation is returned.
+    """
+    store_release(words, JOINED, 0)
+    store_release(words, HELPERS, helpers)
+    store_release(words, FUNCTION, function)
+    store_release(words, KIND, NATIVE)
+    g = load_acquire(generation, 0) + 1
+    store_release(words, OPEN, g)
+    store_release(generation, 0, g)
+    return g
+
+
+@jit(inline="always")
+def close_native(words, g, late):
+    """A native call's last step: close it, wait until no helper is inside it.
+
+    The helpers that joined it, or 0 when the wait took more than ``late`` ticks (a
+    helper's core was taken from it while it held a chunk, of a few µs otherwise: a sign
+    of a busy machine, counted as a helper that did not come). The caller yields its core
+    every :data:`YIELD_EVERY` rounds while it waits.
+    """
+    fetch_add(words, OPEN, -g)
+    start = cycles()
+    r = 0
+    while fetch_add(words, ACTIVE, 0) != 0:
+        if r % YIELD_EVERY == YIELD_EVERY - 1:
+            yield_cpu()
+        else:
+            spin_pause()
+        r += 1
+    return load_acquire(words, JOINED) if cycles() - start <= late else 0
 
 
 @jit()
@@ -294,6 +376,10 @@ class _Pool:
         # the control words of every claimed call (one at a time); ``claimed[NEXT]`` is
         # reset for each call, so a helper sees the caller's first claim (``_idle``)
         self.claimed = np.array([0, 0, 0, *_bound(LINGER_SECONDS)], np.int64)
+        # a native call's words, arguments and control words (run_native)
+        self.words = np.zeros(8, np.int64)
+        self.description = np.zeros(DESCRIPTION_WORDS, np.int64)
+        self.native = np.zeros(STEP + 1, np.int64)
         self.cond = threading.Condition()
         self.sleepers = 0
         self.misses = 0  # calls in a row that no helper took a chunk of
@@ -311,6 +397,7 @@ class _Pool:
         held = self.busy.acquire(timeout=1)  # a call still running on another thread
         with self.cond:
             self.closed = True
+            self.words[KIND] = 0
             self.generation[0] += 1
             self.cond.notify_all()
         if held:
@@ -321,8 +408,10 @@ class _Pool:
     def _serve(self, slot: int) -> None:
         seen = 0
         while not self.closed:
-            if not _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(), self.claimed,
-                         YIELD_EVERY, self.inside, slot):
+            came, seen = _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(),
+                               self.claimed, YIELD_EVERY, self.inside, slot, self.words,
+                               self.description)
+            if not came:
                 with self.cond:
                     self.sleepers += 1
                     while self.generation[0] == seen:
@@ -343,6 +432,7 @@ class _Pool:
     def call(self, job: _Job) -> None:
         job.generation = int(self.generation[0]) + 1
         self.claimed[NEXT] = self.claimed[CALLER_WAITS] = 0  # before the helpers see the call
+        self.words[KIND] = 0  # a Python job
         try:  # self.job is reset whatever happens once set
             self.job = job
             self.generation[0] = job.generation
@@ -360,12 +450,29 @@ class _Pool:
                 raise  # their rows, and their results kept whatever memory held)
             finally:
                 self.job = None
-        if job.helped:
+        self.count(job.helped, woken)
+
+    def count(self, helped: bool, woken: bool) -> None:
+        """After a call: whether a helper ``helped``, and whether any had to be ``woken``."""
+        if helped:
             self.misses = 0
         elif not woken:  # a helper woken from sleep comes late on any machine: no sign of load
             self.misses += 1
             if self.misses >= MISSES:  # the helpers come too late: the next calls go alone
                 self.alone, self.misses = ALONE_CALLS, MISSES - 1
+
+    def wake(self) -> bool:
+        """Wake the helpers that sleep, for a native call (they join it if still open).
+
+        Whether any slept.
+        """
+        if not self.sleepers:
+            return False
+        with self.cond:
+            self.words[KIND] = 0
+            self.generation[0] += 1
+            self.cond.notify_all()
+        return True
 
     def _wait(self, job: _Job) -> None:
         """Until no helper takes chunks of ``job`` (the caller took the last): spin, then sleep."""
@@ -393,10 +500,24 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
+def _warm_pool() -> None:
+    """Compile (or load from the cache) the pool's waits, without starting its threads."""
+    _rates()
+    none = np.zeros(1, np.int64)
+    _idle(none, 0, 0, 1, 0, none, 0, none, 0, np.zeros(HELPERS + 1, np.int64), none)
+
+
 @register("warm_threads", "cpu")
 def warm() -> None:
-    """Compile (or load from the cache) the pool's spin-wait, without starting its threads."""
-    _rates()
+    """:func:`_warm_pool`, and the native GEMV's entry point and C functions (one row).
+
+    The pool's waits compile at its first parallel call; the GEMV's C functions at each
+    kernel's first parallel call (0.6-0.7 s each with nothing in the disk cache).
+    """
+    from .gemv_native import warm as warm_gemv
+
+    _warm_pool()
+    warm_gemv()
 
 
 def _get_pool() -> _Pool:
@@ -408,7 +529,7 @@ def _get_pool() -> _Pool:
         if _pool is None:
             # compiled (or loaded) here, never on a helper: a helper holding numba's compiler
             # lock when the process forks would leave the child's lock held forever
-            warm()
+            _warm_pool()
             _pool = _Pool(max(1, numba.config.NUMBA_NUM_THREADS - 1))
         return _pool
 
@@ -494,13 +615,54 @@ def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
         return kernel(*args, np.array([0, tasks], np.int64), tasks)
 
     def claimed() -> _Job:
-        per_chunk = -(-tasks // (parts * CLAIMS_PER_THREAD))
         job = _Job(kernel, args, None, parts - 1, tasks)
         job.ctl = _get_pool().claimed
-        job.ctl[STEP] = -(-per_chunk // multiple) * multiple
+        job.ctl[STEP] = _step(tasks, parts, multiple)
         return job
 
     return _share(claimed)
+
+
+def _step(tasks: int, parts: int, multiple: int) -> int:
+    """A claimed call's chunk: about ``CLAIMS_PER_THREAD`` a thread, a multiple of ``multiple``."""
+    per_chunk = -(-tasks // (parts * CLAIMS_PER_THREAD))
+    return -(-per_chunk // multiple) * multiple
+
+
+def run_native(entry: Callable[..., int], function: int, kernel: Callable[..., int], tasks: int,
+               nbytes: int, *args: Any, multiple: int = CLAIM_MULTIPLE) -> bool:
+    """:func:`run_claimed` for a kernel that the helpers run without returning to Python.
+
+    ``kernel(*args, ctl, tasks)`` claims its chunks as there; ``function`` is the address
+    of a C function (a ``numba.cfunc``) that calls it with the arguments its ``entry``
+    point wrote into the pool's description words. ``entry(words, generation, description,
+    ctl, step, tasks, function, helpers, late, *args)`` describes the arguments, opens the
+    call to ``helpers`` helpers (:func:`open_native`), runs ``function`` on this thread and
+    closes the call (:func:`close_native`, ``late`` its bound), all in one compiled call:
+    the helpers, which spin in compiled code between calls (:func:`_idle`), start on it
+    while this thread enters its own share, and never take the GIL (:func:`run_claimed`'s
+    helpers take it to enter and to leave the kernel: 4096 x 4096 int8 GEMV kernel,
+    1 -> 2 threads, 1.6x there, 1.9x here, Zen 4). An interrupt cannot leave a helper
+    in the arrays: it is taken once the compiled call returns, after the last helper
+    left. Alone (:func:`_parts`), the kernel is called here directly. False when
+    ``entry`` refused the arguments (-1, before it opened the call): nothing ran.
+    """
+    parts = _parts(tasks, nbytes, False)
+    if not parts:
+        kernel(*args, np.array([0, tasks], np.int64), tasks)
+        return True
+    pool = _get_pool()
+    try:
+        woken = pool.wake()
+        joined = entry(pool.words, pool.generation, pool.description, pool.native,
+                       _step(tasks, parts, multiple), tasks, function, parts - 1,
+                       _bound(WAIT_SECONDS)[0], *args)
+    finally:
+        pool.busy.release()
+    if joined < 0:
+        return False
+    pool.count(joined > 0, woken)
+    return True
 
 
 def _parts(tasks: int, nbytes: int, light: bool) -> int:

@@ -50,9 +50,10 @@ from ._llvm.gemv import (
     scaled_dot_2bit_rows,
 )
 from ._llvm.gemv_target import BLOCK_BYTES
-from ._parallel import claim, leave, run, run_claimed, with_blas_limit
+from ._parallel import claim, leave, run, with_blas_limit
 from .base3_gemv import gemv_base3
 from .dequantize import decode_2bit_rows, dequantize_2bit_rows
+from .gemv_native import run_gemv
 from .int8_gemm import INT32_EXACT, TWO_BIT, applies, gemm_int8
 from .packing import convert, unpack
 from .quantize import _absmax_quantize_rows
@@ -60,7 +61,8 @@ from .rescale import slot_total
 
 # Internal API (tests/test_architecture_seams.py): small_linear.py finishes the GEMV of
 # group_gemv.py as these routes do.
-_INTERNAL_API = ("_finish",)
+# gemv_native.warm compiles the C functions of the one-scale kernels
+_INTERNAL_API = ("_finish", "_gemv_kernel")
 
 GEMV_MAX_ROWS = 16
 # float x on weights of a MiB or more: the GEMV (FLOAT_ROWS) up to 48 rows, where the decode
@@ -336,22 +338,25 @@ def _gemv_segments(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
     return 0
 
 
-def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> Any:
-    """The GEMV kernel of the path a call takes, the only one it then compiles.
+def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> tuple[Any, str]:
+    """The GEMV kernel of the path a call takes, the only one it then compiles, and its name.
 
     For segments of ``segment`` weight bytes, rows of ``units`` bytes in ``groups``
-    scale groups, int8 (``int8``) or float activations.
+    scale groups, int8 (``int8``) or float activations. The name tells it apart from
+    the others in the disk cache (:func:`.gemv_native.run_gemv`).
     """
     if segment % BLOCK_BYTES:
-        return _gemv_segments
+        return _gemv_segments, "segments"
     if groups == 1:
-        return _gemv_scaled[int8]
+        return _gemv_scaled[int8], f"scaled-{int8}"
     size = units // groups  # weight bytes a group (whole rows of whole blocks)
     if size % BLOCK_BYTES and BLOCK_BYTES % size:  # neither whole blocks nor inside one
-        return _gemv_lanes
+        return _gemv_lanes, "lanes"
     if not int8:
-        return _gemv_float_groups[min(size, BLOCK_BYTES)]
-    return _gemv_int8_groups[size if size <= BLOCK_BYTES else WHOLE]
+        size = min(size, BLOCK_BYTES)
+        return _gemv_float_groups[size], f"float-groups-{size}"
+    size = size if size <= BLOCK_BYTES else WHOLE
+    return _gemv_int8_groups[size], f"int8-groups-{size}"
 
 
 def _gemv_segment(fmt: Format, n: int, groups: int) -> int:
@@ -379,7 +384,7 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
             else np.zeros((rows, groups), np.int32))
     y = np.empty((rows, w.shape[0]), np.float32)
     int8 = x.dtype == np.int8
-    run_claimed(_gemv_kernel(segment, w.shape[1], groups, int8), w.shape[0], w.nbytes, xl, xneg,
+    run_gemv(*_gemv_kernel(segment, w.shape[1], groups, int8), w.shape[0], w.nbytes, xl, xneg,
                 xscale, w, scales, segment, int8, y)
     return y
 
@@ -644,7 +649,7 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
                             q.view(np.uint32), xl.view(np.uint8), xneg, xscale)
         y = np.empty((m, w.shape[0]), np.float32)
         # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
-        run_claimed(_gemv_kernel(segment, w.shape[1], scales.shape[1], True), w.shape[0],
+        run_gemv(*_gemv_kernel(segment, w.shape[1], scales.shape[1], True), w.shape[0],
                     w.nbytes, xl, xneg, xscale, w, scales, segment, True, y)
         xscale = xscale.copy()  # out of the scratch before it is given back
     finally:
