@@ -109,10 +109,11 @@ NEXT, STEP, CALLER_WAITS, LINGER_TICKS, LINGER_ROUNDS = range(5)
 LINGER_SECONDS = 50e-6
 # A native call's words (:func:`run_native`): what the call is (NATIVE, or 0 for a Python
 # job), the generation it is open for (0 once closed), the helpers inside it, the helpers
-# that joined it, the address of its C function.
-# the helpers that may join (slots below it)
-KIND, OPEN, ACTIVE, JOINED, FUNCTION, HELPERS = range(6)
+# that joined it while more than the caller's share was left, the address of its C
+# function, the helpers that may join (slots below it), its tasks.
+KIND, OPEN, ACTIVE, JOINED, FUNCTION, HELPERS, TASKS = range(7)
 NATIVE = 1
+WORDS = 8
 DESCRIPTION_WORDS = 32  # a native call's arguments, as its entry point writes them
 
 
@@ -197,7 +198,7 @@ def _rates() -> tuple[float, float]:
 
 @jit()
 def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, slot, words,
-          description):
+          description, claims):
     """A helper between calls: ``inside[slot] = 0`` once the GIL is released, then wait for one.
 
     A native call (:func:`run_native`) it runs here, without the GIL, and waits on for
@@ -210,7 +211,8 @@ def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, s
     A native call's arrays exist while it is open: the helper says it is ``ACTIVE``
     before it looks whether the call is open, and the caller closes it before it looks
     whether any helper is active (both by atomic read-modify-writes, so neither read is
-    taken early), then waits for none to be.
+    taken early), then waits for none to be. ``claims`` are the native calls' control
+    words (``NEXT``: how far the threads have claimed).
     """
     store_release(inside, slot, 0)
     if load_acquire(words, KIND) == NATIVE and fetch_add(words, OPEN, 0) == seen:
@@ -226,8 +228,10 @@ def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, s
                     spin_pause()
                 return True, g
             fetch_add(words, ACTIVE, 1)
-            if fetch_add(words, OPEN, 0) == g and slot < load_acquire(words, HELPERS):
-                fetch_add(words, JOINED, 1)
+            helpers = load_acquire(words, HELPERS)
+            if fetch_add(words, OPEN, 0) == g and slot < helpers:
+                if load_acquire(claims, NEXT) * (helpers + 1) < load_acquire(words, TASKS):
+                    fetch_add(words, JOINED, 1)  # in time: more than the caller's share left
                 call_address(load_acquire(words, FUNCTION), description)
             fetch_add(words, ACTIVE, -1)
             seen, start, r = g, cycles(), 0
@@ -243,13 +247,14 @@ def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, s
 
 
 @jit(inline="always")
-def open_native(words, generation, function, helpers):
+def open_native(words, generation, function, helpers, tasks):
     """A native call's first step, in its entry point: ``helpers`` helpers may run ``function``.
 
     The call's description and control words are written before; its generation is returned.
     """
     store_release(words, JOINED, 0)
     store_release(words, HELPERS, helpers)
+    store_release(words, TASKS, tasks)
     store_release(words, FUNCTION, function)
     store_release(words, KIND, NATIVE)
     g = load_acquire(generation, 0) + 1
@@ -377,7 +382,7 @@ class _Pool:
         # reset for each call, so a helper sees the caller's first claim (``_idle``)
         self.claimed = np.array([0, 0, 0, *_bound(LINGER_SECONDS)], np.int64)
         # a native call's words, arguments and control words (run_native)
-        self.words = np.zeros(8, np.int64)
+        self.words = np.zeros(WORDS, np.int64)
         self.description = np.zeros(DESCRIPTION_WORDS, np.int64)
         self.native = np.zeros(STEP + 1, np.int64)
         self.cond = threading.Condition()
@@ -410,7 +415,7 @@ class _Pool:
         while not self.closed:
             came, seen = _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(),
                                self.claimed, YIELD_EVERY, self.inside, slot, self.words,
-                               self.description)
+                               self.description, self.native)
             if not came:
                 with self.cond:
                     self.sleepers += 1
@@ -504,7 +509,7 @@ def _warm_pool() -> None:
     """Compile (or load from the cache) the pool's waits, without starting its threads."""
     _rates()
     none = np.zeros(1, np.int64)
-    _idle(none, 0, 0, 1, 0, none, 0, none, 0, np.zeros(HELPERS + 1, np.int64), none)
+    _idle(none, 0, 0, 1, 0, none, 0, none, 0, np.zeros(WORDS, np.int64), none, none)
 
 
 @register("warm_threads", "cpu")
@@ -651,14 +656,14 @@ def run_native(entry: Callable[..., int], function: int, kernel: Callable[..., i
     if not parts:
         kernel(*args, np.array([0, tasks], np.int64), tasks)
         return True
-    pool = _get_pool()
-    try:
+    try:  # at once: the pool's lock is held
+        pool = _get_pool()
         woken = pool.wake()
         joined = entry(pool.words, pool.generation, pool.description, pool.native,
                        _step(tasks, parts, multiple), tasks, function, parts - 1,
                        _bound(WAIT_SECONDS)[0], *args)
     finally:
-        pool.busy.release()
+        _get_pool().busy.release()
     if joined < 0:
         return False
     pool.count(joined > 0, woken)

@@ -9,8 +9,9 @@ thread, this one too, runs the kernel's C function (:func:`_c_function`, a
 parallel call), which rebuilds the arrays from those words and calls the kernel.
 
 The entry point checks what the C function takes for granted: every array
-C-contiguous and of its dtype, the activations int8 exactly when ``prefetch``; a call
-it refuses (-1) runs on :func:`._parallel.run_claimed` instead.
+C-contiguous, of its dtype and number of dimensions (a check of the compiled types, free
+at run time); a call it refuses (-1) runs on :func:`._parallel.run_claimed` instead.
+The C functions cannot pass on an exception: the GEMV kernels raise none.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from ..._config import CACHE
 from ..._isa import CACHEABLE
 from ._jit import NamedCache, jit
 from ._llvm.calls import address_pointer, call_address
+from ._llvm.gemv_target import BLOCK_BYTES
 from ._parallel import (
     DESCRIPTION_WORDS,
-    HELPERS,
+    WORDS,
     close_native,
     open_native,
     run_claimed,
@@ -75,7 +77,7 @@ def _enter(words, generation, description, ctl, step, t1, function, helpers, lat
     d[Y], d[Y + 1], d[Y + 2] = y.ctypes.data, y.shape[0], y.shape[1]
     d[CTL], d[CTL + 1], d[T1] = ctl.ctypes.data, ctl.shape[0], t1
     ctl[0], ctl[1] = 0, step
-    g = open_native(words, generation, function, helpers)
+    g = open_native(words, generation, function, helpers, t1)
     call_address(function, description)
     return close_native(words, g, late)
 
@@ -109,9 +111,14 @@ def _c_function(kernel: Any, name: str, int8: bool) -> CFunc:
     """
     call = FunctionType(_call.__code__, {**globals(), "KERNEL": kernel,
                                          "DTYPE": np.int8 if int8 else np.float32})
+    # a cache index file of its own (numba names it after the qualified name): processes
+    # saving two C functions at once into one index could pair one's key with the other's
+    # code (numba's save takes no lock); each file now only ever holds the same code
+    name = f"{name}-{'int8' if int8 else 'float32'}"
+    call.__qualname__ = f"_call_{name.replace('-', '_')}"
     compiled = CFunc(call, sigutils.normalize_signature(C_SIGNATURE), {}, {"nopython": True})
     if CACHE and CACHEABLE:
-        compiled._cache = NamedCache(call, f"{name}-{'int8' if int8 else 'float32'}")
+        compiled._cache = NamedCache(call, name)
     compiled.compile()
     return compiled
 
@@ -129,19 +136,19 @@ def run_gemv(kernel: Any, name: str, tasks: int, nbytes: int, xl: np.ndarray,
 
 
 def warm() -> None:
-    """Compile (or load) :func:`_enter` and the one-scale kernels' C functions: a row of 128.
+    """Compile (or load) :func:`_enter` and the one-scale kernels' C functions: one SIMD block.
 
     On words of its own, with no helper: the call runs on this thread alone.
     """
     from .matmul import _gemv_kernel
 
-    words, generation = np.zeros(HELPERS + 1, np.int64), np.zeros(1, np.int64)
+    words, generation = np.zeros(WORDS, np.int64), np.zeros(1, np.int64)
     description, ctl = np.zeros(DESCRIPTION_WORDS, np.int64), np.zeros(2, np.int64)
-    w, scales = np.zeros((8, 32), np.uint8), np.ones((8, 1), np.float32)
+    w, scales = np.zeros((8, BLOCK_BYTES), np.uint8), np.ones((8, 1), np.float32)
     for int8 in (True, False):
-        kernel, name = _gemv_kernel(32, 32, 1, int8)
-        xl = np.zeros((1, 128), np.int8 if int8 else np.float32)
-        args = (xl, np.zeros((1, 1), np.int32), np.ones(1, np.float32), w, scales, 32, int8,
-                np.empty((1, 8), np.float32))
+        kernel, name = _gemv_kernel(BLOCK_BYTES, BLOCK_BYTES, 1, int8)
+        xl = np.zeros((1, 4 * BLOCK_BYTES), np.int8 if int8 else np.float32)
+        args = (xl, np.zeros((1, 1), np.int32), np.ones(1, np.float32), w, scales, BLOCK_BYTES,
+                int8, np.empty((1, 8), np.float32))
         _enter(words, generation, description, ctl, 8, 8, _c_function(kernel, name, int8).address,
                0, 0, *args)
