@@ -23,7 +23,8 @@ import pytest
 
 import tritnum as tn
 from tritnum import _threads
-from tritnum._kernels.cpu import _parallel, gemv_native
+from tritnum._formats import FORMATS
+from tritnum._kernels.cpu import _parallel, gemv_native, group_gemv, matmul
 from tritnum._kernels.cpu._llvm.gemv_target import BLOCK_BYTES
 from tritnum._kernels.cpu.matmul import _gemv_kernel
 
@@ -63,7 +64,7 @@ def _weights(rng, n, group_size):
 
 @pytest.mark.parametrize("rows", [1, 3])
 @pytest.mark.parametrize(("activations", "group_size"),
-                         [("int8", None), ("float", None), ("float", 64), ("int8", 256)])
+                         [("int8", None), ("float", None), ("float", 64), ("int8", 128)])
 def test_two_threads_equal_one_and_a_helper_joins(two_threads, joins, monkeypatch, rows,
                                                    activations, group_size):
     rng = np.random.default_rng(rows)
@@ -78,6 +79,33 @@ def test_two_threads_equal_one_and_a_helper_joins(two_threads, joins, monkeypatc
         np.testing.assert_array_equal(tn.linear(x, w, activations=activations), want)
     _until_a_helper_joins(joins, lambda: tn.linear(x, w, activations=activations))
     assert not claimed
+
+
+@pytest.mark.parametrize("int8", [True, False])
+@pytest.mark.parametrize("size", [None, 20, 32, 48, 64, 96, 128, 256, 512])
+def test_every_gemv_kernel_on_two_threads_equals_one(two_threads, joins, monkeypatch, int8,
+                                                      size):
+    """Each GEMV kernel of matmul.py (one scale, groups inside a block or of whole blocks,
+    of whole lanes, segments that are not whole blocks) through its C function."""
+    rng = np.random.default_rng(size or 1)
+    n, rows = 7680, 560  # n a multiple of every size; 1 MiB of codes
+    groups = 1 if size is None else n // size
+    w = tn.pack(rng.integers(-1, 2, (rows, n), dtype=np.int8)).data
+    scales = rng.uniform(0.1, 1, (rows, groups)).astype(np.float32)
+    x = (rng.integers(-127, 128, (2, n)).astype(np.int8) if int8
+         else rng.standard_normal((2, n), dtype=np.float32))
+    xscale = np.float32([0.5, 0.25])
+    fmt = FORMATS["2bit"]
+    segment = matmul._gemv_segment(fmt, n, groups)
+    assert segment and w.nbytes >= P.MIN_PARALLEL_BYTES
+    with _threads.limit(1):
+        want = matmul._gemv(x, xscale, w, fmt, n, scales, segment)
+    claimed = []
+    monkeypatch.setattr(gemv_native, "run_claimed", lambda *a: claimed.append(a))
+    joins.clear()
+    for _ in range(5):
+        np.testing.assert_array_equal(matmul._gemv(x, xscale, w, fmt, n, scales, segment), want)
+    assert not claimed and len(joins) == 5
 
 
 def _until_a_helper_joins(joins, call):
@@ -126,6 +154,28 @@ def test_refused_arguments_take_the_claimed_route(two_threads, monkeypatch, int8
                               8, 4096, 0, 1, 0, *args[:4], scales, *args[5:]) == -1
 
 
+@pytest.mark.skipif(group_gemv.ROW_TILE is None, reason="the CPU lacks the GEMV of laid-out "
+                    "rows (GFNI and VNNI)")
+def test_refused_arguments_of_laid_out_rows_take_the_claimed_route(two_threads, monkeypatch):
+    rng = np.random.default_rng(9)
+    n, rows = 1024, 4096
+    packed = tn.pack(rng.integers(-1, 2, (rows, n), dtype=np.int8)).data
+    w = group_gemv.GroupPanel(packed, rng.uniform(0.1, 1, (rows, n // 128)).astype(np.float32),
+                              n)
+    q = rng.integers(-127, 128, (1, n)).astype(np.int8)
+    with _threads.limit(1):
+        want = group_gemv.gemv_int8(q, np.float32([0.5]), w)
+    claimed = []
+    run = P.run_claimed
+    monkeypatch.setattr(gemv_native, "run_claimed",
+                        lambda *a, **k: claimed.append(run(*a, **k)))
+    np.testing.assert_array_equal(group_gemv.gemv_int8(q, np.float32([0.5]), w), want)
+    assert not claimed
+    got = group_gemv.gemv_int8(q, np.float64([0.5]), w)  # float64 scales: refused, not misread
+    np.testing.assert_array_equal(got, want)
+    assert len(claimed) == 1
+
+
 def _described(int8=True):
     """A small call described and run alone by ``_enter``, then reopened for a helper.
 
@@ -135,7 +185,7 @@ def _described(int8=True):
     kernel, name, args, want = _problem(int8=int8)
     words, generation = np.zeros(P.WORDS, np.int64), np.zeros(1, np.int64)
     description, ctl = np.zeros(P.DESCRIPTION_WORDS, np.int64), np.zeros(2, np.int64)
-    function = gemv_native._c_function(kernel, name, int8).address
+    function = gemv_native._c_function(gemv_native._call, kernel, name, args[0].dtype.type).address
     gemv_native._enter(words, generation, description, ctl, 8, 64, function, 0, 1 << 62, *args)
     np.testing.assert_array_equal(args[-1], want)
     args[-1][:] = 0
@@ -247,8 +297,7 @@ def test_interrupts_between_calls_leave_the_pool_working(two_threads, joins):
         signal.signal(signal.SIGALRM, old)
     assert interrupted
     pool = P._get_pool()
-    assert pool.busy.acquire(blocking=False)
-    pool.busy.release()
+    assert pool.owner[0] == 0  # free
     assert pool.words[P.OPEN] == 0 and pool.words[P.ACTIVE] == 0
     joins.clear()
     for _ in range(20):

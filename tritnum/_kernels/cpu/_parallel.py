@@ -43,10 +43,21 @@ waits for it without the GIL (:func:`leave`). Measured on the int8 GEMV at 4096 
 A helper that settles until the caller's first claim, not a fixed 4 µs, enters
 its kernel 2.2 µs after the call starts instead of 5.2 (one process, the two ways
 in turn, 1 vs 2 threads: int8 4096 x 4096 1.45 -> 1.48x, 6912 x 2560 1.48 -> 1.65x,
-2560 x 2560 1.17 -> 1.27x). What is left is serial: the caller waits 3.8 µs for
+2560 x 2560 1.17 -> 1.27x). What was left is serial: the caller waits 3.8 µs for
 the helper to leave (its return to Python, then to its spin), and ``tn.linear``
 spends 9-10 µs per call in Python and in the quantizer before the kernel starts
 and after it ends.
+
+The 2bit GEMV's kernels go further still (:func:`run_native`): their helpers never
+return to Python. Each kernel has a C function (``gemv_native``) that rebuilds its
+arrays from addresses; the caller's one compiled entry point writes those addresses,
+opens the call, runs its own share and waits for the helpers, and a helper spinning
+between calls (:func:`_idle`) runs the C function where it spins. No thread takes the
+GIL inside the call: a helper starts as soon as the call opens (before the caller's
+own share), and leaves without waiting for anything. Timeline of a 2-thread int8
+kernel call at 4096 x 4096 on the claimed route (Zen 4, medians, µs after
+``run_claimed`` is called): caller in its kernel at 5.9, helper at 12.9, helper out
+at 100.2, call back at 105.8; the same kernel on 1 thread 165.
 
 Measured (AMD EPYC Zen 5 KVM guest, 2 vCPUs, other sessions' load 10-14; medians,
 1 vs 2 threads in one process; "quiet" = this process under ``chrt -f 1`` above
@@ -78,7 +89,15 @@ from ..._dispatch import register
 from ..._threads import threads
 from ._jit import jit
 from ._llvm.calls import call_address
-from ._llvm.spin import cycles, fetch_add, load_acquire, spin_pause, store_release, yield_cpu
+from ._llvm.spin import (
+    compare_exchange,
+    cycles,
+    fetch_add,
+    load_acquire,
+    spin_pause,
+    store_release,
+    yield_cpu,
+)
 
 # Below this many bytes of input per call, handing work to a thread costs more than it saves.
 MIN_PARALLEL_BYTES = 1 << 20
@@ -114,6 +133,7 @@ LINGER_SECONDS = 50e-6
 KIND, OPEN, ACTIVE, JOINED, FUNCTION, HELPERS, TASKS = range(7)
 NATIVE = 1
 WORDS = 8
+CLOSED = -1  # the owner of a closed pool
 DESCRIPTION_WORDS = 32  # a native call's arguments, as its entry point writes them
 
 
@@ -390,7 +410,9 @@ class _Pool:
         self.misses = 0  # calls in a row that no helper took a chunk of
         self.alone = 0  # calls left to run on the calling thread alone
         self.job: _Job | None = None
-        self.busy = threading.Lock()  # one call at a time; others run on their own thread
+        # the token of the call that holds the pool (0: none); others run on their own thread
+        self.owner = np.zeros(1, np.int64)
+        self.tokens = itertools.count(1)  # next() on it is atomic under the GIL
         self.closed = False
         self.helpers = [threading.Thread(target=self._serve, args=(slot,), daemon=True,
                                          name=f"tritnum-{slot}") for slot in range(helpers)]
@@ -398,15 +420,19 @@ class _Pool:
             t.start()
 
     def close(self) -> None:
-        """Stop the helpers (at exit: none may be spinning in compiled code that is freed)."""
-        held = self.busy.acquire(timeout=1)  # a call still running on another thread
+        """Stop the helpers (at exit: none may be spinning in compiled code that is freed).
+
+        It waits up to a second for a call still running on another thread, and keeps
+        the pool taken: later calls run on their own thread.
+        """
+        deadline = time.monotonic() + 1
+        while _own(self.owner, 0, CLOSED) != 0 and time.monotonic() < deadline:
+            time.sleep(1e-3)
         with self.cond:
             self.closed = True
             self.words[KIND] = 0
             self.generation[0] += 1
             self.cond.notify_all()
-        if held:
-            self.busy.release()
         for t in self.helpers:
             t.join(1)
 
@@ -505,11 +531,25 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
+@jit()
+def _own(owner, expected, new):
+    """``owner[0] = new`` where it holds ``expected``, atomically; what it held.
+
+    A call takes the pool with its own token (``_own(owner, 0, token) == 0``) and gives
+    it back with ``_own(owner, token, 0)`` in a ``finally``, which gives it back only if
+    this call took it: a lock could not be given back safely there (an interrupt between
+    its ``acquire`` and the ``try``, or before the result of ``acquire`` is kept, leaves it
+    held, and every later call on one thread: measured under a storm of signals).
+    """
+    return compare_exchange(owner, 0, expected, new)
+
+
 def _warm_pool() -> None:
     """Compile (or load from the cache) the pool's waits, without starting its threads."""
     _rates()
     none = np.zeros(1, np.int64)
     _idle(none, 0, 0, 1, 0, none, 0, none, 0, np.zeros(WORDS, np.int64), none, none)
+    _own(np.zeros(1, np.int64), 0, 0)
 
 
 @register("warm_threads", "cpu")
@@ -600,9 +640,8 @@ def run(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
     after every chunk a helper took has ended.
     """
     parts = _parts(tasks, nbytes, light)
-    if not parts:
-        return kernel(*args, 0, tasks)
-    return _share(lambda: _Job(kernel, args, _guided(tasks, parts), parts - 1))
+    total = _share(lambda: _Job(kernel, args, _guided(tasks, parts), parts - 1)) if parts else None
+    return kernel(*args, 0, tasks) if total is None else total
 
 
 def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
@@ -616,8 +655,6 @@ def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
     of it. On one thread one claim takes all.
     """
     parts = _parts(tasks, nbytes, False)
-    if not parts:
-        return kernel(*args, np.array([0, tasks], np.int64), tasks)
 
     def claimed() -> _Job:
         job = _Job(kernel, args, None, parts - 1, tasks)
@@ -625,7 +662,8 @@ def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
         job.ctl[STEP] = _step(tasks, parts, multiple)
         return job
 
-    return _share(claimed)
+    total = _share(claimed) if parts else None
+    return kernel(*args, np.array([0, tasks], np.int64), tasks) if total is None else total
 
 
 def _step(tasks: int, parts: int, multiple: int) -> int:
@@ -653,17 +691,21 @@ def run_native(entry: Callable[..., int], function: int, kernel: Callable[..., i
     ``entry`` refused the arguments (-1, before it opened the call): nothing ran.
     """
     parts = _parts(tasks, nbytes, False)
-    if not parts:
+    joined = None
+    if parts:
+        pool = _get_pool()
+        token = next(pool.tokens)
+        try:
+            if _own(pool.owner, 0, token) == 0:
+                woken = pool.wake()
+                joined = entry(pool.words, pool.generation, pool.description, pool.native,
+                               _step(tasks, parts, multiple), tasks, function, parts - 1,
+                               _bound(WAIT_SECONDS)[0], *args)
+        finally:
+            _own(pool.owner, token, 0)
+    if joined is None:  # alone
         kernel(*args, np.array([0, tasks], np.int64), tasks)
         return True
-    try:  # at once: the pool's lock is held
-        pool = _get_pool()
-        woken = pool.wake()
-        joined = entry(pool.words, pool.generation, pool.description, pool.native,
-                       _step(tasks, parts, multiple), tasks, function, parts - 1,
-                       _bound(WAIT_SECONDS)[0], *args)
-    finally:
-        _get_pool().busy.release()
     if joined < 0:
         return False
     pool.count(joined > 0, woken)
@@ -671,10 +713,10 @@ def run_native(entry: Callable[..., int], function: int, kernel: Callable[..., i
 
 
 def _parts(tasks: int, nbytes: int, light: bool) -> int:
-    """Threads for a call (the pool's lock then held), or 0: the caller runs it alone.
+    """Threads for a call, or 0: the caller runs it alone.
 
-    Alone: small inputs, one thread, while another thread's call holds the pool, and
-    while helpers keep coming too late (see the module docstring).
+    Alone: small inputs, one thread, and while helpers keep coming too late (see the
+    module docstring); also while another thread's call holds the pool (:func:`_share`).
     """
     if nbytes < (MIN_PARALLEL_BYTES_LIGHT if light else MIN_PARALLEL_BYTES):
         return 0
@@ -682,24 +724,30 @@ def _parts(tasks: int, nbytes: int, light: bool) -> int:
     if parts <= 1:
         return 0
     pool = _get_pool()
-    if pool.alone > 0 or not pool.busy.acquire(blocking=False):
-        pool.alone = max(0, pool.alone - 1)
+    if pool.alone > 0:
+        pool.alone -= 1
         return 0
     return parts
 
 
-def _share(make: Callable[[], _Job]) -> int:
-    """Run the job ``make()`` on the pool whose lock :func:`_parts` took; the sum of its results.
+def _share(make: Callable[[], _Job]) -> int | None:
+    """Run the job ``make()`` on the pool; the sum of its results.
 
-    The lock is released whatever happens once taken (a ``KeyboardInterrupt`` while the
-    job is made included): held, it would leave every later call on one thread.
+    None when another thread's call holds the pool: nothing ran. The pool is given back
+    whatever happens once taken (a ``KeyboardInterrupt`` while the job is made included):
+    held, it would leave every later call on one thread (:func:`_own`).
     """
     pool = _get_pool()
+    token = next(pool.tokens)
+    job = None
     try:
-        job = make()
-        pool.call(job)
+        if _own(pool.owner, 0, token) == 0:
+            job = make()
+            pool.call(job)
     finally:
-        pool.busy.release()
+        _own(pool.owner, token, 0)
+    if job is None:
+        return None
     if job.error is not None:
         raise job.error
     return sum(job.results)

@@ -41,24 +41,61 @@ from ._parallel import (
     run_native,
 )
 
-# The description words: each array's address then its shape; then the scalars.
+# The description words of a GEMV of matmul.py: each array's address then its shape
+# (:func:`_put`), then the scalars.
 XL, XNEG, XSCALE, W, SCALES, SEGMENT, PREFETCH, Y, CTL, T1 = 0, 3, 6, 8, 11, 14, 15, 16, 19, 21
+# and of group_gemv.py's (``_gemv_blocks(a, xsum, codes, laid, xscale, y, ctl, t1)``)
+A, XSUM, CODES, LAID, BSCALE, BY, BCTL, BT1 = 0, 5, 9, 14, 18, 20, 23, 25
 C_SIGNATURE = types.int64(types.CPointer(types.int64))
 
 
+def _c_arrays(arrays: tuple) -> bool:
+    """Whether numba types ``(type, dtype, ndim)`` are C-contiguous arrays of those."""
+    return all(isinstance(a, types.Array) and a.layout == "C" and a.dtype == dtype
+               and a.ndim == ndim for a, dtype, ndim in arrays)
+
+
 def _described(xl, xneg, xscale, w, scales, y):
-    """Whether the arrays are what the C functions take (C-contiguous, their dtypes)."""
+    """Whether a GEMV's arrays are what the C functions take (C-contiguous, their dtypes)."""
 
 
 @overload(_described)
 def _described_types(xl, xneg, xscale, w, scales, y):
     """:func:`_described` from the arrays' numba types: a constant of the compiled entry."""
-    arrays = ((xl, xl.dtype if xl.dtype in (types.int8, types.float32) else None, 2),
-              (xneg, types.int32, 2), (xscale, types.float32, 1), (w, types.uint8, 2),
-              (scales, types.float32, 2), (y, types.float32, 2))
-    described = all(isinstance(a, types.Array) and a.layout == "C" and a.dtype == dtype
-                    and a.ndim == ndim for a, dtype, ndim in arrays)
+    described = _c_arrays(((xl, xl.dtype if xl.dtype in (types.int8, types.float32) else None,
+                            2), (xneg, types.int32, 2), (xscale, types.float32, 1),
+                           (w, types.uint8, 2), (scales, types.float32, 2),
+                           (y, types.float32, 2)))
     return lambda xl, xneg, xscale, w, scales, y: described
+
+
+def _described_blocks(a, xsum, codes, laid, xscale, y):
+    """:func:`_described` for the GEMV of laid-out rows."""
+
+
+@overload(_described_blocks)
+def _described_blocks_types(a, xsum, codes, laid, xscale, y):
+    described = _c_arrays(((a, types.int8, 4), (xsum, types.int32, 3), (codes, types.uint8, 4),
+                           (laid, types.float32, 3), (xscale, types.float32, 1),
+                           (y, types.float32, 2)))
+    return lambda a, xsum, codes, laid, xscale, y: described
+
+
+@jit(inline="always")
+def _put(d, k, a):
+    """The address and shape of array ``a`` into ``d[k], d[k + 1], ...``."""
+    d[k] = a.ctypes.data
+    for i in range(a.ndim):
+        d[k + 1 + i] = a.shape[i]
+
+
+@jit(inline="always")
+def _run(words, generation, description, ctl, step, t1, function, helpers, late):
+    """A described call: its control words set, opened, this thread's share, closed."""
+    ctl[0], ctl[1] = 0, step
+    g = open_native(words, generation, function, helpers, t1)
+    call_address(function, description)
+    return close_native(words, g, late)
 
 
 @jit()
@@ -68,28 +105,44 @@ def _enter(words, generation, description, ctl, step, t1, function, helpers, lat
     if not _described(xl, xneg, xscale, w, scales, y):
         return -1
     d = description
-    d[XL], d[XL + 1], d[XL + 2] = xl.ctypes.data, xl.shape[0], xl.shape[1]
-    d[XNEG], d[XNEG + 1], d[XNEG + 2] = xneg.ctypes.data, xneg.shape[0], xneg.shape[1]
-    d[XSCALE], d[XSCALE + 1] = xscale.ctypes.data, xscale.shape[0]
-    d[W], d[W + 1], d[W + 2] = w.ctypes.data, w.shape[0], w.shape[1]
-    d[SCALES], d[SCALES + 1], d[SCALES + 2] = scales.ctypes.data, scales.shape[0], scales.shape[1]
+    _put(d, XL, xl)
+    _put(d, XNEG, xneg)
+    _put(d, XSCALE, xscale)
+    _put(d, W, w)
+    _put(d, SCALES, scales)
     d[SEGMENT], d[PREFETCH] = segment, prefetch
-    d[Y], d[Y + 1], d[Y + 2] = y.ctypes.data, y.shape[0], y.shape[1]
-    d[CTL], d[CTL + 1], d[T1] = ctl.ctypes.data, ctl.shape[0], t1
-    ctl[0], ctl[1] = 0, step
-    g = open_native(words, generation, function, helpers, t1)
-    call_address(function, description)
-    return close_native(words, g, late)
+    _put(d, Y, y)
+    _put(d, CTL, ctl)
+    d[T1] = t1
+    return _run(words, generation, description, ctl, step, t1, function, helpers, late)
+
+
+@jit()
+def _enter_blocks(words, generation, description, ctl, step, t1, function, helpers, late, a,
+                  xsum, codes, laid, xscale, y):
+    """:func:`_enter` for the GEMV of laid-out rows."""
+    if not _described_blocks(a, xsum, codes, laid, xscale, y):
+        return -1
+    d = description
+    _put(d, A, a)
+    _put(d, XSUM, xsum)
+    _put(d, CODES, codes)
+    _put(d, LAID, laid)
+    _put(d, BSCALE, xscale)
+    _put(d, BY, y)
+    _put(d, BCTL, ctl)
+    d[BT1] = t1
+    return _run(words, generation, description, ctl, step, t1, function, helpers, late)
+
+
+# The C functions' bodies (templates): ``KERNEL`` on the arrays ``d`` describes. Each C
+# function is one of them with its own globals ``KERNEL`` and ``DTYPE`` (the activations'
+# dtype), not a closure: numba keys a closure's cache entry on its pickled cells, and a
+# kernel's pickle differs in each process (a new cache entry every time, never a hit).
 
 
 def _call(d):
-    """The C functions' body (a template): ``KERNEL`` on the arrays ``d`` describes.
-
-    Each C function is this code with its own globals ``KERNEL`` and ``DTYPE`` (the
-    activations' dtype), not a closure: numba keys a closure's cache entry on its
-    pickled cells, and a kernel's pickle differs in each process (a new cache entry
-    every time, never a hit).
-    """
+    """A GEMV of matmul.py."""
     xl = numba.carray(address_pointer(d[XL]), (d[XL + 1], d[XL + 2]), DTYPE)  # noqa: F821
     xneg = numba.carray(address_pointer(d[XNEG]), (d[XNEG + 1], d[XNEG + 2]), np.int32)
     xscale = numba.carray(address_pointer(d[XSCALE]), (d[XSCALE + 1],), np.float32)
@@ -102,19 +155,33 @@ def _call(d):
                   y, ctl, d[T1])
 
 
+def _call_blocks(d):
+    """The GEMV of laid-out rows (group_gemv.py)."""
+    a = numba.carray(address_pointer(d[A]), (d[A + 1], d[A + 2], d[A + 3], d[A + 4]), np.int8)
+    xsum = numba.carray(address_pointer(d[XSUM]), (d[XSUM + 1], d[XSUM + 2], d[XSUM + 3]),
+                        np.int32)
+    codes = numba.carray(address_pointer(d[CODES]),
+                         (d[CODES + 1], d[CODES + 2], d[CODES + 3], d[CODES + 4]), np.uint8)
+    laid = numba.carray(address_pointer(d[LAID]), (d[LAID + 1], d[LAID + 2], d[LAID + 3]),
+                        np.float32)
+    xscale = numba.carray(address_pointer(d[BSCALE]), (d[BSCALE + 1],), np.float32)
+    y = numba.carray(address_pointer(d[BY]), (d[BY + 1], d[BY + 2]), np.float32)
+    ctl = numba.carray(address_pointer(d[BCTL]), (d[BCTL + 1],), np.int64)
+    return KERNEL(a, xsum, codes, laid, xscale, y, ctl, d[BT1])  # noqa: F821
+
+
 @functools.cache
-def _c_function(kernel: Any, name: str, int8: bool) -> CFunc:
-    """``kernel``'s C function, for int8 (``int8``) or float32 activations.
+def _c_function(template: Any, kernel: Any, name: str, dtype: type) -> CFunc:
+    """``kernel``'s C function from ``template``, for activations of ``dtype``.
 
     ``name`` is the kernel's, the same in every process. Kept here for the life of the
     process: its machine code must outlive every call that hands its address to a helper.
     """
-    call = FunctionType(_call.__code__, {**globals(), "KERNEL": kernel,
-                                         "DTYPE": np.int8 if int8 else np.float32})
+    call = FunctionType(template.__code__, {**globals(), "KERNEL": kernel, "DTYPE": dtype})
     # a cache index file of its own (numba names it after the qualified name): processes
     # saving two C functions at once into one index could pair one's key with the other's
     # code (numba's save takes no lock); each file now only ever holds the same code
-    name = f"{name}-{'int8' if int8 else 'float32'}"
+    name = f"{name}-{np.dtype(dtype).name}"
     call.__qualname__ = f"_call_{name.replace('-', '_')}"
     compiled = CFunc(call, sigutils.normalize_signature(C_SIGNATURE), {}, {"nopython": True})
     if CACHE and CACHEABLE:
@@ -130,15 +197,24 @@ def run_gemv(kernel: Any, name: str, tasks: int, nbytes: int, xl: np.ndarray,
     ``name`` tells the kernel apart from every other (the key of its C function in the
     disk cache).
     """
-    function = _c_function(kernel, name, xl.dtype == np.int8).address
+    function = _c_function(_call, kernel, name, xl.dtype.type).address
     if not run_native(_enter, function, kernel, tasks, nbytes, xl, *args):
         run_claimed(kernel, tasks, nbytes, xl, *args)
 
 
-def warm() -> None:
-    """Compile (or load) :func:`_enter` and the one-scale kernels' C functions: one SIMD block.
+def run_blocks(kernel: Any, tasks: int, nbytes: int, *args: Any) -> None:
+    """``run_claimed(kernel, tasks, nbytes, *args, multiple=1)`` for group_gemv.py's kernel."""
+    function = _c_function(_call_blocks, kernel, "blocks", np.int8).address
+    if not run_native(_enter_blocks, function, kernel, tasks, nbytes, *args, multiple=1):
+        run_claimed(kernel, tasks, nbytes, *args, multiple=1)
 
-    On words of its own, with no helper: the call runs on this thread alone.
+
+def warm() -> None:
+    """Compile (or load) the entry points and C functions the GEMVs take on 2+ threads.
+
+    Those of the one-scale kernels (one SIMD block) and of the GEMV of laid-out rows
+    (where the CPU has it: one block of rows); on words of their own, with no helper:
+    each call runs on this thread alone.
     """
     from .matmul import _gemv_kernel
 
@@ -150,5 +226,14 @@ def warm() -> None:
         xl = np.zeros((1, 4 * BLOCK_BYTES), np.int8 if int8 else np.float32)
         args = (xl, np.zeros((1, 1), np.int32), np.ones(1, np.float32), w, scales, BLOCK_BYTES,
                 int8, np.empty((1, 8), np.float32))
-        _enter(words, generation, description, ctl, 8, 8, _c_function(kernel, name, int8).address,
-               0, 0, *args)
+        function = _c_function(_call, kernel, name, xl.dtype.type).address
+        _enter(words, generation, description, ctl, 8, 8, function, 0, 0, *args)
+    from . import group_gemv
+
+    if group_gemv.ROW_TILE is not None:
+        n, rows = 128, group_gemv.ROW_COLS
+        w = group_gemv.GroupPanel(np.zeros((rows, n // 4), np.uint8),
+                                  np.ones((rows, n // 32), np.float32), n)
+        args = group_gemv._arguments(np.zeros((1, n), np.int8), np.ones(1, np.float32), w)
+        function = _c_function(_call_blocks, group_gemv._gemv_blocks, "blocks", np.int8).address
+        _enter_blocks(words, generation, description, ctl, 1, 1, function, 0, 0, *args)

@@ -24,8 +24,12 @@ import numpy as np
 from ..._formats import Format
 from ._jit import jit_where
 from ._llvm.gemm import ROW_TILE, row_tile
-from ._parallel import claim, leave, run, run_claimed
+from ._parallel import claim, leave, run
+from .gemv_native import run_blocks
 from .int8_gemm import _activation_panel, _weight_panel, column_tiles
+
+# Internal API (tests/test_architecture_seams.py): gemv_native.warm runs the kernel once.
+_INTERNAL_API = ("_arguments", "_gemv_blocks")
 
 
 class GroupPanel:
@@ -112,12 +116,19 @@ def _gemv_blocks(a, xsum, codes, laid, xscale, y, ctl, t1):
 
 
 def gemv_int8(q: np.ndarray, xscale: np.ndarray, w: GroupPanel) -> np.ndarray:
-    """``xscale[r] * sum_g scales[o, g] * sum_{j in g} trits[o, j] * q[r, j]``, float32."""
+    """``xscale[r] * sum_g scales[o, g] * sum_{j in g} trits[o, j] * q[r, j]``, float32.
+
+    On 2+ threads its helpers run the kernel from compiled code (:mod:`.gemv_native`).
+    """
+    args = _arguments(q, xscale, w)
+    run_blocks(_gemv_blocks, args[2].shape[0], w.packed.nbytes, *args)
+    return args[-1]
+
+
+def _arguments(q: np.ndarray, xscale: np.ndarray, w: GroupPanel) -> tuple:
+    """:func:`_gemv_blocks`' arrays for :func:`gemv_int8`, its result last."""
     codes, laid = w.panel()
     groups = laid.shape[1]
     seg = w.n // groups // 4
     a, xsum = _activation_panel(np.ascontiguousarray(q), seg, groups, seg // 4, rows=1)
-    y = np.empty((q.shape[0], w.packed.shape[0]), np.float32)
-    run_claimed(_gemv_blocks, codes.shape[0], w.packed.nbytes, a, xsum, codes, laid, xscale, y,
-                multiple=1)
-    return y
+    return a, xsum, codes, laid, xscale, np.empty((q.shape[0], w.packed.shape[0]), np.float32)

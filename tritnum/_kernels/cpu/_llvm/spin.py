@@ -4,8 +4,10 @@ numba has no atomics of its own. :func:`load_acquire` reads an int64 element tha
 another thread writes (the compiler may neither cache it in a register nor move
 later loads before it), :func:`store_release` writes one (after every earlier
 write), :func:`fetch_add` adds to one and returns what it held (threads taking
-chunks of work from one counter); :func:`spin_pause` is ``pause`` on x86 (the spinning core
-yields its pipeline to a sibling hyperthread and saves power), nothing elsewhere;
+chunks of work from one counter), :func:`compare_exchange` sets one where it holds a
+given value (a call taking the thread pool); :func:`spin_pause` is ``pause`` on x86
+(the spinning core yields its pipeline to a sibling hyperthread and saves power),
+nothing elsewhere;
 :func:`cycles` reads the time-stamp counter on x86 (``rdtsc``: constant rate, cheap,
 readable in user mode), 0 elsewhere (the other targets' cycle counters may trap);
 :func:`yield_cpu` calls ``sched_yield`` on POSIX systems (from the C library the
@@ -77,6 +79,25 @@ def fetch_add(typingctx, a, i, v):
     def codegen(context, builder, sig, args):
         at = pointer(context, builder, sig.args[0], args[0], args[1], I64)
         return builder.atomic_rmw("add", at, args[2], "seq_cst")
+
+    return sig, codegen
+
+
+@intrinsic
+def compare_exchange(typingctx, a, i, expected, new):
+    """Element ``i`` of the int64 array ``a`` set to ``new`` where it is ``expected``, atomically.
+
+    ``cmpxchg``, sequentially consistent; what the element held (``expected``: it was set).
+    """
+    if not (isinstance(a, types.Array) and a.dtype == types.int64
+            and isinstance(expected, types.Integer) and isinstance(new, types.Integer)):
+        return None
+    sig = types.int64(a, types.intp, types.int64, types.int64)
+
+    def codegen(context, builder, sig, args):
+        at = pointer(context, builder, sig.args[0], args[0], args[1], I64)
+        return builder.extract_value(
+            builder.cmpxchg(at, args[2], args[3], "seq_cst", "seq_cst"), 0)
 
     return sig, codegen
 
