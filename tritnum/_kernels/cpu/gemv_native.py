@@ -22,7 +22,7 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba import types
+from numba import literal_unroll, types
 from numba.core import sigutils
 from numba.core.ccallback import CFunc
 from numba.extending import overload
@@ -81,12 +81,14 @@ def _described_blocks_types(a, xsum, codes, laid, xscale, y):
     return lambda a, xsum, codes, laid, xscale, y: described
 
 
-@jit(inline="always")
-def _put(d, k, a):
-    """The address and shape of array ``a`` into ``d[k], d[k + 1], ...``."""
-    d[k] = a.ctypes.data
-    for i in range(a.ndim):
-        d[k + 1 + i] = a.shape[i]
+@jit()
+def _put(d, placed):
+    """For each ``(k, a)`` of ``placed``: array ``a``'s address, then its shape, from ``d[k]``."""
+    for pair in literal_unroll(placed):
+        k, a = pair[0], pair[1]
+        d[k] = a.ctypes.data
+        for i in range(a.ndim):
+            d[k + 1 + i] = a.shape[i]
 
 
 @jit(inline="always")
@@ -105,15 +107,9 @@ def _enter(words, generation, description, ctl, step, t1, function, helpers, lat
     if not _described(xl, xneg, xscale, w, scales, y):
         return -1
     d = description
-    _put(d, XL, xl)
-    _put(d, XNEG, xneg)
-    _put(d, XSCALE, xscale)
-    _put(d, W, w)
-    _put(d, SCALES, scales)
-    d[SEGMENT], d[PREFETCH] = segment, prefetch
-    _put(d, Y, y)
-    _put(d, CTL, ctl)
-    d[T1] = t1
+    _put(d, ((XL, xl), (XNEG, xneg), (XSCALE, xscale), (W, w), (SCALES, scales), (Y, y),
+             (CTL, ctl)))
+    d[SEGMENT], d[PREFETCH], d[T1] = segment, prefetch, t1
     return _run(words, generation, description, ctl, step, t1, function, helpers, late)
 
 
@@ -123,15 +119,9 @@ def _enter_blocks(words, generation, description, ctl, step, t1, function, helpe
     """:func:`_enter` for the GEMV of laid-out rows."""
     if not _described_blocks(a, xsum, codes, laid, xscale, y):
         return -1
-    d = description
-    _put(d, A, a)
-    _put(d, XSUM, xsum)
-    _put(d, CODES, codes)
-    _put(d, LAID, laid)
-    _put(d, BSCALE, xscale)
-    _put(d, BY, y)
-    _put(d, BCTL, ctl)
-    d[BT1] = t1
+    description[BT1] = t1
+    _put(description, ((A, a), (XSUM, xsum), (CODES, codes), (LAID, laid), (BSCALE, xscale),
+                       (BY, y), (BCTL, ctl)))
     return _run(words, generation, description, ctl, step, t1, function, helpers, late)
 
 
