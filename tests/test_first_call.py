@@ -141,14 +141,15 @@ print(json.dumps(report))
 """
 
 
-def test_the_pool_starts_with_the_first_parallel_call_and_compiles_one_wait():
-    """Small calls leave the pool unstarted and its kernel uncompiled; every wait is one kernel.
+def test_the_pool_starts_with_the_first_parallel_call_and_compiles_its_waits():
+    """Small calls leave the pool unstarted and its kernels uncompiled; then three, once each.
 
-    The helpers' idle spin, the caller's wait and the clock's rate were four kernels
-    (0.5-1.5 s of compiling at the first parallel call); now ``_spin`` once.
+    The caller's wait and the clock's rate are one kernel (``_spin``; with the helpers'
+    wait they were four: 0.5-1.5 s of compiling at the first parallel call), the
+    helpers' wait ``_idle`` (it runs native calls too), and ``_own`` (taking the pool).
     """
     out = run_python(POOL, NUMBA_NUM_THREADS="2")
     assert out.returncode == 0, out.stderr
     unstarted, before, started, after = json.loads(out.stdout)
     assert unstarted and before == {}
-    assert started and after == {"_spin": 1}
+    assert started and after == {"_spin": 1, "_idle": 1, "_own": 1}

@@ -85,7 +85,6 @@ import numba
 import numpy as np
 
 from ... import _blas
-from ..._dispatch import register
 from ..._threads import threads
 from ._jit import jit
 from ._llvm.calls import call_address
@@ -148,9 +147,10 @@ def _spin(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, 
     again: the callers' flags never change back. The store comes first and without
     the GIL, which the caller has released.
 
-    Every wait of the pool is this one kernel (a helper between calls, a caller waiting
-    for its helpers, the clock's rate): the first parallel call compiles it alone, in
-    0.19-0.25 s, where the four kernels it replaced took 0.54-0.57 s (empty cache, load 3.6).
+    Every wait of the pool but a helper's between calls (:func:`_idle`, which also runs
+    native calls) is this one kernel (a caller waiting for its helpers, the clock's rate):
+    where it replaced four kernels, the first parallel call compiled it in 0.19-0.25 s
+    against their 0.54-0.57 s (empty cache, load 3.6).
     """
     i = 0
     store_release(words, slot, word)
@@ -544,25 +544,12 @@ def _own(owner, expected, new):
     return compare_exchange(owner, 0, expected, new)
 
 
-def _warm_pool() -> None:
+def warm_pool() -> None:
     """Compile (or load from the cache) the pool's waits, without starting its threads."""
     _rates()
     none = np.zeros(1, np.int64)
     _idle(none, 0, 0, 1, 0, none, 0, none, 0, np.zeros(WORDS, np.int64), none, none)
     _own(np.zeros(1, np.int64), 0, 0)
-
-
-@register("warm_threads", "cpu")
-def warm() -> None:
-    """:func:`_warm_pool`, and the native GEMV's entry point and C functions (one row).
-
-    The pool's waits compile at its first parallel call; the GEMV's C functions at each
-    kernel's first parallel call (0.6-0.7 s each with nothing in the disk cache).
-    """
-    from .gemv_native import warm as warm_gemv
-
-    _warm_pool()
-    warm_gemv()
 
 
 def _get_pool() -> _Pool:
@@ -574,7 +561,7 @@ def _get_pool() -> _Pool:
         if _pool is None:
             # compiled (or loaded) here, never on a helper: a helper holding numba's compiler
             # lock when the process forks would leave the child's lock held forever
-            _warm_pool()
+            warm_pool()
             _pool = _Pool(max(1, numba.config.NUMBA_NUM_THREADS - 1))
         return _pool
 

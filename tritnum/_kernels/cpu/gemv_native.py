@@ -31,7 +31,6 @@ from ..._config import CACHE
 from ..._isa import CACHEABLE
 from ._jit import NamedCache, jit
 from ._llvm.calls import address_pointer, call_address
-from ._llvm.gemv_target import BLOCK_BYTES
 from ._parallel import (
     DESCRIPTION_WORDS,
     WORDS,
@@ -199,31 +198,20 @@ def run_blocks(kernel: Any, tasks: int, nbytes: int, *args: Any) -> None:
         run_claimed(kernel, tasks, nbytes, *args, multiple=1)
 
 
-def warm() -> None:
-    """Compile (or load) the entry points and C functions the GEMVs take on 2+ threads.
+def warm_gemv(kernel: Any, name: str, tasks: int, xl: np.ndarray, *args: Any) -> None:
+    """:func:`run_gemv`'s entry point and ``kernel``'s C function compiled (or loaded).
 
-    Those of the one-scale kernels (one SIMD block) and of the GEMV of laid-out rows
-    (where the CPU has it: one block of rows); on words of their own, with no helper:
-    each call runs on this thread alone.
+    The call runs on this thread alone, on words of its own (no helper).
     """
-    from .matmul import _gemv_kernel
+    _alone(_enter, _c_function(_call, kernel, name, xl.dtype.type), tasks, xl, *args)
 
+
+def warm_blocks(kernel: Any, tasks: int, *args: Any) -> None:
+    """:func:`warm_gemv` for :func:`run_blocks`."""
+    _alone(_enter_blocks, _c_function(_call_blocks, kernel, "blocks", np.int8), tasks, *args)
+
+
+def _alone(entry: Any, function: CFunc, tasks: int, *args: Any) -> None:
     words, generation = np.zeros(WORDS, np.int64), np.zeros(1, np.int64)
     description, ctl = np.zeros(DESCRIPTION_WORDS, np.int64), np.zeros(2, np.int64)
-    w, scales = np.zeros((8, BLOCK_BYTES), np.uint8), np.ones((8, 1), np.float32)
-    for int8 in (True, False):
-        kernel, name = _gemv_kernel(BLOCK_BYTES, BLOCK_BYTES, 1, int8)
-        xl = np.zeros((1, 4 * BLOCK_BYTES), np.int8 if int8 else np.float32)
-        args = (xl, np.zeros((1, 1), np.int32), np.ones(1, np.float32), w, scales, BLOCK_BYTES,
-                int8, np.empty((1, 8), np.float32))
-        function = _c_function(_call, kernel, name, xl.dtype.type).address
-        _enter(words, generation, description, ctl, 8, 8, function, 0, 0, *args)
-    from . import group_gemv
-
-    if group_gemv.ROW_TILE is not None:
-        n, rows = 128, group_gemv.ROW_COLS
-        w = group_gemv.GroupPanel(np.zeros((rows, n // 4), np.uint8),
-                                  np.ones((rows, n // 32), np.float32), n)
-        args = group_gemv._arguments(np.zeros((1, n), np.int8), np.ones(1, np.float32), w)
-        function = _c_function(_call_blocks, group_gemv._gemv_blocks, "blocks", np.int8).address
-        _enter_blocks(words, generation, description, ctl, 1, 1, function, 0, 0, *args)
+    entry(words, generation, description, ctl, tasks, tasks, function.address, 0, 0, *args)

@@ -25,11 +25,8 @@ from ..._formats import Format
 from ._jit import jit_where
 from ._llvm.gemm import ROW_TILE, row_tile
 from ._parallel import claim, leave, run
-from .gemv_native import run_blocks
+from .gemv_native import run_blocks, warm_blocks
 from .int8_gemm import _activation_panel, _weight_panel, column_tiles
-
-# Internal API (tests/test_architecture_seams.py): gemv_native.warm runs the kernel once.
-_INTERNAL_API = ("_arguments", "_gemv_blocks")
 
 
 class GroupPanel:
@@ -132,3 +129,13 @@ def _arguments(q: np.ndarray, xscale: np.ndarray, w: GroupPanel) -> tuple:
     seg = w.n // groups // 4
     a, xsum = _activation_panel(np.ascontiguousarray(q), seg, groups, seg // 4, rows=1)
     return a, xsum, codes, laid, xscale, np.empty((q.shape[0], w.packed.shape[0]), np.float32)
+
+
+def warm_native() -> None:
+    """The entry point and C function of the 2-thread calls compiled (or loaded): one block."""
+    if ROW_TILE is not None:
+        n = 128
+        w = GroupPanel(np.zeros((ROW_COLS, n // 4), np.uint8),
+                       np.ones((ROW_COLS, n // 32), np.float32), n)
+        args = _arguments(np.zeros((1, n), np.int8), np.ones(1, np.float32), w)
+        warm_blocks(_gemv_blocks, args[2].shape[0], *args)

@@ -53,7 +53,7 @@ from ._llvm.gemv_target import BLOCK_BYTES
 from ._parallel import claim, leave, run, with_blas_limit
 from .base3_gemv import gemv_base3
 from .dequantize import decode_2bit_rows, dequantize_2bit_rows
-from .gemv_native import run_gemv
+from .gemv_native import run_gemv, warm_gemv
 from .int8_gemm import INT32_EXACT, TWO_BIT, applies, gemm_int8
 from .packing import convert, unpack
 from .quantize import _absmax_quantize_rows
@@ -61,8 +61,7 @@ from .rescale import slot_total
 
 # Internal API (tests/test_architecture_seams.py): small_linear.py finishes the GEMV of
 # group_gemv.py as these routes do.
-# gemv_native.warm compiles the C functions of the one-scale kernels
-_INTERNAL_API = ("_finish", "_gemv_kernel")
+_INTERNAL_API = ("_finish",)
 
 GEMV_MAX_ROWS = 16
 # float x on weights of a MiB or more: the GEMV (FLOAT_ROWS) up to 48 rows, where the decode
@@ -357,6 +356,19 @@ def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> tuple[Any
         return _gemv_float_groups[size], f"float-groups-{size}"
     size = size if size <= BLOCK_BYTES else WHOLE
     return _gemv_int8_groups[size], f"int8-groups-{size}"
+
+
+def warm_native() -> None:
+    """The one-scale GEMVs' entry point and C functions (int8, float) compiled or loaded.
+
+    For the 2-thread calls (:func:`.gemv_native.run_gemv`): one SIMD block of 8 rows.
+    """
+    w, scales = np.zeros((8, BLOCK_BYTES), np.uint8), np.ones((8, 1), np.float32)
+    for int8 in (True, False):
+        xl = np.zeros((1, 4 * BLOCK_BYTES), np.int8 if int8 else np.float32)
+        warm_gemv(*_gemv_kernel(BLOCK_BYTES, BLOCK_BYTES, 1, int8), 8, xl,
+                  np.zeros((1, 1), np.int32), np.ones(1, np.float32), w, scales, BLOCK_BYTES,
+                  int8, np.empty((1, 8), np.float32))
 
 
 def _gemv_segment(fmt: Format, n: int, groups: int) -> int:
