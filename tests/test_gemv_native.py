@@ -176,6 +176,21 @@ def test_refused_arguments_of_laid_out_rows_take_the_claimed_route(two_threads, 
     assert len(claimed) == 1
 
 
+def test_a_c_function_is_compiled_for_calls_on_two_threads_only(two_threads):
+    """Compiling one costs 0.6-0.7 s: a call alone (one thread, small weights) never does."""
+    kernel, _, args, want = _problem(int8=False)
+    name = "test-only"  # a name of its own: a new C function
+    compiled = gemv_native._c_function.cache_info().currsize
+    with _threads.limit(1):
+        gemv_native.run_gemv(kernel, name, 64, 1 << 30, *args)
+    gemv_native.run_gemv(kernel, name, 64, 1, *args)
+    assert gemv_native._c_function.cache_info().currsize == compiled
+    np.testing.assert_array_equal(args[-1], want)
+    gemv_native.run_gemv(kernel, name, 64, 1 << 30, *args)
+    assert gemv_native._c_function.cache_info().currsize == compiled + 1
+    np.testing.assert_array_equal(args[-1], want)
+
+
 def _described(int8=True):
     """A small call described and run alone by ``_enter``, then reopened for a helper.
 

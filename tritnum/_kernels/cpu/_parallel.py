@@ -659,14 +659,16 @@ def _step(tasks: int, parts: int, multiple: int) -> int:
     return -(-per_chunk // multiple) * multiple
 
 
-def run_native(entry: Callable[..., int], function: int, kernel: Callable[..., int], tasks: int,
-               nbytes: int, *args: Any, multiple: int = CLAIM_MULTIPLE) -> bool:
+def run_native(entry: Callable[..., int], function: Callable[[], Any],
+               kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
+               multiple: int = CLAIM_MULTIPLE) -> bool:
     """:func:`run_claimed` for a kernel that the helpers run without returning to Python.
 
-    ``kernel(*args, ctl, tasks)`` claims its chunks as there; ``function`` is the address
-    of a C function (a ``numba.cfunc``) that calls it with the arguments its ``entry``
-    point wrote into the pool's description words. ``entry(words, generation, description,
-    ctl, step, tasks, function, helpers, late, *args)`` describes the arguments, opens the
+    ``kernel(*args, ctl, tasks)`` claims its chunks as there; ``function()`` gives a C
+    function (a ``numba.cfunc``, called for a call on 2+ threads only: compiling one
+    costs 0.6-0.7 s) that calls it with the arguments its ``entry`` point wrote into the
+    pool's description words; ``entry`` takes its address. ``entry(words, generation, description,
+    ctl, step, tasks, address, helpers, late, *args)`` describes the arguments, opens the
     call to ``helpers`` helpers (:func:`open_native`), runs ``function`` on this thread and
     closes the call (:func:`close_native`, ``late`` its bound), all in one compiled call:
     the helpers, which spin in compiled code between calls (:func:`_idle`), start on it
@@ -680,13 +682,14 @@ def run_native(entry: Callable[..., int], function: int, kernel: Callable[..., i
     parts = _parts(tasks, nbytes, False)
     joined = None
     if parts:
+        address = function().address  # compiled (or loaded) before the pool is taken
         pool = _get_pool()
         token = next(pool.tokens)
         try:
             if _own(pool.owner, 0, token) == 0:
                 woken = pool.wake()
                 joined = entry(pool.words, pool.generation, pool.description, pool.native,
-                               _step(tasks, parts, multiple), tasks, function, parts - 1,
+                               _step(tasks, parts, multiple), tasks, address, parts - 1,
                                _bound(WAIT_SECONDS)[0], *args)
         finally:
             _own(pool.owner, token, 0)

@@ -186,14 +186,14 @@ def run_gemv(kernel: Any, name: str, tasks: int, nbytes: int, xl: np.ndarray,
     ``name`` tells the kernel apart from every other (the key of its C function in the
     disk cache).
     """
-    function = _c_function(_call, kernel, name, xl.dtype.type).address
+    function = functools.partial(_c_function, _call, kernel, name, xl.dtype.type)
     if not run_native(_enter, function, kernel, tasks, nbytes, xl, *args):
         run_claimed(kernel, tasks, nbytes, xl, *args)
 
 
 def run_blocks(kernel: Any, tasks: int, nbytes: int, *args: Any) -> None:
     """``run_claimed(kernel, tasks, nbytes, *args, multiple=1)`` for group_gemv.py's kernel."""
-    function = _c_function(_call_blocks, kernel, "blocks", np.int8).address
+    function = functools.partial(_c_function, _call_blocks, kernel, "blocks", np.int8)
     if not run_native(_enter_blocks, function, kernel, tasks, nbytes, *args, multiple=1):
         run_claimed(kernel, tasks, nbytes, *args, multiple=1)
 
