@@ -137,19 +137,26 @@ assert big.nbytes >= _parallel.MIN_PARALLEL_BYTES
 tn.quantize(big)
 tn.quantize_activations(big)
 report += [_parallel._pool is not None, compiled()]
+w = tn.quantize(rng.standard_normal((2048, 2048)).astype(np.float32))  # 1 MiB of codes
+_parallel.MISSES, _parallel._get_pool().alone = 1 << 30, 0  # on 2 threads, however late
+tn.linear(rng.standard_normal(2048).astype(np.float32), w)  # the first native call
+report += [compiled()]
 print(json.dumps(report))
 """
 
 
 def test_the_pool_starts_with_the_first_parallel_call_and_compiles_its_waits():
-    """Small calls leave the pool unstarted and its kernels uncompiled; then three, once each.
+    """Small calls leave the pool unstarted and its kernels uncompiled; then two, once
+    each, and the first native call a third.
 
-    The caller's wait and the clock's rate are one kernel (``_spin``; with the helpers'
-    wait they were four: 0.5-1.5 s of compiling at the first parallel call), the
-    helpers' wait ``_idle`` (it runs native calls too), and ``_own`` (taking the pool).
+    The waits of the caller and of the helpers and the clock's rate are one kernel
+    (``_spin``; they were four: 0.5-1.5 s of compiling at the first parallel call),
+    ``_own`` takes the pool; the helpers' wait that runs native calls, ``_idle`` (0.2 s),
+    is compiled at the first of them.
     """
     out = run_python(POOL, NUMBA_NUM_THREADS="2")
     assert out.returncode == 0, out.stderr
-    unstarted, before, started, after = json.loads(out.stdout)
+    unstarted, before, started, after, native = json.loads(out.stdout)
     assert unstarted and before == {}
-    assert started and after == {"_spin": 1, "_idle": 1, "_own": 1}
+    assert started and after == {"_spin": 1, "_own": 1}
+    assert native == {"_spin": 1, "_own": 1, "_idle": 1}

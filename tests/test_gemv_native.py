@@ -127,31 +127,30 @@ def _problem(rows=64, units=BLOCK_BYTES, int8=True):
                                                                                      np.int32)
     args = [xl, xneg, np.full(1, 0.5, np.float32), w, np.full((rows, 1), 0.25, np.float32),
             units, int8, np.zeros((1, rows), np.float32)]
-    kernel, name = _gemv_kernel(units, units, 1, int8)
+    kernel = _gemv_kernel(units, units, 1, int8)
     kernel(*args, np.array([0, rows], np.int64), rows)
     want = args[-1].copy()
     args[-1][:] = 0
-    return kernel, name, args, want
+    return kernel, args, want
 
 
 @pytest.mark.parametrize("int8", [True, False])
 def test_refused_arguments_take_the_claimed_route(two_threads, monkeypatch, int8):
     """Arrays the C functions do not take (not C-contiguous, another dtype) are refused
     before the call opens, and the claimed route computes the same."""
-    kernel, name, args, want = _problem(4096, int8=int8)
+    kernel, args, want = _problem(4096, int8=int8)
     claimed = []
     run = P.run_claimed
     monkeypatch.setattr(gemv_native, "run_claimed", lambda *a: claimed.append(run(*a)))
     wide = np.zeros((1, 2 * want.shape[1]), np.float32)
     strided = [*args[:-1], wide[:, ::2]]  # y a view of every other element
-    gemv_native.run_gemv(kernel, name, 4096, 1 << 30, *strided)
+    gemv_native.run_gemv(kernel, 4096, 1 << 30, *strided)
     np.testing.assert_array_equal(wide[:, ::2], want)
     assert len(claimed) == 1
     scales = args[4].astype(np.float64)  # another dtype of scales: refused, not misread
-    assert not gemv_native._described(args[0], args[1], args[2], args[3], scales, args[7])
     assert gemv_native._enter(np.zeros(8, np.int64), np.zeros(1, np.int64),
                               np.zeros(P.DESCRIPTION_WORDS, np.int64), np.zeros(2, np.int64),
-                              8, 4096, 0, 1, 0, *args[:4], scales, *args[5:]) == -1
+                              8, 4096, (0, 0), 1, 0, *args[:4], scales, *args[5:]) == -1
 
 
 @pytest.mark.skipif(group_gemv.ROW_TILE is None, reason="the CPU lacks the GEMV of laid-out "
@@ -176,19 +175,31 @@ def test_refused_arguments_of_laid_out_rows_take_the_claimed_route(two_threads, 
     assert len(claimed) == 1
 
 
-def test_a_c_function_is_compiled_for_calls_on_two_threads_only(two_threads):
-    """Compiling one costs 0.6-0.7 s: a call alone (one thread, small weights) never does."""
-    kernel, _, args, want = _problem(int8=False)
-    name = "test-only"  # a name of its own: a new C function
-    compiled = gemv_native._c_function.cache_info().currsize
+def test_a_c_function_is_looked_up_for_calls_on_two_threads_only(two_threads, monkeypatch):
+    """A call alone (one thread, small weights) neither compiles nor loads a C function,
+    nor the kernel's compilation for it."""
+    kernel, args, want = _problem(int8=False)
+    looked_up = []
+    target = gemv_native._target
+    monkeypatch.setattr(gemv_native, "_target", lambda *a: looked_up.append(a) or target(*a))
     with _threads.limit(1):
-        gemv_native.run_gemv(kernel, name, 64, 1 << 30, *args)
-    gemv_native.run_gemv(kernel, name, 64, 1, *args)
-    assert gemv_native._c_function.cache_info().currsize == compiled
+        gemv_native.run_gemv(kernel, 64, 1 << 30, *args)
+    gemv_native.run_gemv(kernel, 64, 1, *args)
+    assert not looked_up
     np.testing.assert_array_equal(args[-1], want)
-    gemv_native.run_gemv(kernel, name, 64, 1 << 30, *args)
-    assert gemv_native._c_function.cache_info().currsize == compiled + 1
+    gemv_native.run_gemv(kernel, 64, 1 << 30, *args)
+    assert looked_up == [(gemv_native._call, kernel, np.float32)]
     np.testing.assert_array_equal(args[-1], want)
+
+
+def test_one_c_function_a_template_and_dtype_calls_every_kernel():
+    """The kernels share their template's C function, which calls each at its own address
+    (no kernel compiled into a C function: 0.6-0.7 s each, cold, when they were)."""
+    one, other = (_gemv_kernel(BLOCK_BYTES, BLOCK_BYTES, groups, True) for groups in (1, 4))
+    assert one is not other
+    first, second = (gemv_native._target(gemv_native._call, k, np.int8) for k in (one, other))
+    assert first[0] == second[0] and first[1] != second[1]
+    assert gemv_native._target(gemv_native._call, one, np.float32)[0] != first[0]
 
 
 def _described(int8=True):
@@ -197,11 +208,11 @@ def _described(int8=True):
     Its arrays come back last: the description holds their addresses (the control words'
     too), and they must live while it is used.
     """
-    kernel, name, args, want = _problem(int8=int8)
+    kernel, args, want = _problem(int8=int8)
     words, generation = np.zeros(P.WORDS, np.int64), np.zeros(1, np.int64)
     description, ctl = np.zeros(P.DESCRIPTION_WORDS, np.int64), np.zeros(2, np.int64)
-    function = gemv_native._c_function(gemv_native._call, kernel, name, args[0].dtype.type).address
-    gemv_native._enter(words, generation, description, ctl, 8, 64, function, 0, 1 << 62, *args)
+    target = gemv_native._target(gemv_native._call, kernel, args[0].dtype.type)
+    gemv_native._enter(words, generation, description, ctl, 8, 64, target, 0, 1 << 62, *args)
     np.testing.assert_array_equal(args[-1], want)
     args[-1][:] = 0
     ctl[P.NEXT] = 0

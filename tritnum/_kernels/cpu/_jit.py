@@ -21,6 +21,8 @@ from numba.core.caching import FunctionCache
 from ..._config import CACHE
 from ..._isa import CACHEABLE
 
+_INTERNAL_API = ("_Cache",)
+
 _KERNELS = Path(__file__).resolve().parents[1]
 
 
@@ -40,21 +42,6 @@ class _Cache(FunctionCache):
 
     def _index_key(self, sig: Any, codegen: Any) -> tuple:
         return (*super()._index_key(sig, codegen), SOURCES)
-
-
-class NamedCache(_Cache):
-    """:class:`_Cache` for copies of one function that differ in their globals only.
-
-    numba keys a function's cache entries on its code and closure, not its globals: the
-    copies' entries are told apart by ``name``, which must be the same in every process.
-    """
-
-    def __init__(self, py_func: Callable, name: str) -> None:
-        super().__init__(py_func)
-        self.name = name
-
-    def _index_key(self, sig: Any, codegen: Any) -> tuple:
-        return (*super()._index_key(sig, codegen), self.name)
 
 
 def jit(**options: Any) -> Callable[[Callable], Any]:

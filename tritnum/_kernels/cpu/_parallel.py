@@ -49,8 +49,8 @@ spends 9-10 µs per call in Python and in the quantizer before the kernel starts
 and after it ends.
 
 The 2bit GEMV's kernels go further still (:func:`run_native`): their helpers never
-return to Python. Each kernel has a C function (``gemv_native``) that rebuilds its
-arrays from addresses; the caller's one compiled entry point writes those addresses,
+return to Python. A C function (``gemv_native``) rebuilds a call's arrays from addresses
+and calls its kernel at another; the caller's one compiled entry point writes those addresses,
 opens the call, runs its own share and waits for the helpers, and a helper spinning
 between calls (:func:`_idle`) runs the C function where it spins. No thread takes the
 GIL inside the call: a helper starts as soon as the call opens (before the caller's
@@ -147,8 +147,9 @@ def _spin(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, 
     again: the callers' flags never change back. The store comes first and without
     the GIL, which the caller has released.
 
-    Every wait of the pool but a helper's between calls (:func:`_idle`, which also runs
-    native calls) is this one kernel (a caller waiting for its helpers, the clock's rate):
+    Every wait of the pool but a helper's between calls once native calls came
+    (:func:`_idle`, which also runs them) is this one kernel (a caller waiting for its
+    helpers, the clock's rate, a helper's wait until then):
     where it replaced four kernels, the first parallel call compiled it in 0.19-0.25 s
     against their 0.54-0.57 s (empty cache, load 3.6).
     """
@@ -414,6 +415,9 @@ class _Pool:
         self.owner = np.zeros(1, np.int64)
         self.tokens = itertools.count(1)  # next() on it is atomic under the GIL
         self.closed = False
+        # helpers wait in _idle, which runs native calls, once the first one compiled it
+        # (run_native); in _spin before (the first parallel call compiles less)
+        self.serving = False
         self.helpers = [threading.Thread(target=self._serve, args=(slot,), daemon=True,
                                          name=f"tritnum-{slot}") for slot in range(helpers)]
         for t in self.helpers:
@@ -439,9 +443,13 @@ class _Pool:
     def _serve(self, slot: int) -> None:
         seen = 0
         while not self.closed:
-            came, seen = _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(),
-                               self.claimed, YIELD_EVERY, self.inside, slot, self.words,
-                               self.description, self.native)
+            if self.serving:
+                came, seen = _idle(self.generation, seen, *_bound(SPIN_SECONDS), _settle(),
+                                   self.claimed, YIELD_EVERY, self.inside, slot, self.words,
+                                   self.description, self.native)
+            else:  # a native call coming now is joined from _idle at the next round
+                came = _spin(self.generation, seen, *_bound(SPIN_SECONDS), _settle(),
+                             self.claimed, YIELD_EVERY, self.inside, slot, 0) < 0
             if not came:
                 with self.cond:
                     self.sleepers += 1
@@ -544,12 +552,17 @@ def _own(owner, expected, new):
     return compare_exchange(owner, 0, expected, new)
 
 
-def warm_pool() -> None:
-    """Compile (or load from the cache) the pool's waits, without starting its threads."""
+def warm_pool(native: bool = True) -> None:
+    """Compile (or load from the cache) the pool's kernels, without starting its threads.
+
+    With ``native``, the helpers' wait that runs native calls (:func:`_idle`, 0.2 s to
+    compile), which the pool compiles at its first native call, not at its start.
+    """
     _rates()
-    none = np.zeros(1, np.int64)
-    _idle(none, 0, 0, 1, 0, none, 0, none, 0, np.zeros(WORDS, np.int64), none, none)
     _own(np.zeros(1, np.int64), 0, 0)
+    if native:
+        none = np.zeros(1, np.int64)
+        _idle(none, 0, 0, 1, 0, none, 0, none, 0, np.zeros(WORDS, np.int64), none, none)
 
 
 def _get_pool() -> _Pool:
@@ -561,7 +574,7 @@ def _get_pool() -> _Pool:
         if _pool is None:
             # compiled (or loaded) here, never on a helper: a helper holding numba's compiler
             # lock when the process forks would leave the child's lock held forever
-            warm_pool()
+            warm_pool(native=False)
             _pool = _Pool(max(1, numba.config.NUMBA_NUM_THREADS - 1))
         return _pool
 
@@ -659,17 +672,18 @@ def _step(tasks: int, parts: int, multiple: int) -> int:
     return -(-per_chunk // multiple) * multiple
 
 
-def run_native(entry: Callable[..., int], function: Callable[[], Any],
+def run_native(entry: Callable[..., int], target: Callable[[], Any],
                kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
                multiple: int = CLAIM_MULTIPLE) -> bool:
     """:func:`run_claimed` for a kernel that the helpers run without returning to Python.
 
-    ``kernel(*args, ctl, tasks)`` claims its chunks as there; ``function()`` gives a C
-    function (a ``numba.cfunc``, called for a call on 2+ threads only: compiling one
-    costs 0.6-0.7 s) that calls it with the arguments its ``entry`` point wrote into the
-    pool's description words; ``entry`` takes its address. ``entry(words, generation, description,
-    ctl, step, tasks, address, helpers, late, *args)`` describes the arguments, opens the
-    call to ``helpers`` helpers (:func:`open_native`), runs ``function`` on this thread and
+    ``kernel(*args, ctl, tasks)`` claims its chunks as there; ``target()`` gives the
+    addresses (integers) by which ``entry`` calls it, among them a C function's that
+    calls it with the arguments ``entry`` wrote into the pool's description words (called
+    for a call on 2+ threads only: it may compile). ``entry(words, generation,
+    description, ctl, step, tasks, target, helpers, late, *args)`` describes the
+    arguments, opens the call to ``helpers`` helpers (:func:`open_native`), runs the C
+    function on this thread and
     closes the call (:func:`close_native`, ``late`` its bound), all in one compiled call:
     the helpers, which spin in compiled code between calls (:func:`_idle`), start on it
     while this thread enters its own share, and never take the GIL (:func:`run_claimed`'s
@@ -682,14 +696,17 @@ def run_native(entry: Callable[..., int], function: Callable[[], Any],
     parts = _parts(tasks, nbytes, False)
     joined = None
     if parts:
-        address = function().address  # compiled (or loaded) before the pool is taken
+        addresses = target()  # compiled (or loaded) before the pool is taken
         pool = _get_pool()
+        if not pool.serving:  # compiled here, never on a helper (see _get_pool)
+            warm_pool()
+            pool.serving = True
         token = next(pool.tokens)
         try:
             if _own(pool.owner, 0, token) == 0:
                 woken = pool.wake()
                 joined = entry(pool.words, pool.generation, pool.description, pool.native,
-                               _step(tasks, parts, multiple), tasks, address, parts - 1,
+                               _step(tasks, parts, multiple), tasks, addresses, parts - 1,
                                _bound(WAIT_SECONDS)[0], *args)
         finally:
             _own(pool.owner, token, 0)

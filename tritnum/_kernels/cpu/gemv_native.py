@@ -1,17 +1,21 @@
-"""The 2bit GEMV kernels as C functions, for helper threads that never return to Python.
+"""The 2bit GEMV kernels run by helper threads that never return to Python.
 
 A GEMV kernel of :mod:`.matmul` (``kernel(xl, xneg, xscale, w, scales, segment,
 prefetch, y, ctl, t1)``, all arrays C-contiguous) runs on 2+ threads through
 :func:`._parallel.run_native`: :func:`_enter` writes the arrays' addresses and shapes
-into the pool's description words (the layout below) and opens the call, and every
-thread, this one too, runs the kernel's C function (:func:`_c_function`, a
-``numba.cfunc`` compiled, or loaded from the disk cache, at the kernel's first
-parallel call), which rebuilds the arrays from those words and calls the kernel.
+and the kernel's address into the pool's description words (the layout below) and opens
+the call, and every thread, this one too, runs a C function (:func:`_c_function`, a
+``numba.cfunc``, one a kind of kernel and dtype of the activations, compiled or loaded
+from the disk cache at the first parallel call of its kind) that rebuilds the arrays
+from those words and calls the kernel at that address (its C wrapper, which numba
+compiled with the kernel: the C function does not compile the kernel again).
 
 The entry point checks what the C function takes for granted: every array
 C-contiguous, of its dtype and number of dimensions (a check of the compiled types, free
 at run time); a call it refuses (-1) runs on :func:`._parallel.run_claimed` instead.
-The C functions cannot pass on an exception: the GEMV kernels raise none.
+The kernel's address is that of its compilation for exactly the types the C function
+passes (:func:`_kernel_address`). The C functions cannot pass on an exception: the GEMV
+kernels raise none.
 """
 
 from __future__ import annotations
@@ -22,15 +26,15 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba import literal_unroll, types
+from numba import types
 from numba.core import sigutils
 from numba.core.ccallback import CFunc
-from numba.extending import overload
+from numba.extending import intrinsic
 
 from ..._config import CACHE
 from ..._isa import CACHEABLE
-from ._jit import NamedCache, jit
-from ._llvm.calls import address_pointer, call_address
+from ._jit import _Cache, jit
+from ._llvm.calls import address_pointer, call_address, call_compiled, describe
 from ._parallel import (
     DESCRIPTION_WORDS,
     WORDS,
@@ -41,93 +45,109 @@ from ._parallel import (
 )
 
 # The description words of a GEMV of matmul.py: each array's address then its shape
-# (:func:`_put`), then the scalars.
+# (:func:`describe`), then the scalars.
 XL, XNEG, XSCALE, W, SCALES, SEGMENT, PREFETCH, Y, CTL, T1 = 0, 3, 6, 8, 11, 14, 15, 16, 19, 21
 # and of group_gemv.py's (``_gemv_blocks(a, xsum, codes, laid, xscale, y, ctl, t1)``)
 A, XSUM, CODES, LAID, BSCALE, BY, BCTL, BT1 = 0, 5, 9, 14, 18, 20, 23, 25
+KERNEL = DESCRIPTION_WORDS - 1  # the kernel's address, for either
 C_SIGNATURE = types.int64(types.CPointer(types.int64))
 
 
-def _c_arrays(arrays: tuple) -> bool:
-    """Whether numba types ``(type, dtype, ndim)`` are C-contiguous arrays of those."""
-    return all(isinstance(a, types.Array) and a.layout == "C" and a.dtype == dtype
-               and a.ndim == ndim for a, dtype, ndim in arrays)
+def _array(dtype: Any, ndim: int) -> types.Array:
+    return types.Array(dtype, ndim, "C")
 
 
-def _described(xl, xneg, xscale, w, scales, y):
-    """Whether a GEMV's arrays are what the C functions take (C-contiguous, their dtypes)."""
+def _gemv_types(dtype: Any) -> tuple:
+    """The numba types a GEMV kernel of matmul.py gets from its C function (``dtype``: xl's)."""
+    return (_array(dtype, 2), _array(types.int32, 2), _array(types.float32, 1),
+            _array(types.uint8, 2), _array(types.float32, 2), types.int64, types.boolean,
+            _array(types.float32, 2), _array(types.int64, 1), types.int64)
 
 
-@overload(_described)
-def _described_types(xl, xneg, xscale, w, scales, y):
-    """:func:`_described` from the arrays' numba types: a constant of the compiled entry."""
-    described = _c_arrays(((xl, xl.dtype if xl.dtype in (types.int8, types.float32) else None,
-                            2), (xneg, types.int32, 2), (xscale, types.float32, 1),
-                           (w, types.uint8, 2), (scales, types.float32, 2),
-                           (y, types.float32, 2)))
-    return lambda xl, xneg, xscale, w, scales, y: described
+def _blocks_types(dtype: Any = types.int8) -> tuple:
+    """The numba types of group_gemv.py's kernel, as :func:`_gemv_types`."""
+    return (_array(dtype, 4), _array(types.int32, 3), _array(types.uint8, 4),
+            _array(types.float32, 3), _array(types.float32, 1), _array(types.float32, 2),
+            _array(types.int64, 1), types.int64)
 
 
-def _described_blocks(a, xsum, codes, laid, xscale, y):
+def _c_arrays(arrays: tuple, kinds: tuple) -> bool:
+    """Whether numba types ``arrays`` are C-contiguous arrays of ``kinds``' dtypes and ranks."""
+    return all(isinstance(a, types.Array) and a.layout == "C" and a.dtype == kind.dtype
+               and a.ndim == kind.ndim for a, kind in zip(arrays, kinds, strict=True))
+
+
+def _constant(value: bool) -> Any:
+    """An intrinsic's codegen giving the boolean ``value``."""
+    def codegen(context, builder, sig, args):
+        return context.get_constant(types.boolean, value)
+
+    return codegen
+
+
+@intrinsic
+def _described(typingctx, xl, xneg, xscale, w, scales, y):
+    """Whether a GEMV's arrays are what the C functions take (C-contiguous, their dtypes).
+
+    A constant of the compiled entry point, from the arrays' numba types (an intrinsic:
+    an ``@overload`` compiled a function of its own, 0.08 s at the first call).
+    """
+    dtype = getattr(xl, "dtype", None)
+    kinds = _gemv_types(dtype)
+    described = (dtype in (types.int8, types.float32)
+                 and _c_arrays((xl, xneg, xscale, w, scales, y), kinds[:5] + kinds[7:8]))
+    return types.boolean(xl, xneg, xscale, w, scales, y), _constant(described)
+
+
+@intrinsic
+def _described_blocks(typingctx, a, xsum, codes, laid, xscale, y):
     """:func:`_described` for the GEMV of laid-out rows."""
-
-
-@overload(_described_blocks)
-def _described_blocks_types(a, xsum, codes, laid, xscale, y):
-    described = _c_arrays(((a, types.int8, 4), (xsum, types.int32, 3), (codes, types.uint8, 4),
-                           (laid, types.float32, 3), (xscale, types.float32, 1),
-                           (y, types.float32, 2)))
-    return lambda a, xsum, codes, laid, xscale, y: described
+    described = _c_arrays((a, xsum, codes, laid, xscale, y), _blocks_types()[:6])
+    return types.boolean(a, xsum, codes, laid, xscale, y), _constant(described)
 
 
 @jit()
-def _put(d, placed):
-    """For each ``(k, a)`` of ``placed``: array ``a``'s address, then its shape, from ``d[k]``."""
-    for pair in literal_unroll(placed):
-        k, a = pair[0], pair[1]
-        d[k] = a.ctypes.data
-        for i in range(a.ndim):
-            d[k + 1 + i] = a.shape[i]
+def _run(words, generation, description, ctl, step, t1, target, helpers, late):
+    """A described call: its control words set, opened, this thread's share, closed.
 
-
-@jit(inline="always")
-def _run(words, generation, description, ctl, step, t1, function, helpers, late):
-    """A described call: its control words set, opened, this thread's share, closed."""
+    ``target`` is the C function's address and the kernel's.
+    """
     ctl[0], ctl[1] = 0, step
-    g = open_native(words, generation, function, helpers, t1)
-    call_address(function, description)
+    description[KERNEL] = target[1]
+    g = open_native(words, generation, target[0], helpers, t1)
+    call_address(target[0], description)
     return close_native(words, g, late)
 
 
 @jit()
-def _enter(words, generation, description, ctl, step, t1, function, helpers, late, xl, xneg,
+def _enter(words, generation, description, ctl, step, t1, target, helpers, late, xl, xneg,
            xscale, w, scales, segment, prefetch, y):
     """:func:`._parallel.run_native`'s entry point for the GEMV; -1 for arguments it refuses."""
     if not _described(xl, xneg, xscale, w, scales, y):
         return -1
     d = description
-    _put(d, ((XL, xl), (XNEG, xneg), (XSCALE, xscale), (W, w), (SCALES, scales), (Y, y),
-             (CTL, ctl)))
+    describe(d, ((XL, xl), (XNEG, xneg), (XSCALE, xscale), (W, w), (SCALES, scales), (Y, y),
+                 (CTL, ctl)))
     d[SEGMENT], d[PREFETCH], d[T1] = segment, prefetch, t1
-    return _run(words, generation, description, ctl, step, t1, function, helpers, late)
+    return _run(words, generation, description, ctl, step, t1, target, helpers, late)
 
 
 @jit()
-def _enter_blocks(words, generation, description, ctl, step, t1, function, helpers, late, a,
+def _enter_blocks(words, generation, description, ctl, step, t1, target, helpers, late, a,
                   xsum, codes, laid, xscale, y):
     """:func:`_enter` for the GEMV of laid-out rows."""
     if not _described_blocks(a, xsum, codes, laid, xscale, y):
         return -1
     description[BT1] = t1
-    _put(description, ((A, a), (XSUM, xsum), (CODES, codes), (LAID, laid), (BSCALE, xscale),
-                       (BY, y), (BCTL, ctl)))
-    return _run(words, generation, description, ctl, step, t1, function, helpers, late)
+    describe(description, ((A, a), (XSUM, xsum), (CODES, codes), (LAID, laid),
+                           (BSCALE, xscale), (BY, y), (BCTL, ctl)))
+    return _run(words, generation, description, ctl, step, t1, target, helpers, late)
 
 
-# The C functions' bodies (templates): ``KERNEL`` on the arrays ``d`` describes. Each C
-# function is one of them with its own globals ``KERNEL`` and ``DTYPE`` (the activations'
-# dtype), not a closure: numba keys a closure's cache entry on its pickled cells, and a
-# kernel's pickle differs in each process (a new cache entry every time, never a hit).
+# The C functions' bodies (templates): the kernel at ``d[KERNEL]`` on the arrays ``d``
+# describes. Each C function is one of them with its own global ``DTYPE`` (the
+# activations' dtype), not a closure: numba keys a closure's cache entry on its pickled
+# cells, which can differ between processes (a new cache entry every time, never a hit).
 
 
 def _call(d):
@@ -140,13 +160,13 @@ def _call(d):
                           np.float32)
     y = numba.carray(address_pointer(d[Y]), (d[Y + 1], d[Y + 2]), np.float32)
     ctl = numba.carray(address_pointer(d[CTL]), (d[CTL + 1],), np.int64)
-    return KERNEL(xl, xneg, xscale, w, scales, d[SEGMENT], d[PREFETCH] != 0,  # noqa: F821
-                  y, ctl, d[T1])
+    return call_compiled(d[KERNEL], (xl, xneg, xscale, w, scales, d[SEGMENT],
+                                     d[PREFETCH] != 0, y, ctl, d[T1]))
 
 
 def _call_blocks(d):
     """The GEMV of laid-out rows (group_gemv.py)."""
-    a = numba.carray(address_pointer(d[A]), (d[A + 1], d[A + 2], d[A + 3], d[A + 4]), np.int8)
+    a = numba.carray(address_pointer(d[A]), (d[A + 1], d[A + 2], d[A + 3], d[A + 4]), DTYPE)  # noqa: F821
     xsum = numba.carray(address_pointer(d[XSUM]), (d[XSUM + 1], d[XSUM + 2], d[XSUM + 3]),
                         np.int32)
     codes = numba.carray(address_pointer(d[CODES]),
@@ -156,62 +176,79 @@ def _call_blocks(d):
     xscale = numba.carray(address_pointer(d[BSCALE]), (d[BSCALE + 1],), np.float32)
     y = numba.carray(address_pointer(d[BY]), (d[BY + 1], d[BY + 2]), np.float32)
     ctl = numba.carray(address_pointer(d[BCTL]), (d[BCTL + 1],), np.int64)
-    return KERNEL(a, xsum, codes, laid, xscale, y, ctl, d[BT1])  # noqa: F821
+    return call_compiled(d[KERNEL], (a, xsum, codes, laid, xscale, y, ctl, d[BT1]))
+
+
+# each template and the types it passes its kernel
+_TYPES = {_call: _gemv_types, _call_blocks: _blocks_types}
 
 
 @functools.cache
-def _c_function(template: Any, kernel: Any, name: str, dtype: type) -> CFunc:
-    """``kernel``'s C function from ``template``, for activations of ``dtype``.
+def _c_function(template: Any, dtype: type) -> CFunc:
+    """``template``'s C function for activations of ``dtype``, compiled or loaded.
 
-    ``name`` is the kernel's, the same in every process. Kept here for the life of the
-    process: its machine code must outlive every call that hands its address to a helper.
+    Kept here for the life of the process: its machine code must outlive every call that
+    hands its address to a helper.
     """
-    call = FunctionType(template.__code__, {**globals(), "KERNEL": kernel, "DTYPE": dtype})
-    # a cache index file of its own (numba names it after the qualified name): processes
-    # saving two C functions at once into one index could pair one's key with the other's
-    # code (numba's save takes no lock); each file now only ever holds the same code
-    name = f"{name}-{np.dtype(dtype).name}"
-    call.__qualname__ = f"_call_{name.replace('-', '_')}"
+    call = FunctionType(template.__code__, {**globals(), "DTYPE": dtype})
+    # its own qualified name, so its own cache index file: numba's save takes no lock, and
+    # two processes saving two C functions into one index at once could pair one's key
+    # with the other's code
+    call.__qualname__ = f"{template.__name__}_{np.dtype(dtype).name}"
     compiled = CFunc(call, sigutils.normalize_signature(C_SIGNATURE), {}, {"nopython": True})
     if CACHE and CACHEABLE:
-        compiled._cache = NamedCache(call, name)
+        compiled._cache = _Cache(call)
     compiled.compile()
     return compiled
 
 
-def run_gemv(kernel: Any, name: str, tasks: int, nbytes: int, xl: np.ndarray,
-             *args: Any) -> None:
-    """``run_claimed(kernel, tasks, nbytes, xl, *args)``, its threads without the GIL.
+@functools.cache
+def _kernel_address(template: Any, kernel: Any, dtype: type) -> int:
+    """The address of ``kernel``'s C wrapper for the types ``template`` passes it.
 
-    ``name`` tells the kernel apart from every other (the key of its C function in the
-    disk cache).
+    numba compiles (or loads) that signature if no call did yet; a dispatcher keeps what
+    it compiled for the life of the process.
     """
-    function = functools.partial(_c_function, _call, kernel, name, xl.dtype.type)
-    if not run_native(_enter, function, kernel, tasks, nbytes, xl, *args):
+    kinds = _TYPES[template](numba.from_dtype(np.dtype(dtype)))
+    compiled = kernel.get_compile_result(types.int64(*kinds))
+    if compiled.signature.return_type != types.int64:
+        raise TypeError(f"{kernel} returns {compiled.signature.return_type}, not an int64")
+    return compiled.library.get_pointer_to_function(compiled.fndesc.llvm_cfunc_wrapper_name)
+
+
+def _target(template: Any, kernel: Any, dtype: type) -> tuple[int, int]:
+    """The addresses :func:`_run` takes: ``template``'s C function's, ``kernel``'s."""
+    return _c_function(template, dtype).address, _kernel_address(template, kernel, dtype)
+
+
+def run_gemv(kernel: Any, tasks: int, nbytes: int, xl: np.ndarray, *args: Any) -> None:
+    """``run_claimed(kernel, tasks, nbytes, xl, *args)``, its threads without the GIL."""
+    target = functools.partial(_target, _call, kernel, xl.dtype.type)
+    if not run_native(_enter, target, kernel, tasks, nbytes, xl, *args):
         run_claimed(kernel, tasks, nbytes, xl, *args)
 
 
 def run_blocks(kernel: Any, tasks: int, nbytes: int, *args: Any) -> None:
     """``run_claimed(kernel, tasks, nbytes, *args, multiple=1)`` for group_gemv.py's kernel."""
-    function = functools.partial(_c_function, _call_blocks, kernel, "blocks", np.int8)
-    if not run_native(_enter_blocks, function, kernel, tasks, nbytes, *args, multiple=1):
+    target = functools.partial(_target, _call_blocks, kernel, np.int8)
+    if not run_native(_enter_blocks, target, kernel, tasks, nbytes, *args, multiple=1):
         run_claimed(kernel, tasks, nbytes, *args, multiple=1)
 
 
-def warm_gemv(kernel: Any, name: str, tasks: int, xl: np.ndarray, *args: Any) -> None:
-    """:func:`run_gemv`'s entry point and ``kernel``'s C function compiled (or loaded).
+def warm_gemv(kernel: Any, tasks: int, xl: np.ndarray, *args: Any) -> None:
+    """:func:`run_gemv`'s entry point and C function, and ``kernel``, compiled (or loaded).
 
     The call runs on this thread alone, on words of its own (no helper).
     """
-    _alone(_enter, _c_function(_call, kernel, name, xl.dtype.type), tasks, xl, *args)
+    _alone(_enter, _target(_call, kernel, xl.dtype.type), tasks, xl, *args)
 
 
 def warm_blocks(kernel: Any, tasks: int, *args: Any) -> None:
     """:func:`warm_gemv` for :func:`run_blocks`."""
-    _alone(_enter_blocks, _c_function(_call_blocks, kernel, "blocks", np.int8), tasks, *args)
+    _alone(_enter_blocks, _target(_call_blocks, kernel, np.int8), tasks, *args)
 
 
-def _alone(entry: Any, function: CFunc, tasks: int, *args: Any) -> None:
+def _alone(entry: Any, target: tuple[int, int], tasks: int, *args: Any) -> None:
     words, generation = np.zeros(WORDS, np.int64), np.zeros(1, np.int64)
     description, ctl = np.zeros(DESCRIPTION_WORDS, np.int64), np.zeros(2, np.int64)
-    entry(words, generation, description, ctl, tasks, tasks, function.address, 0, 0, *args)
+    entry(words, generation, description, ctl, tasks, tasks, target, 0, 0, *args)

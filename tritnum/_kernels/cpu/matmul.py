@@ -337,25 +337,22 @@ def _gemv_segments(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
     return 0
 
 
-def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> tuple[Any, str]:
-    """The GEMV kernel of the path a call takes, the only one it then compiles, and its name.
+def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> Any:
+    """The GEMV kernel of the path a call takes, the only one it then compiles.
 
     For segments of ``segment`` weight bytes, rows of ``units`` bytes in ``groups``
-    scale groups, int8 (``int8``) or float activations. The name tells it apart from
-    the others in the disk cache (:func:`.gemv_native.run_gemv`).
+    scale groups, int8 (``int8``) or float activations.
     """
     if segment % BLOCK_BYTES:
-        return _gemv_segments, "segments"
+        return _gemv_segments
     if groups == 1:
-        return _gemv_scaled[int8], f"scaled-{int8}"
+        return _gemv_scaled[int8]
     size = units // groups  # weight bytes a group (whole rows of whole blocks)
     if size % BLOCK_BYTES and BLOCK_BYTES % size:  # neither whole blocks nor inside one
-        return _gemv_lanes, "lanes"
+        return _gemv_lanes
     if not int8:
-        size = min(size, BLOCK_BYTES)
-        return _gemv_float_groups[size], f"float-groups-{size}"
-    size = size if size <= BLOCK_BYTES else WHOLE
-    return _gemv_int8_groups[size], f"int8-groups-{size}"
+        return _gemv_float_groups[min(size, BLOCK_BYTES)]
+    return _gemv_int8_groups[size if size <= BLOCK_BYTES else WHOLE]
 
 
 def warm_native() -> None:
@@ -366,7 +363,7 @@ def warm_native() -> None:
     w, scales = np.zeros((8, BLOCK_BYTES), np.uint8), np.ones((8, 1), np.float32)
     for int8 in (True, False):
         xl = np.zeros((1, 4 * BLOCK_BYTES), np.int8 if int8 else np.float32)
-        warm_gemv(*_gemv_kernel(BLOCK_BYTES, BLOCK_BYTES, 1, int8), 8, xl,
+        warm_gemv(_gemv_kernel(BLOCK_BYTES, BLOCK_BYTES, 1, int8), 8, xl,
                   np.zeros((1, 1), np.int32), np.ones(1, np.float32), w, scales, BLOCK_BYTES,
                   int8, np.empty((1, 8), np.float32))
 
@@ -396,8 +393,8 @@ def _gemv(x, xscale, w, fmt, n, scales, segment):
             else np.zeros((rows, groups), np.int32))
     y = np.empty((rows, w.shape[0]), np.float32)
     int8 = x.dtype == np.int8
-    run_gemv(*_gemv_kernel(segment, w.shape[1], groups, int8), w.shape[0], w.nbytes, xl, xneg,
-                xscale, w, scales, segment, int8, y)
+    run_gemv(_gemv_kernel(segment, w.shape[1], groups, int8), w.shape[0], w.nbytes, xl, xneg,
+             xscale, w, scales, segment, int8, y)
     return y
 
 
@@ -661,8 +658,8 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
                             q.view(np.uint32), xl.view(np.uint8), xneg, xscale)
         y = np.empty((m, w.shape[0]), np.float32)
         # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
-        run_gemv(*_gemv_kernel(segment, w.shape[1], scales.shape[1], True), w.shape[0],
-                    w.nbytes, xl, xneg, xscale, w, scales, segment, True, y)
+        run_gemv(_gemv_kernel(segment, w.shape[1], scales.shape[1], True), w.shape[0],
+                 w.nbytes, xl, xneg, xscale, w, scales, segment, True, y)
         xscale = xscale.copy()  # out of the scratch before it is given back
     finally:
         _release(kept)

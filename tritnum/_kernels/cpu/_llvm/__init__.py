@@ -16,8 +16,9 @@ One module per job:
 - :mod:`.cache`: cache control, prefetching rows and streaming (non-temporal) stores.
 - :mod:`.spin`: atomic loads and stores, ``pause``, ``sched_yield`` and the cycle counter,
   for the thread pool's spin-waits (``cpu._parallel``).
-- :mod:`.calls`: an address as a pointer, and a call of a C function at an address (the
-  pool's helpers running the GEMV's C functions, ``cpu.gemv_native``).
+- :mod:`.calls`: an address as a pointer, and calls at an address of a C function or of a
+  compiled numba function (the pool's helpers running the GEMV's C functions, which call
+  the GEMV kernels, ``cpu.gemv_native``).
 
 This module holds the IR helpers they share: the scalar types, :func:`vector`,
 :func:`splat` constants and :func:`broadcast` of a run-time scalar, the one pointer
