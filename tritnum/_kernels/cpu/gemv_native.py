@@ -211,7 +211,7 @@ def _kernel_address(template: Any, kernel: Any, dtype: type) -> int:
     """
     kinds = _TYPES[template](numba.from_dtype(np.dtype(dtype)))
     compiled = kernel.get_compile_result(types.int64(*kinds))
-    if compiled.signature.return_type != types.int64:
+    if types.unliteral(compiled.signature.return_type) != types.int64:  # numba 0.60: Literal
         raise TypeError(f"{kernel} returns {compiled.signature.return_type}, not an int64")
     return compiled.library.get_pointer_to_function(compiled.fndesc.llvm_cfunc_wrapper_name)
 
