@@ -136,6 +136,23 @@ CLOSED = -1  # the owner of a closed pool
 DESCRIPTION_WORDS = 32  # a native call's arguments, as its entry point writes them
 
 
+@jit(inline="always")
+def _settle_until(ready, settle):
+    """Spin until ``ready[0]`` is not 0, at most ``settle`` ticks of :func:`cycles`."""
+    start = cycles()
+    while cycles() - start < settle and load_acquire(ready, 0) == 0:
+        spin_pause()
+
+
+@jit(inline="always")
+def _rest(r, yield_every):
+    """Round ``r`` of a spin: ``sched_yield`` each ``yield_every`` rounds (0: never), or pause."""
+    if yield_every and r % yield_every == yield_every - 1:
+        yield_cpu()
+    else:
+        spin_pause()
+
+
 @jit()
 def _spin(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, word):
     """``words[slot] = word``, then spin while some of ``flags`` equals ``value``, for a while.
@@ -160,16 +177,11 @@ def _spin(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, 
         while i < flags.shape[0] and load_acquire(flags, i) != value:
             i += 1
         if i == flags.shape[0]:
-            seen = cycles()
-            while cycles() - seen < settle and load_acquire(ready, 0) == 0:
-                spin_pause()
+            _settle_until(ready, settle)
             return -1
         if cycles() - start > ticks:
             break
-        if yield_every and r % yield_every == yield_every - 1:
-            yield_cpu()
-        else:
-            spin_pause()
+        _rest(r, yield_every)
     return cycles() - start
 
 
@@ -244,9 +256,7 @@ def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, s
         g = load_acquire(generation, 0)
         if g != seen:
             if load_acquire(words, KIND) != NATIVE:
-                seen_at = cycles()
-                while cycles() - seen_at < settle and load_acquire(ready, 0) == 0:
-                    spin_pause()
+                _settle_until(ready, settle)
                 return True, g
             fetch_add(words, ACTIVE, 1)
             helpers = load_acquire(words, HELPERS)
@@ -259,10 +269,7 @@ def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, s
             continue
         if cycles() - start > ticks:
             break
-        if yield_every and r % yield_every == yield_every - 1:
-            yield_cpu()
-        else:
-            spin_pause()
+        _rest(r, yield_every)
         r += 1
     return False, seen
 
@@ -297,10 +304,7 @@ def close_native(words, g, late):
     start = cycles()
     r = 0
     while fetch_add(words, ACTIVE, 0) != 0:
-        if r % YIELD_EVERY == YIELD_EVERY - 1:
-            yield_cpu()
-        else:
-            spin_pause()
+        _rest(r, YIELD_EVERY)
         r += 1
     return load_acquire(words, JOINED) if cycles() - start <= late else 0
 
