@@ -24,7 +24,7 @@ import pytest
 import tritnum as tn
 from tritnum import _threads
 from tritnum._formats import FORMATS
-from tritnum._kernels.cpu import _parallel, gemv_native, group_gemv, matmul
+from tritnum._kernels.cpu import _parallel, gemv_native, group_gemv, matmul, q8k
 from tritnum._kernels.cpu._llvm.gemv_target import BLOCK_BYTES
 from tritnum._kernels.cpu.matmul import _gemv_kernel
 
@@ -73,7 +73,7 @@ def test_two_threads_equal_one_and_a_helper_joins(two_threads, joins, monkeypatc
     with _threads.limit(1):
         want = tn.linear(x, w, activations=activations)
     claimed = []
-    monkeypatch.setattr(gemv_native, "run_claimed", lambda *a: claimed.append(a))
+    monkeypatch.setattr(gemv_native, "run_claimed", lambda *a, **k: claimed.append(a))
     joins.clear()  # tn.pack's
     for _ in range(30):
         np.testing.assert_array_equal(tn.linear(x, w, activations=activations), want)
@@ -101,11 +101,39 @@ def test_every_gemv_kernel_on_two_threads_equals_one(two_threads, joins, monkeyp
     with _threads.limit(1):
         want = matmul._gemv(x, xscale, w, fmt, n, scales, segment)
     claimed = []
-    monkeypatch.setattr(gemv_native, "run_claimed", lambda *a: claimed.append(a))
+    monkeypatch.setattr(gemv_native, "run_claimed", lambda *a, **k: claimed.append(a))
     joins.clear()
     for _ in range(5):
         np.testing.assert_array_equal(matmul._gemv(x, xscale, w, fmt, n, scales, segment), want)
     assert not claimed and len(joins) == 5
+
+
+@pytest.mark.skipif(q8k.dot_q8k_vnni is None, reason="the CPU lacks the VNNI GEMV of Q8_K "
+                    "activations (AVX-512 VNNI or AVX-VNNI)")
+def test_q8k_gemv_on_two_threads_equals_one_and_a_helper_joins(two_threads, joins,
+                                                                  monkeypatch):
+    rng = np.random.default_rng(4)
+    w = _weights(rng, 2048, None)  # 1 MiB of codes
+    x = rng.standard_normal((1, 2048), dtype=np.float32)
+    with _threads.limit(1):
+        want = tn.linear(x, w, activations="q8_k")
+    claimed = []
+    monkeypatch.setattr(gemv_native, "run_claimed", lambda *a, **k: claimed.append(a))
+    joins.clear()
+    for _ in range(30):
+        np.testing.assert_array_equal(tn.linear(x, w, activations="q8_k"), want)
+    _until_a_helper_joins(joins, lambda: tn.linear(x, w, activations="q8_k"))
+    assert not claimed
+    # the last call was described for the helpers: the kernel word holds the q8k kernel
+    assert P._get_pool().description[gemv_native.KERNEL] == gemv_native._kernel_address(
+        gemv_native._call_q8k, q8k._q8k_gemv, np.int8)
+    # arrays the C function does not take (float64 scales) are refused before the call opens
+    xl, csum = q8k.laid_out_vnni(np.zeros((1, 256), np.int8), np.zeros((1, 16), np.int16))
+    assert gemv_native._enter_q8k(np.zeros(8, np.int64), np.zeros(1, np.int64),
+                                  np.zeros(P.DESCRIPTION_WORDS, np.int64),
+                                  np.zeros(2, np.int64), 8, 8, (0, 0), 1, 0, xl, csum,
+                                  np.ones((1, 1), np.float32), np.zeros((8, 64), np.uint8),
+                                  np.ones((8, 1)), False, np.empty((1, 8), np.float32)) == -1
 
 
 def _until_a_helper_joins(joins, call):
@@ -141,7 +169,8 @@ def test_refused_arguments_take_the_claimed_route(two_threads, monkeypatch, int8
     kernel, args, want = _problem(4096, int8=int8)
     claimed = []
     run = P.run_claimed
-    monkeypatch.setattr(gemv_native, "run_claimed", lambda *a: claimed.append(run(*a)))
+    monkeypatch.setattr(gemv_native, "run_claimed",
+                        lambda *a, **k: claimed.append(run(*a, **k)))
     wide = np.zeros((1, 2 * want.shape[1]), np.float32)
     strided = [*args[:-1], wide[:, ::2]]  # y a view of every other element
     gemv_native.run_gemv(kernel, 4096, 1 << 30, *strided)

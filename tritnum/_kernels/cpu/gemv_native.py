@@ -1,7 +1,9 @@
 """The 2bit GEMV kernels run by helper threads that never return to Python.
 
 A GEMV kernel of :mod:`.matmul` (``kernel(xl, xneg, xscale, w, scales, segment,
-prefetch, y, ctl, t1)``, all arrays C-contiguous) runs on 2+ threads through
+prefetch, y, ctl, t1)``, all arrays C-contiguous; likewise :mod:`.group_gemv`'s and the
+VNNI GEMV of Q8_K activations of :mod:`.q8k`, each with an entry point and a C function
+of its own) runs on 2+ threads through
 :func:`._parallel.run_native`: :func:`_enter` writes the arrays' addresses and shapes
 and the kernel's address into the pool's description words (the layout below) and opens
 the call, and every thread, this one too, runs a C function (:func:`_c_function`, a
@@ -33,9 +35,12 @@ from numba.extending import intrinsic
 
 from ..._config import CACHE
 from ..._isa import CACHEABLE
-from ._jit import _Cache, jit
+from ._jit import _Cache, jit, jit_where
 from ._llvm.calls import address_pointer, call_address, call_compiled, describe
+from ._llvm.dot_q8k import dot_q8k_vnni
+from ._llvm.gemm import ROW_TILE
 from ._parallel import (
+    CLAIM_MULTIPLE,
     DESCRIPTION_WORDS,
     WORDS,
     close_native,
@@ -49,7 +54,9 @@ from ._parallel import (
 XL, XNEG, XSCALE, W, SCALES, SEGMENT, PREFETCH, Y, CTL, T1 = 0, 3, 6, 8, 11, 14, 15, 16, 19, 21
 # and of group_gemv.py's (``_gemv_blocks(a, xsum, codes, laid, xscale, y, ctl, t1)``)
 A, XSUM, CODES, LAID, BSCALE, BY, BCTL, BT1 = 0, 5, 9, 14, 18, 20, 23, 25
-KERNEL = DESCRIPTION_WORDS - 1  # the kernel's address, for either
+# and of q8k.py's (``_q8k_gemv(xl, csum, xd, w, scales, fused, y, ctl, t1)``)
+QX, QCSUM, QD, QW, QSCALES, QFUSED, QY, QCTL, QT1 = 0, 3, 6, 9, 12, 15, 16, 19, 21
+KERNEL = DESCRIPTION_WORDS - 1  # the kernel's address, for each
 C_SIGNATURE = types.int64(types.CPointer(types.int64))
 
 
@@ -69,6 +76,13 @@ def _blocks_types(dtype: Any = types.int8) -> tuple:
     return (_array(dtype, 4), _array(types.int32, 3), _array(types.uint8, 4),
             _array(types.float32, 3), _array(types.float32, 1), _array(types.float32, 2),
             _array(types.int64, 1), types.int64)
+
+
+def _q8k_types(dtype: Any = types.int8) -> tuple:
+    """The numba types of q8k.py's VNNI GEMV kernel, as :func:`_gemv_types`."""
+    return (_array(dtype, 2), _array(types.int32, 2), _array(types.float32, 2),
+            _array(types.uint8, 2), _array(types.float32, 2), types.boolean,
+            _array(types.float32, 2), _array(types.int64, 1), types.int64)
 
 
 def _c_arrays(arrays: tuple, kinds: tuple) -> bool:
@@ -92,11 +106,12 @@ def _described(typingctx, xl, xneg, xscale, w, scales, y):
     A constant of the compiled entry point, from the arrays' numba types (an intrinsic:
     an ``@overload`` compiled a function of its own, 0.08 s at the first call).
     """
+    sig = types.boolean(xl, xneg, xscale, w, scales, y)
     dtype = getattr(xl, "dtype", None)
+    if dtype not in (types.int8, types.float32):
+        return sig, _constant(False)
     kinds = _gemv_types(dtype)
-    described = (dtype in (types.int8, types.float32)
-                 and _c_arrays((xl, xneg, xscale, w, scales, y), kinds[:5] + kinds[7:8]))
-    return types.boolean(xl, xneg, xscale, w, scales, y), _constant(described)
+    return sig, _constant(_c_arrays((xl, xneg, xscale, w, scales, y), kinds[:5] + kinds[7:8]))
 
 
 @intrinsic
@@ -104,6 +119,14 @@ def _described_blocks(typingctx, a, xsum, codes, laid, xscale, y):
     """:func:`_described` for the GEMV of laid-out rows."""
     described = _c_arrays((a, xsum, codes, laid, xscale, y), _blocks_types()[:6])
     return types.boolean(a, xsum, codes, laid, xscale, y), _constant(described)
+
+
+@intrinsic
+def _described_q8k(typingctx, xl, csum, xd, w, scales, y):
+    """:func:`_described` for the VNNI GEMV of Q8_K activations."""
+    kinds = _q8k_types()
+    described = _c_arrays((xl, csum, xd, w, scales, y), kinds[:5] + kinds[6:7])
+    return types.boolean(xl, csum, xd, w, scales, y), _constant(described)
 
 
 @jit()
@@ -132,7 +155,8 @@ def _enter(words, generation, description, ctl, step, t1, target, helpers, late,
     return _run(words, generation, description, ctl, step, t1, target, helpers, late)
 
 
-@jit()
+# on CPUs that have the kernel only (as it): tn.warmup compiles every dispatcher it finds
+@jit_where(ROW_TILE is not None)
 def _enter_blocks(words, generation, description, ctl, step, t1, target, helpers, late, a,
                   xsum, codes, laid, xscale, y):
     """:func:`_enter` for the GEMV of laid-out rows."""
@@ -141,6 +165,18 @@ def _enter_blocks(words, generation, description, ctl, step, t1, target, helpers
     description[BT1] = t1
     describe(description, ((A, a), (XSUM, xsum), (CODES, codes), (LAID, laid),
                            (BSCALE, xscale), (BY, y), (BCTL, ctl)))
+    return _run(words, generation, description, ctl, step, t1, target, helpers, late)
+
+
+@jit_where(dot_q8k_vnni is not None)
+def _enter_q8k(words, generation, description, ctl, step, t1, target, helpers, late, xl, csum,
+               xd, w, scales, fused, y):
+    """:func:`_enter` for the VNNI GEMV of Q8_K activations."""
+    if not _described_q8k(xl, csum, xd, w, scales, y):
+        return -1
+    description[QFUSED], description[QT1] = fused, t1
+    describe(description, ((QX, xl), (QCSUM, csum), (QD, xd), (QW, w), (QSCALES, scales),
+                           (QY, y), (QCTL, ctl)))
     return _run(words, generation, description, ctl, step, t1, target, helpers, late)
 
 
@@ -179,8 +215,22 @@ def _call_blocks(d):
     return call_compiled(d[KERNEL], (a, xsum, codes, laid, xscale, y, ctl, d[BT1]))
 
 
-# each template and the types it passes its kernel
-_TYPES = {_call: _gemv_types, _call_blocks: _blocks_types}
+def _call_q8k(d):
+    """The VNNI GEMV of Q8_K activations (q8k.py)."""
+    xl = numba.carray(address_pointer(d[QX]), (d[QX + 1], d[QX + 2]), DTYPE)  # noqa: F821
+    csum = numba.carray(address_pointer(d[QCSUM]), (d[QCSUM + 1], d[QCSUM + 2]), np.int32)
+    xd = numba.carray(address_pointer(d[QD]), (d[QD + 1], d[QD + 2]), np.float32)
+    w = numba.carray(address_pointer(d[QW]), (d[QW + 1], d[QW + 2]), np.uint8)
+    scales = numba.carray(address_pointer(d[QSCALES]), (d[QSCALES + 1], d[QSCALES + 2]),
+                          np.float32)
+    y = numba.carray(address_pointer(d[QY]), (d[QY + 1], d[QY + 2]), np.float32)
+    ctl = numba.carray(address_pointer(d[QCTL]), (d[QCTL + 1],), np.int64)
+    return call_compiled(d[KERNEL], (xl, csum, xd, w, scales, d[QFUSED] != 0, y, ctl, d[QT1]))
+
+
+# each template: its entry point, the types it passes its kernel, the chunks' multiple
+_KINDS = {_call: (_enter, _gemv_types, CLAIM_MULTIPLE), _call_blocks: (_enter_blocks,
+          _blocks_types, 1), _call_q8k: (_enter_q8k, _q8k_types, CLAIM_MULTIPLE)}
 
 
 @functools.cache
@@ -209,7 +259,7 @@ def _kernel_address(template: Any, kernel: Any, dtype: type) -> int:
     numba compiles (or loads) that signature if no call did yet; a dispatcher keeps what
     it compiled for the life of the process.
     """
-    kinds = _TYPES[template](numba.from_dtype(np.dtype(dtype)))
+    kinds = _KINDS[template][1](numba.from_dtype(np.dtype(dtype)))
     compiled = kernel.get_compile_result(types.int64(*kinds))
     if types.unliteral(compiled.signature.return_type) != types.int64:  # numba 0.60: Literal
         raise TypeError(f"{kernel} returns {compiled.signature.return_type}, not an int64")
@@ -221,18 +271,31 @@ def _target(template: Any, kernel: Any, dtype: type) -> tuple[int, int]:
     return _c_function(template, dtype).address, _kernel_address(template, kernel, dtype)
 
 
+def _run_native(template: Any, dtype: type, kernel: Any, tasks: int, nbytes: int,
+                *args: Any) -> None:
+    """``run_claimed(kernel, tasks, nbytes, *args)``, its threads without the GIL.
+
+    Through ``template``'s entry point and C function, for activations of ``dtype``.
+    """
+    entry, _, multiple = _KINDS[template]
+    target = functools.partial(_target, template, kernel, dtype)
+    if not run_native(entry, target, kernel, tasks, nbytes, *args, multiple=multiple):
+        run_claimed(kernel, tasks, nbytes, *args, multiple=multiple)
+
+
 def run_gemv(kernel: Any, tasks: int, nbytes: int, xl: np.ndarray, *args: Any) -> None:
-    """``run_claimed(kernel, tasks, nbytes, xl, *args)``, its threads without the GIL."""
-    target = functools.partial(_target, _call, kernel, xl.dtype.type)
-    if not run_native(_enter, target, kernel, tasks, nbytes, xl, *args):
-        run_claimed(kernel, tasks, nbytes, xl, *args)
+    """:func:`_run_native` for a GEMV of matmul.py."""
+    _run_native(_call, xl.dtype.type, kernel, tasks, nbytes, xl, *args)
 
 
 def run_blocks(kernel: Any, tasks: int, nbytes: int, *args: Any) -> None:
-    """``run_claimed(kernel, tasks, nbytes, *args, multiple=1)`` for group_gemv.py's kernel."""
-    target = functools.partial(_target, _call_blocks, kernel, np.int8)
-    if not run_native(_enter_blocks, target, kernel, tasks, nbytes, *args, multiple=1):
-        run_claimed(kernel, tasks, nbytes, *args, multiple=1)
+    """:func:`_run_native` for group_gemv.py's kernel."""
+    _run_native(_call_blocks, np.int8, kernel, tasks, nbytes, *args)
+
+
+def run_q8k(kernel: Any, tasks: int, nbytes: int, *args: Any) -> None:
+    """:func:`_run_native` for q8k.py's VNNI GEMV."""
+    _run_native(_call_q8k, np.int8, kernel, tasks, nbytes, *args)
 
 
 def warm_gemv(kernel: Any, tasks: int, xl: np.ndarray, *args: Any) -> None:
@@ -240,15 +303,21 @@ def warm_gemv(kernel: Any, tasks: int, xl: np.ndarray, *args: Any) -> None:
 
     The call runs on this thread alone, on words of its own (no helper).
     """
-    _alone(_enter, _target(_call, kernel, xl.dtype.type), tasks, xl, *args)
+    _alone(_call, xl.dtype.type, kernel, tasks, xl, *args)
 
 
 def warm_blocks(kernel: Any, tasks: int, *args: Any) -> None:
     """:func:`warm_gemv` for :func:`run_blocks`."""
-    _alone(_enter_blocks, _target(_call_blocks, kernel, np.int8), tasks, *args)
+    _alone(_call_blocks, np.int8, kernel, tasks, *args)
 
 
-def _alone(entry: Any, target: tuple[int, int], tasks: int, *args: Any) -> None:
+def warm_q8k(kernel: Any, tasks: int, *args: Any) -> None:
+    """:func:`warm_gemv` for :func:`run_q8k`."""
+    _alone(_call_q8k, np.int8, kernel, tasks, *args)
+
+
+def _alone(template: Any, dtype: type, kernel: Any, tasks: int, *args: Any) -> None:
     words, generation = np.zeros(WORDS, np.int64), np.zeros(1, np.int64)
     description, ctl = np.zeros(DESCRIPTION_WORDS, np.int64), np.zeros(2, np.int64)
-    entry(words, generation, description, ctl, tasks, tasks, target, 0, 0, *args)
+    _KINDS[template][0](words, generation, description, ctl, tasks, tasks,
+                        _target(template, kernel, dtype), 0, 0, *args)

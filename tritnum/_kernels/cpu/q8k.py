@@ -37,7 +37,8 @@ from ._llvm.dot_q8k import (
     dot_q8k_vnni,
     dot_q8k_vnni_rows,
 )
-from ._parallel import claim, leave, run, run_claimed
+from ._parallel import claim, leave, run
+from .gemv_native import run_q8k, warm_q8k
 from .matmul import GEMV_MAX_ROWS
 from .packing import convert
 from .q8k_gemm import applies as gemm_applies
@@ -215,6 +216,19 @@ def laid_out_vnni(q: np.ndarray, bsums: np.ndarray) -> tuple[np.ndarray, np.ndar
     return xl, ncsum
 
 
+def warm_native() -> None:
+    """The VNNI GEMV's entry point and C function for 2-thread calls compiled (or loaded).
+
+    One block of 8 weight rows, on CPUs that have the kernel.
+    """
+    if dot_q8k_vnni is not None:
+        xl, csum = laid_out_vnni(np.zeros((1, QK_K), np.int8), np.zeros((1, QK_K // BSUM),
+                                                                        np.int16))
+        warm_q8k(_q8k_gemv, 8, xl, csum, np.ones((1, 1), np.float32),
+                 np.zeros((8, QK_K // 4), np.uint8), np.ones((8, 1), np.float32), False,
+                 np.empty((1, 8), np.float32))
+
+
 def laid_out(q: np.ndarray) -> np.ndarray:
     """Rows of Q8_K quants in the dot's order: per 32-byte weight block, code run n, position p.
 
@@ -246,8 +260,8 @@ def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: np.ndarray, f
     w = np.ascontiguousarray(w)
     if m == 1 and w.shape[0] and dot_q8k_vnni is not None:  # ggml's lanes straight from VNNI
         y = np.empty((m, w.shape[0]), np.float32)
-        run_claimed(_q8k_gemv, w.shape[0], w.nbytes, *laid_out_vnni(q, bsums), d, w, scales,
-                    fused, y)
+        run_q8k(_q8k_gemv, w.shape[0], w.nbytes, *laid_out_vnni(q, bsums), d, w, scales,
+                fused, y)
     else:
         # lane L's chunk sums: values 32 L .. 32 L + 31 (a strided add: 13x faster than .sum)
         csum = bsums[:, 0::2].astype(np.int32) + bsums[:, 1::2]

@@ -32,7 +32,7 @@ from ..._dispatch import register
 from ..._formats import FORMATS, Format
 from ..shared.linear import int8_fused, into
 from ..shared.packing import decode, encode
-from . import _parallel, group_gemv
+from . import _parallel, group_gemv, q8k
 from . import matmul as packed
 from ._jit import jit
 from ._llvm.gemv import SCALED_ROWS, scaled_dot_2bit, scaled_dot_2bit_rows
@@ -376,8 +376,9 @@ def warm_threads() -> None:
     """The thread pool's waits, and what the GEMVs run on 2+ threads, compiled or loaded.
 
     Without starting the pool: the entry points and C functions of :mod:`.gemv_native`
-    (0.6-0.7 s each with nothing in the disk cache) run a call on this thread alone.
+    run a call on this thread alone.
     """
     _parallel.warm_pool()
     packed.warm_native()
     group_gemv.warm_native()
+    q8k.warm_native()
