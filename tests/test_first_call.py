@@ -160,3 +160,78 @@ def test_the_pool_starts_with_the_first_parallel_call_and_compiles_its_waits():
     assert unstarted and before == {}
     assert started and after == {"_spin": 1, "_own": 1}
     assert native == {"_spin": 1, "_own": 1, "_idle": 1}
+
+
+FAMILIES = """
+import json
+import numpy as np
+from numba.core.event import install_recorder
+import tritnum as tn
+from tritnum._formats import FORMATS
+from tritnum._isa import CACHEABLE
+from tritnum._kernels.cpu import matmul, quantize
+
+families = [*quantize._quantize_pack_rows.values(), *matmul._gemv_scaled.values(),
+            *matmul._gemv_int8_groups.values(), *matmul._gemv_float_groups.values()]
+rng = np.random.default_rng(0)
+n, rows, fmt = 1024, 64, FORMATS["2bit"]
+w = tn.pack(rng.integers(-1, 2, (rows, n), dtype=np.int8)).data
+with install_recorder("numba:compile") as rec:
+    tn.quantize(rng.standard_normal((8, 256)).astype(np.float32), format="base3")
+    for size, dtype in ((32, np.int8), (128, np.int8), (32, np.float32), (None, np.int8)):
+        groups = 1 if size is None else n // size
+        scales = rng.uniform(0.1, 1, (rows, groups)).astype(np.float32)
+        x = rng.integers(-127, 128, (1, n)).astype(dtype)
+        segment = matmul._gemv_segment(fmt, n, groups)
+        matmul._gemv(x, np.float32([0.5]), w, fmt, n, scales, segment)
+compiled = {ev.data["dispatcher"].py_func.__qualname__ for _, ev in rec.buffer
+            if ev.is_start and "dispatcher" in ev.data}
+names = [k.py_func.__qualname__ for k in families]
+print(json.dumps([CACHEABLE, sorted(compiled & set(names)), len(set(names)) == len(names)]))
+"""
+
+
+def test_kernel_families_load_from_the_disk_cache_in_a_new_process(tmp_path):
+    """The quantizer's and the GEMV's copies of one kernel (a format, a dtype, a dot) are
+    no closures: a second process loads them from the disk cache (closures holding
+    compiled functions missed it in every process: the quantizer compiled again, 3.4 s,
+    and the int8 GEMV of groups, 0.4-6 s), and each has a name of its own (its index
+    file, its symbols)."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "TRITNUM_CACHE": "1"}
+    first, second = run_python(FAMILIES, **env), run_python(FAMILIES, **env)
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    cacheable, compiled, distinct = json.loads(first.stdout)
+    if not cacheable:
+        pytest.skip("a forced TRITNUM_ISA turns numba's disk cache off")
+    assert distinct
+    assert len(compiled) == 5  # the quantizer, three group sizes, one scale
+    assert "quantize_pack_rows_base3_True" in compiled
+    assert json.loads(second.stdout)[1] == []
+
+
+ONCE = """
+import json
+import numpy as np
+import tritnum as tn
+from tritnum._kernels.cpu import _parallel, matmul
+
+rng = np.random.default_rng(0)
+w = tn.quantize(rng.standard_normal((2048, 2048)).astype(np.float32))  # 1 MiB of codes
+x = rng.standard_normal(2048).astype(np.float32)
+with tn.limit_threads(1):
+    alone = tn.linear(x, w, activations="int8")
+_parallel.MISSES, _parallel._get_pool().alone = 1 << 30, 0  # on 2 threads, however late
+both = tn.linear(x, w, activations="int8")
+native = bool(_parallel._get_pool().description[-1] != 0)  # a kernel address: a native call
+print(json.dumps([len(matmul._gemv_scaled[True].signatures), native,
+                  bool(np.array_equal(alone, both))]))
+"""
+
+
+def test_a_kernel_run_alone_and_on_two_threads_compiles_once():
+    """The C functions call the kernels' compilation for read-only weights and scales, as a
+    TernaryTensor's are and as a call alone passes them: one compilation, not two."""
+    out = run_python(ONCE, NUMBA_NUM_THREADS="2")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [1, True, True]

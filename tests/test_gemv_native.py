@@ -231,6 +231,20 @@ def test_one_c_function_a_template_and_dtype_calls_every_kernel():
     assert gemv_native._target(gemv_native._call, one, np.float32)[0] != first[0]
 
 
+def test_a_native_call_frees_the_pool_in_compiled_code():
+    """The entry point gives the pool back itself: an interrupt just before
+    ``run_native``'s ``finally`` can no longer leave it held."""
+    kernel, args, want = _problem()
+    words = np.zeros(P.WORDS, np.int64)
+    words[P.OWNER] = 7  # a call's token: the pool is held
+    target = gemv_native._target(gemv_native._call, kernel, np.int8)
+    gemv_native._enter(words, np.zeros(1, np.int64), np.zeros(P.DESCRIPTION_WORDS, np.int64),
+                       np.zeros(2, np.int64), 8, 64, target, 0, 1 << 62, *args)
+    assert words[P.OWNER] == 0
+    np.testing.assert_array_equal(args[-1], want)
+    assert P._get_pool().owner.base is P._get_pool().words  # the pool's owner is that word
+
+
 def _described(int8=True):
     """A small call described and run alone by ``_enter``, then reopened for a helper.
 

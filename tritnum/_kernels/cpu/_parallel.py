@@ -128,8 +128,9 @@ LINGER_SECONDS = 50e-6
 # A native call's words (:func:`run_native`): what the call is (NATIVE, or 0 for a Python
 # job), the generation it is open for (0 once closed), the helpers inside it, the helpers
 # that joined it while more than the caller's share was left, the address of its C
-# function, the helpers that may join (slots below it), its tasks.
-KIND, OPEN, ACTIVE, JOINED, FUNCTION, HELPERS, TASKS = range(7)
+# function, the helpers that may join (slots below it), its tasks; and the token of the call
+# that holds the pool (0: none; the pool's ``owner``, :func:`_own`).
+KIND, OPEN, ACTIVE, JOINED, FUNCTION, HELPERS, TASKS, OWNER = range(8)
 NATIVE = 1
 WORDS = 8
 CLOSED = -1  # the owner of a closed pool
@@ -293,12 +294,15 @@ def open_native(words, generation, function, helpers, tasks):
 
 @jit(inline="always")
 def close_native(words, g, late):
-    """A native call's last step: close it, wait until no helper is inside it.
+    """A native call's last step: close it, wait until no helper is inside it, free the pool.
 
     The helpers that joined it, or 0 when the wait took more than ``late`` ticks (a
     helper's core was taken from it while it held a chunk, of a few µs otherwise: a sign
     of a busy machine, counted as a helper that did not come). The caller yields its core
-    every :data:`YIELD_EVERY` rounds while it waits.
+    every :data:`YIELD_EVERY` rounds while it waits. The pool is given back here, where
+    no signal handler runs: given back in Python, in :func:`run_native`'s ``finally``, an
+    interrupt that came just before it left the pool held (a storm of signals on a busy
+    machine did), and every later call on one thread.
     """
     fetch_add(words, OPEN, -g)
     start = cycles()
@@ -306,7 +310,9 @@ def close_native(words, g, late):
     while fetch_add(words, ACTIVE, 0) != 0:
         _rest(r, YIELD_EVERY)
         r += 1
-    return load_acquire(words, JOINED) if cycles() - start <= late else 0
+    joined = load_acquire(words, JOINED) if cycles() - start <= late else 0
+    store_release(words, OWNER, 0)
+    return joined
 
 
 @jit()
@@ -415,8 +421,9 @@ class _Pool:
         self.misses = 0  # calls in a row that no helper took a chunk of
         self.alone = 0  # calls left to run on the calling thread alone
         self.job: _Job | None = None
-        # the token of the call that holds the pool (0: none); others run on their own thread
-        self.owner = np.zeros(1, np.int64)
+        # the token of the call that holds the pool (0: none); others run on their own thread.
+        # A word of the native calls' words, which a native call frees in compiled code
+        self.owner = self.words[OWNER:OWNER + 1]
         self.tokens = itertools.count(1)  # next() on it is atomic under the GIL
         self.closed = False
         # helpers wait in _idle, which runs native calls, once the first one compiled it

@@ -23,7 +23,6 @@ kernels raise none.
 from __future__ import annotations
 
 import functools
-from types import FunctionType
 from typing import Any
 
 import numba
@@ -35,7 +34,7 @@ from numba.extending import intrinsic
 
 from ..._config import CACHE
 from ..._isa import CACHEABLE
-from ._jit import _Cache, jit, jit_where
+from ._jit import _Cache, jit, jit_where, specialized
 from ._llvm.calls import address_pointer, call_address, call_compiled, describe
 from ._llvm.dot_q8k import dot_q8k_vnni
 from ._llvm.gemm import ROW_TILE
@@ -60,28 +59,34 @@ KERNEL = DESCRIPTION_WORDS - 1  # the kernel's address, for each
 C_SIGNATURE = types.int64(types.CPointer(types.int64))
 
 
-def _array(dtype: Any, ndim: int) -> types.Array:
-    return types.Array(dtype, ndim, "C")
+def _array(dtype: Any, ndim: int, readonly: bool = False) -> types.Array:
+    return types.Array(dtype, ndim, "C", readonly=readonly)
+
+
+# The types of the kernels' compilation that the C functions call. The weights and their
+# scales are read-only, as a TernaryTensor's are: a process whose calls run alone (which
+# pass them as they are) and on 2 threads compiles each kernel once, not twice. A C
+# function passes them as its (writeable) carrays: numba lays out both kinds alike.
 
 
 def _gemv_types(dtype: Any) -> tuple:
     """The numba types a GEMV kernel of matmul.py gets from its C function (``dtype``: xl's)."""
     return (_array(dtype, 2), _array(types.int32, 2), _array(types.float32, 1),
-            _array(types.uint8, 2), _array(types.float32, 2), types.int64, types.boolean,
-            _array(types.float32, 2), _array(types.int64, 1), types.int64)
+            _array(types.uint8, 2, True), _array(types.float32, 2, True), types.int64,
+            types.boolean, _array(types.float32, 2), _array(types.int64, 1), types.int64)
 
 
 def _blocks_types(dtype: Any = types.int8) -> tuple:
     """The numba types of group_gemv.py's kernel, as :func:`_gemv_types`."""
-    return (_array(dtype, 4), _array(types.int32, 3), _array(types.uint8, 4),
-            _array(types.float32, 3), _array(types.float32, 1), _array(types.float32, 2),
+    return (_array(dtype, 4), _array(types.int32, 3), _array(types.uint8, 4, True),
+            _array(types.float32, 3, True), _array(types.float32, 1), _array(types.float32, 2),
             _array(types.int64, 1), types.int64)
 
 
 def _q8k_types(dtype: Any = types.int8) -> tuple:
     """The numba types of q8k.py's VNNI GEMV kernel, as :func:`_gemv_types`."""
     return (_array(dtype, 2), _array(types.int32, 2), _array(types.float32, 2),
-            _array(types.uint8, 2), _array(types.float32, 2), types.boolean,
+            _array(types.uint8, 2, True), _array(types.float32, 2, True), types.boolean,
             _array(types.float32, 2), _array(types.int64, 1), types.int64)
 
 
@@ -182,8 +187,7 @@ def _enter_q8k(words, generation, description, ctl, step, t1, target, helpers, l
 
 # The C functions' bodies (templates): the kernel at ``d[KERNEL]`` on the arrays ``d``
 # describes. Each C function is one of them with its own global ``DTYPE`` (the
-# activations' dtype), not a closure: numba keys a closure's cache entry on its pickled
-# cells, which can differ between processes (a new cache entry every time, never a hit).
+# activations' dtype, :func:`._jit.specialized`).
 
 
 def _call(d):
@@ -240,11 +244,10 @@ def _c_function(template: Any, dtype: type) -> CFunc:
     Kept here for the life of the process: its machine code must outlive every call that
     hands its address to a helper.
     """
-    call = FunctionType(template.__code__, {**globals(), "DTYPE": dtype})
-    # its own qualified name, so its own cache index file: numba's save takes no lock, and
-    # two processes saving two C functions into one index at once could pair one's key
-    # with the other's code
-    call.__qualname__ = f"{template.__name__}_{np.dtype(dtype).name}"
+    # its own name, so its own cache index file: numba's save takes no lock, and two
+    # processes saving two C functions into one index at once could pair one's key with
+    # the other's code
+    call = specialized(template, f"{template.__name__}_{np.dtype(dtype).name}", DTYPE=dtype)
     compiled = CFunc(call, sigutils.normalize_signature(C_SIGNATURE), {}, {"nopython": True})
     if CACHE and CACHEABLE:
         compiled._cache = _Cache(call)

@@ -33,7 +33,7 @@ from ..._dispatch import register
 from ..._formats import Format
 from ..shared import linear
 from ..shared.linear import into
-from ._jit import jit
+from ._jit import jit, specialized
 from ._llvm.cache import prefetch_row, rows_ahead
 from ._llvm.gemv import (
     INT8_LANES,
@@ -125,141 +125,134 @@ def _next(ctl, t1, o, end):
 # (int8 ``x``, whose dot sums ``code * q = (trit + 1) * q``) or zeros.
 
 
-def _scaled_kernel(int8: bool) -> Any:
-    """The GEMV kernel of one scale a row, for int8 (``int8``) or float ``x``.
+def _gemv_scaled_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+    """The GEMV kernel of one scale a row, for int8 (``INT8``) or float ``x``.
 
     int8 ``x`` takes ``SCALED_ROWS`` rows at a time, sharing each load of ``x`` (float
     ``x``: the 8 accumulators a row fill the registers); a chunk's last few rows take
-    one at a time. ``int8`` is a constant numba prunes on, so a kernel compiles its own
-    dots only: as one kernel with a run-time branch, the float signature compiled the
-    int8 path's four-row dot too, never run (the first float GEMV at 256 x 256 then
-    took 0.3-0.4 s; the kernel alone now runs 2.9 µs a call there, against 3.6).
+    one at a time. ``INT8`` is a constant of each copy (:func:`._jit.specialized`),
+    which numba prunes on, so a kernel compiles its own dots only: as one kernel with a
+    run-time branch, the float signature compiled the int8 path's four-row dot too,
+    never run (the first float GEMV at 256 x 256 then took 0.3-0.4 s; the kernel alone
+    now runs 2.9 µs a call there, against 3.6).
     """
-    @jit()
-    def gemv_scaled(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
-        units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
-        o, end = claim(ctl, t1)
-        while o < t1:
-            if int8:
-                step = SCALED_ROWS if prefetch and o + SCALED_ROWS <= end else 1
+    units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
+    o, end = claim(ctl, t1)
+    while o < t1:
+        if INT8:  # noqa: F821
+            step = SCALED_ROWS if prefetch and o + SCALED_ROWS <= end else 1
+        else:
+            step = min(FLOAT_ROWS, end - o)
+        _prefetch(w, o, step, end, prefetch)
+        for r in range(xl.shape[0]):
+            xo = r * xl.shape[1]
+            if INT8 and step == SCALED_ROWS:  # noqa: F821
+                sums = scaled_dot_2bit_rows(w, o * units, units, xl, xo, full, groups, scales,
+                                            o * groups, groups, xneg, r * groups)
+                for i in range(SCALED_ROWS):
+                    y[r, o + i] = xscale[r] * sums[i]
             else:
-                step = min(FLOAT_ROWS, end - o)
-            _prefetch(w, o, step, end, prefetch)
-            for r in range(xl.shape[0]):
-                xo = r * xl.shape[1]
-                if int8 and step == SCALED_ROWS:
-                    sums = scaled_dot_2bit_rows(w, o * units, units, xl, xo, full, groups, scales,
-                                                o * groups, groups, xneg, r * groups)
-                    for i in range(SCALED_ROWS):
-                        y[r, o + i] = xscale[r] * sums[i]
-                else:
-                    for i in range(o, o + step):
-                        y[r, i] = xscale[r] * scaled_dot_2bit(w, i * units, units, xl, xo, full,
-                                                              groups, scales, i * groups, groups,
-                                                              xneg, r * groups)
-            o, end = _next(ctl, t1, o + step, end)
-        leave(ctl)
-        return 0
-
-    return gemv_scaled
+                for i in range(o, o + step):
+                    y[r, i] = xscale[r] * scaled_dot_2bit(w, i * units, units, xl, xo, full,
+                                                          groups, scales, i * groups, groups,
+                                                          xneg, r * groups)
+        o, end = _next(ctl, t1, o + step, end)
+    leave(ctl)
+    return 0
 
 
 # by whether x is int8
-_gemv_scaled = {int8: _scaled_kernel(int8) for int8 in (False, True)}
+_gemv_scaled = {int8: jit()(specialized(_gemv_scaled_rows, f"gemv_scaled_{int8}", INT8=int8))
+                for int8 in (False, True)}
 
 
 _GB = group_dot_2bit[WHOLE]
 
 
-def _int8_groups_kernel(dot: int) -> Any:
-    """The GEMV kernel of int8 ``x`` for scale groups of ``dot`` weight bytes.
+def _gemv_int8_group_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+    """The GEMV kernel of int8 ``x`` for scale groups of ``DOT`` weight bytes.
 
-    ``dot`` is a key of ``group_dot_2bit``: a size of ``SUB_BLOCK`` (groups inside a
-    block), ``BLOCK_BYTES`` (one block) or ``WHOLE`` (more whole blocks, one row a dot):
-    numba takes the dot as a constant and compiles it only.
+    ``DOT``, a constant of each copy (:func:`._jit.specialized`), is a key of
+    ``group_dot_2bit``: a size of ``SUB_BLOCK`` (groups inside a block), ``BLOCK_BYTES``
+    (one block) or ``WHOLE`` (more whole blocks, one row a dot); ``ROWS_DOT`` is its dot
+    (the last ``SUB_BLOCK``'s for ``WHOLE``: typed, not run). numba takes them as
+    constants and compiles that dot only.
     Exact group sums, rescaled in the order every int8 path keeps
     (:func:`.make_group_dot`), for ``SCALED_ROWS`` weight rows at a time (a chunk's
     last few rows: the same row read ``SCALED_ROWS`` times).
     """
-    whole = dot == WHOLE
-    rows_dot = group_dot_2bit[SUB_BLOCK[-1] if whole else dot]  # typed, not run, when whole
-
-    @jit()
-    def gemv_int8_groups(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
-        units, groups = w.shape[1], scales.shape[1]
-        size = units // groups  # weight bytes a group
-        o, end = claim(ctl, t1)
-        while o < t1:
-            step = SCALED_ROWS if o + SCALED_ROWS <= end else 1
-            ws = units if step == SCALED_ROWS else 0  # the rows' stride: 0 reads one row
-            _prefetch(w, o, step, end, prefetch)
-            for r in range(xl.shape[0]):
-                wo, xo, so, ss, xno = o * units, r * xl.shape[1], o * groups, ws // size, r * groups
-                if whole:  # one row a dot, its blocks in groups of bpg
-                    bpg = size // BLOCK_BYTES
-                    sums = (_GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)[0],
-                            _GB(w, wo + ws, ws, xl, xo, bpg, groups, scales, so + ss, ss, xneg,
-                                xno)[0],
-                            _GB(w, wo + 2 * ws, ws, xl, xo, bpg, groups, scales, so + 2 * ss, ss,
-                                xneg, xno)[0],
-                            _GB(w, wo + 3 * ws, ws, xl, xo, bpg, groups, scales, so + 3 * ss, ss,
-                                xneg, xno)[0])
-                else:
-                    sums = rows_dot(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg, xno)
-                for i in range(step):
-                    y[r, o + i] = xscale[r] * sums[i]
-            o, end = _next(ctl, t1, o + step, end)
-        leave(ctl)
-        return 0
-
-    return gemv_int8_groups
+    units, groups = w.shape[1], scales.shape[1]
+    size = units // groups  # weight bytes a group
+    o, end = claim(ctl, t1)
+    while o < t1:
+        step = SCALED_ROWS if o + SCALED_ROWS <= end else 1
+        ws = units if step == SCALED_ROWS else 0  # the rows' stride: 0 reads one row
+        _prefetch(w, o, step, end, prefetch)
+        for r in range(xl.shape[0]):
+            wo, xo, so, ss, xno = o * units, r * xl.shape[1], o * groups, ws // size, r * groups
+            if DOT == WHOLE:  # noqa: F821 (one row a dot, blocks in groups of bpg)
+                bpg = size // BLOCK_BYTES
+                sums = (_GB(w, wo, ws, xl, xo, bpg, groups, scales, so, ss, xneg, xno)[0],
+                        _GB(w, wo + ws, ws, xl, xo, bpg, groups, scales, so + ss, ss, xneg,
+                            xno)[0],
+                        _GB(w, wo + 2 * ws, ws, xl, xo, bpg, groups, scales, so + 2 * ss, ss,
+                            xneg, xno)[0],
+                        _GB(w, wo + 3 * ws, ws, xl, xo, bpg, groups, scales, so + 3 * ss, ss,
+                            xneg, xno)[0])
+            else:
+                sums = ROWS_DOT(w, wo, ws, xl, xo, 1, groups, scales, so, ss, xneg,  # noqa: F821
+                                xno)
+            for i in range(step):
+                y[r, o + i] = xscale[r] * sums[i]
+        o, end = _next(ctl, t1, o + step, end)
+    leave(ctl)
+    return 0
 
 
 _F8, _F16 = grouped_dot_2bit_in[8], grouped_dot_2bit_in[16]
 _F32 = grouped_dot_2bit_in[SUB_BLOCK[-1]]
 
 
-def _float_groups_kernel(dot: int) -> Any:
-    """The GEMV kernel of float ``x`` for scale groups of ``dot`` weight bytes: one dot a row.
+def _gemv_float_group_rows(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
+    """The GEMV kernel of float ``x`` for scale groups of ``DOT`` weight bytes: one dot a row.
 
-    ``dot`` as in :func:`_int8_groups_kernel`: its trits times their groups' scales,
+    ``DOT`` as in :func:`_gemv_int8_group_rows`: its trits times their groups' scales,
     a scale per run of whole blocks, or the dot for groups of that ``SUB_BLOCK`` size.
     """
-    whole = dot >= BLOCK_BYTES
-
-    @jit()
-    def gemv_float_groups(xl, xneg, xscale, w, scales, segment, prefetch, y, ctl, t1):
-        units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
-        size = units // groups  # weight bytes a group
-        o, end = claim(ctl, t1)
-        while o < t1:
-            step = min(FLOAT_ROWS, end - o)
-            _prefetch(w, o, step, end, prefetch)
-            for r in range(xl.shape[0]):
-                xo, xno = r * xl.shape[1], r * groups
-                for i in range(o, o + step):
-                    wo, so = i * units, i * groups
-                    if whole:
-                        total = grouped_dot_2bit(w, wo, units, xl, xo, size // BLOCK_BYTES,
-                                                 groups, scales, so, groups, xneg, xno)
-                    elif dot == 8:
-                        total = _F8(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
-                    elif dot == 16:
-                        total = _F16(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
-                    else:
-                        total = _F32(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
-                    y[r, i] = xscale[r] * total
-            o, end = _next(ctl, t1, o + step, end)
-        leave(ctl)
-        return 0
-
-    return gemv_float_groups
+    units, groups, full = w.shape[1], scales.shape[1], segment // BLOCK_BYTES
+    size = units // groups  # weight bytes a group
+    o, end = claim(ctl, t1)
+    while o < t1:
+        step = min(FLOAT_ROWS, end - o)
+        _prefetch(w, o, step, end, prefetch)
+        for r in range(xl.shape[0]):
+            xo, xno = r * xl.shape[1], r * groups
+            for i in range(o, o + step):
+                wo, so = i * units, i * groups
+                if DOT >= BLOCK_BYTES:  # noqa: F821
+                    total = grouped_dot_2bit(w, wo, units, xl, xo, size // BLOCK_BYTES,
+                                             groups, scales, so, groups, xneg, xno)
+                elif DOT == 8:  # noqa: F821
+                    total = _F8(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
+                elif DOT == 16:  # noqa: F821
+                    total = _F16(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
+                else:
+                    total = _F32(w, wo, 0, xl, xo, full, 1, scales, so, 0, xneg, xno)
+                y[r, i] = xscale[r] * total
+        o, end = _next(ctl, t1, o + step, end)
+    leave(ctl)
+    return 0
 
 
 # by the weight bytes of a dot: the sizes of SUB_BLOCK, BLOCK_BYTES for whole blocks (int8:
 # the keys of group_dot_2bit)
-_gemv_int8_groups = {b: _int8_groups_kernel(b) for b in group_dot_2bit}
-_gemv_float_groups = {b: _float_groups_kernel(b) for b in (*SUB_BLOCK, BLOCK_BYTES)}
+_gemv_int8_groups = {
+    b: jit()(specialized(_gemv_int8_group_rows, f"gemv_int8_groups_{b}", DOT=b,
+                         ROWS_DOT=group_dot_2bit[SUB_BLOCK[-1] if b == WHOLE else b]))
+    for b in group_dot_2bit}
+_gemv_float_groups = {b: jit()(specialized(_gemv_float_group_rows, f"gemv_float_groups_{b}",
+                                           DOT=b))
+                      for b in (*SUB_BLOCK, BLOCK_BYTES)}
 
 
 @jit()

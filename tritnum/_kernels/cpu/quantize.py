@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ..._dispatch import register
@@ -12,7 +10,7 @@ from ..shared.floatbits import block_absmax_bits
 from ..shared.packing import byte_rows
 from ..shared.quantize import EPS, kept_amax
 from . import packing
-from ._jit import jit
+from ._jit import jit, specialized
 from ._llvm.packing import BLOCK_TRITS, pack_2bit
 from ._parallel import run
 
@@ -71,11 +69,12 @@ def _ternarize_row(w, scales, r, out, by_halves):
                 og[j] = np.int8(q > 0.5) - np.int8(q < -0.5)
 
 
-def _quantize_pack_kernel(fmt: int, by_halves: bool) -> Any:
-    """The fused quantizer for format code ``fmt``: rows ternarized into a scratch, packed.
+def _quantize_pack_rows_of(w, scales, out, half, t0, t1):
+    """The fused quantizer for format code ``FMT``: rows ternarized into a scratch, packed.
 
-    ``fmt`` and ``by_halves`` (float32 weights: :func:`_ternarize_row`) are constants
-    numba prunes on, so a kernel compiles its own format's packer and its own dtype's
+    ``FMT``, ``BY_HALVES`` (float32 weights: :func:`_ternarize_row`) and ``PACK`` (the
+    format's packer, inlined) are constants of each copy (:func:`._jit.specialized`)
+    that numba prunes on, so a kernel compiles its own format's packer and its own dtype's
     ternarizer only: with the three packers as branches taken at run time, the first
     quantize of a process compiled all three (3.0 s of its 4 s, empty cache).
 
@@ -88,39 +87,37 @@ def _quantize_pack_kernel(fmt: int, by_halves: bool) -> Any:
     time, the 2bit packer took 62-69 µs for 256 rows of 256, in blocks of 64 rows
     20-21 µs (Zen 5, load 6).
     """
-    pack = jit(inline="always")((packing._pack2, packing._pack3, packing._packbp)[fmt].py_func)
-
-    @jit()
-    def quantize_pack_rows(w, scales, out, half, t0, t1):
-        n = w.shape[1]
-        if fmt == 0:
-            blocks = -(-n // BLOCK_TRITS)
-            trits = np.empty(blocks * BLOCK_TRITS, np.int8)
-            for j in range(n, trits.size):  # zero trits past the row (np.zeros: 0.07 s more)
-                trits[j] = 0
-            codes = np.empty(blocks * BLOCK_TRITS // 4, np.uint8)
-            for r in range(t0, t1):
-                _ternarize_row(w, scales, r, trits, by_halves)
-                pack_2bit(trits, 0, codes, 0, blocks)
-                for j in range(out.shape[1]):
-                    out[r, j] = codes[j]
-            return 0
-        block = max(1, min(t1 - t0, SCRATCH_TRITS // max(n, 1)))
-        scratch = np.empty((block, n), np.int8)
-        tasks = ((half or out.shape[1]) + packing.CHUNK - 1) // packing.CHUNK  # a row's
-        for r0 in range(t0, t1, block):
-            rows = min(block, t1 - r0)
-            for i in range(rows):
-                _ternarize_row(w, scales, r0 + i, scratch[i], by_halves)
-            pack(scratch, out[r0:r0 + rows], half, 0, rows * tasks)
+    n = w.shape[1]
+    if FMT == 0:  # noqa: F821
+        blocks = -(-n // BLOCK_TRITS)
+        trits = np.empty(blocks * BLOCK_TRITS, np.int8)
+        for j in range(n, trits.size):  # zero trits past the row (np.zeros: 0.07 s more)
+            trits[j] = 0
+        codes = np.empty(blocks * BLOCK_TRITS // 4, np.uint8)
+        for r in range(t0, t1):
+            _ternarize_row(w, scales, r, trits, BY_HALVES)  # noqa: F821
+            pack_2bit(trits, 0, codes, 0, blocks)
+            for j in range(out.shape[1]):
+                out[r, j] = codes[j]
         return 0
-
-    return quantize_pack_rows
+    block = max(1, min(t1 - t0, SCRATCH_TRITS // max(n, 1)))
+    scratch = np.empty((block, n), np.int8)
+    tasks = ((half or out.shape[1]) + packing.CHUNK - 1) // packing.CHUNK  # a row's
+    for r0 in range(t0, t1, block):
+        rows = min(block, t1 - r0)
+        for i in range(rows):
+            _ternarize_row(w, scales, r0 + i, scratch[i], BY_HALVES)  # noqa: F821
+        PACK(scratch, out[r0:r0 + rows], half, 0, rows * tasks)  # noqa: F821
+    return 0
 
 
 # by format code and whether the weights are float32 (compared with half their scale)
-_quantize_pack_rows = {(f.code, by_halves): _quantize_pack_kernel(f.code, by_halves)
-                       for f in FORMATS.values() for by_halves in (False, True)}
+_PACKERS = (packing._pack2, packing._pack3, packing._packbp)  # by format code
+_quantize_pack_rows = {
+    (f.code, by_halves): jit()(specialized(
+        _quantize_pack_rows_of, f"quantize_pack_rows_{f.name}_{by_halves}", FMT=f.code,
+        BY_HALVES=by_halves, PACK=jit(inline="always")(_PACKERS[f.code].py_func)))
+    for f in FORMATS.values() for by_halves in (False, True)}
 
 
 @jit()
