@@ -47,6 +47,7 @@ import json, os, sys
 import numpy as np
 import tritnum as tn
 from tritnum._kernels.cpu import group_gemv, matmul
+from tritnum._kernels.cpu._parallel import MIN_PARALLEL_BYTES
 
 if os.environ.get("PACKED_ROWS"):  # the packed rows' GEMV for every group size
     group_gemv.applies = lambda *args: False
@@ -61,8 +62,10 @@ for name, k in vars(matmul).items():  # a kernel, or a dict of them by the bytes
 rng = np.random.default_rng(0)
 report = []
 for n, g, act, _ in json.loads(sys.argv[1]):
-    # 300 rows: past small_linear.SMALL_WEIGHTS, whose layers take the one-call route
-    w = tn.quantize(rng.standard_normal((300, n)).astype(np.float32), group_size=g)
+    # past MIN_PARALLEL_BYTES of packed rows: smaller layers take one-call routes (small
+    # layers' codes, or the GEMV kernels' copies that run alone)
+    rows = -(-4 * MIN_PARALLEL_BYTES // n)
+    w = tn.quantize(rng.standard_normal((rows, n)).astype(np.float32), group_size=g)
     x = rng.standard_normal((3, n)).astype(np.float32)
     before = {name: len(k.signatures) for name, k in kernels.items()}
     y = tn.linear(x, w, activations=act, device="cpu")

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import tritnum as tn
 from tritnum import matmul as mm
+from tritnum._kernels.cpu import group_gemv
 from tritnum.errors import ShapeMismatchError
 
 
@@ -46,7 +47,7 @@ def _taken(monkeypatch) -> list[bool]:
 
 @given(
     data=st.data(),
-    n_blocks=st.integers(1, 3),
+    n_blocks=st.sampled_from([1, 2, 3, 4]),  # 4: rows of whole AVX-512 blocks
     nout=st.integers(1, 9),
     lead=st.sampled_from([(), (1,), (3,), (2, 2)]),
     group=st.sampled_from([None, 32, 64]),
@@ -78,6 +79,33 @@ def test_fast_route_gives_the_general_routes_bits(data, n_blocks, nout, lead, gr
     np.testing.assert_array_equal(y.view(np.uint32), ref.view(np.uint32))
     if with_out:
         assert y is out
+
+
+@pytest.mark.parametrize("fmt", ["2bit", "bitplane", "base3"])
+@pytest.mark.parametrize("group", [32, 64, 128])
+@pytest.mark.parametrize("activations", ["float", "int8"])
+def test_small_layers_in_groups_answer_in_one_call_with_the_general_routes_bits(
+        general, fmt, group, activations):
+    rng = np.random.default_rng(group)
+    w = tn.quantize(rng.standard_normal((40, 256)), group_size=group, format=fmt)
+    bias = rng.standard_normal(40).astype(np.float32)
+    tn.linear(np.ones(256, np.float32), w)  # the fast route keeps its weights
+    small = w._cache["cpu_linear"][-1]  # the one-call route of a small layer
+    assert small is not None
+    int8 = activations == "int8"
+    for rows in (1, 3, 16):
+        x = rng.standard_normal((rows, 256)).astype(np.float32)
+        x[0, 7] = np.nan if int8 else x[0, 7]  # int8: a NaN scale and row, counted
+        ref = general(tn.linear, x, w, bias, activations=activations, check_finite=False)
+        for out in (None, np.full((rows, 40), np.nan, np.float32)):
+            done = small(x, bias, out, int8)
+            if done is None:  # int8 without the GEMV on laid-out rows: the packed routes
+                assert int8 and group_gemv.ROW_TILE is None
+                return
+            y, bad = done
+            assert bad == int8 and (out is None or y is out)
+            np.testing.assert_array_equal(y.view(np.uint32), ref.view(np.uint32))
+    assert small(np.ones((17, 256), np.float32), None, None, int8) is None  # past a GEMV
 
 
 @pytest.mark.parametrize("activations", ["int8", "float"])

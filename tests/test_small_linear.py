@@ -86,15 +86,21 @@ def test_a_few_rows_of_a_small_layer_take_one_call(monkeypatch, activations_):
 
 
 @pytest.mark.parametrize("kw", [{"group_size": 32}, {}])
-def test_group_scales_and_large_layers_keep_the_packed_routes(monkeypatch, kw):
+def test_small_layers_in_groups_take_one_call_and_large_layers_the_packed_routes(monkeypatch,
+                                                                                  kw):
     n = 256 if kw else small_linear.SMALL_WEIGHTS // 64 + 256  # 64 rows past the bound
     tw = tn.quantize(np.random.default_rng(0).standard_normal((64, n)), **kw)
     make_packed_routes_fail(monkeypatch)
-    if kw and group_gemv.ROW_TILE is not None:  # int8 in groups: the GEMV on laid-out rows
-        tn.linear(activations(1, n), tw, activations="int8")
-        assert tw._cache["cpu_groups"]._panel is not None
-        with pytest.raises(AssertionError, match="packed route"):
-            tn.linear(activations(1, n), tw, activations="float")
+    if kw:  # the packed GEMVs' kernels in one call (int8: on laid-out rows, where it exists)
+        tn.linear(activations(1, n), tw, activations="float")
+        if group_gemv.ROW_TILE is not None:
+            tn.linear(activations(1, n), tw, activations="int8")
+            assert tw._cache["cpu_groups"]._panel is not None
+        else:
+            with pytest.raises(AssertionError, match="packed route"):
+                tn.linear(activations(1, n), tw, activations="int8")
+        with pytest.raises(AssertionError, match="packed route"):  # past a GEMV's rows
+            tn.linear(activations(packed.GEMV_MAX_ROWS + 1, n), tw, activations="float")
     else:
         with pytest.raises(AssertionError, match="packed route"):
             tn.linear(activations(1, n), tw, activations="int8")

@@ -353,8 +353,8 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     if m == 0 or nout == 0 or n == 0:
         y = np.zeros((m, nout), np.float32) + (0 if b is None else to_host(b))
     else:
-        # the q8_k kernels take the packed data as it is (copied per call on CUDA)
-        data, scales = (_resident(w, dev) if mode not in Q8K_MODES
+        # CUDA's q8_k kernels take the packed data as it is (copied per call)
+        data, scales = (_resident(w, dev) if mode not in Q8K_MODES or dev != "cuda"
                         else (w.packed.data, _scale_rows(w)))
         weights = (data, w.packed._format, n, scales, b)
         into = {} if target is None or mode in Q8K_MODES else {"out": target.reshape(m, nout)}

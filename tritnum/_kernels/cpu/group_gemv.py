@@ -19,14 +19,18 @@ needs GFNI (the decode is not shared by several activation rows, see
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import numpy as np
 
 from ..._formats import Format
 from ._jit import jit_where
 from ._llvm.gemm import ROW_TILE, row_tile
-from ._parallel import claim, leave, run
+from ._parallel import MIN_PARALLEL_BYTES, claim, leave, run
 from .gemv_native import run_blocks, warm_blocks
-from .int8_gemm import _activation_panel, _weight_panel, column_tiles
+from .int8_gemm import _activation_panel, _activation_rows, _weight_panel, column_tiles
+from .quantize import _absmax_quantize_rows
 
 
 class GroupPanel:
@@ -110,6 +114,54 @@ def _gemv_blocks(a, xsum, codes, laid, xscale, y, ctl, t1):
         t0, end = claim(ctl, t1)
     leave(ctl)
     return 0
+
+
+@_kernel
+def _quantized_rows(x, codes, laid, seg, bias, y, xscale):
+    """Float32 rows ``x`` quantized and multiplied on this thread, in one call.
+
+    :func:`gemv_int8` after ``quantize_activations`` (per row) in one compiled step:
+    the same quantizer, layout and kernel (called as a call alone calls it), the bias
+    added after as the packed routes add it: the same bits. The rows' scales go into
+    ``xscale``; returns how many rows held NaN or infinity (a NaN scale, NaN outputs).
+    """
+    m, n = x.shape
+    amax = np.empty(m, np.float32)
+    q = np.empty((m, n), np.int8)
+    # an intp 0, not a literal: numba compiled the callee again for Literal[int](0)
+    _absmax_quantize_rows(x, x.view(np.uint32), amax, amax.view(np.uint32), q, np.intp(0), m)
+    bad = 0
+    for r in range(m):
+        xscale[r] = amax[r] / np.float32(127)
+        bad += not math.isfinite(xscale[r])
+    a = np.zeros((m, codes.shape[1], 1, 16), np.int8)  # as _activation_panel's, one row a tile
+    xsum = np.zeros((m, laid.shape[1], 1), np.int32)
+    _activation_rows(q, seg, a, xsum, np.intp(0), m)  # groups of whole steps: no tails
+    ctl = np.empty(2, np.int64)
+    ctl[0], ctl[1] = 0, codes.shape[0]
+    _gemv_blocks(a, xsum, codes, laid, xscale, y, ctl, codes.shape[0])
+    if bias.size:
+        for r in range(m):
+            for o in range(y.shape[1]):
+                y[r, o] += bias[o]
+    return bad
+
+
+def quantized_rows_alone(w: GroupPanel) -> Callable[..., int] | None:
+    """``call(x, bias, y, xscale)``: :func:`_quantized_rows` on ``w``, or None.
+
+    For weights of fewer than ``MIN_PARALLEL_BYTES`` (their GEMV runs alone), kept by a
+    caller that calls it often (a small layer's route, :mod:`.small_linear`): at most
+    ``GEMV_MAX_ROWS`` C-contiguous float32 rows, a float32 ``bias`` (empty: none).
+    """
+    if w.packed.nbytes >= MIN_PARALLEL_BYTES:
+        return None
+    seg = w.n // w.scales.shape[1] // 4
+
+    def call(x: np.ndarray, bias: np.ndarray, y: np.ndarray, xscale: np.ndarray) -> int:
+        codes, laid = w.panel()
+        return _quantized_rows(x, codes, laid, seg, bias, y, xscale)
+    return call
 
 
 def gemv_int8(q: np.ndarray, xscale: np.ndarray, w: GroupPanel) -> np.ndarray:

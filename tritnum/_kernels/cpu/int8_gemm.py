@@ -52,7 +52,7 @@ from .packing import convert, pack, unpack
 
 # Internal API (tests/test_architecture_seams.py): the GEMV of group_gemv.py lays out its
 # weights and activations as this GEMM does.
-_INTERNAL_API = ("_activation_panel", "_weight_panel")
+_INTERNAL_API = ("_activation_panel", "_activation_rows", "_weight_panel")
 
 INT32_EXACT = 1 << 23  # 256 * 2**23 = 2**31: int32 sums of code * int8 products fit
 PANEL_BYTES = 1 << 18  # packed weight bytes of one tile: well inside L2 with the activations

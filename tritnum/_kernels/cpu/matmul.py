@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ from ._llvm.gemv import (
     scaled_dot_2bit_rows,
 )
 from ._llvm.gemv_target import BLOCK_BYTES
-from ._parallel import claim, leave, run, with_blas_limit
+from ._parallel import MIN_PARALLEL_BYTES, claim, leave, run, with_blas_limit
 from .base3_gemv import gemv_base3
 from .dequantize import decode_2bit_rows, dequantize_2bit_rows
 from .gemv_native import run_gemv, warm_gemv
@@ -346,6 +347,56 @@ def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> Any:
     if not int8:
         return _gemv_float_groups[min(size, BLOCK_BYTES)]
     return _gemv_int8_groups[size if size <= BLOCK_BYTES else WHOLE]
+
+
+def _float_rows_alone(x, w, scales, segment, bias, y):
+    """Float32 rows ``x`` through the GEMV kernel ``KERNEL`` on this thread, in one call.
+
+    :func:`linear_float`'s GEMV route for rows of whole blocks in one compiled step:
+    ``x`` laid out here (the transpose of :func:`_laid_out`), the kernel called as a
+    call alone calls it, the bias added after as :func:`_finish` adds it: the same bits.
+    """
+    m, n = x.shape
+    xl = np.empty((m, n), np.float32)
+    for r in range(m):
+        for k in range(n // (4 * BLOCK_BYTES)):
+            at = 4 * BLOCK_BYTES * k
+            for c in range(4):
+                for j in range(BLOCK_BYTES):
+                    xl[r, at + BLOCK_BYTES * c + j] = x[r, at + 4 * j + c]
+    ctl = np.empty(2, np.int64)
+    ctl[0], ctl[1] = 0, w.shape[0]
+    KERNEL(xl, np.zeros((m, scales.shape[1]), np.int32), np.ones(m, np.float32), w,  # noqa: F821
+           scales, segment, False, y, ctl, w.shape[0])
+    if bias.size:
+        for r in range(m):
+            for o in range(y.shape[1]):
+                y[r, o] += bias[o]
+    return 0
+
+
+@functools.cache
+def _alone_float(kernel: Any) -> Any:
+    """:func:`_float_rows_alone` calling ``kernel`` (a copy of its own, made once)."""
+    return jit()(specialized(_float_rows_alone, f"alone_{kernel.py_func.__name__}",
+                             KERNEL=kernel))
+
+
+def float_rows_alone(w: np.ndarray, fmt: Format, n: int,
+                     scales: np.ndarray) -> Callable[..., Any] | None:
+    """``call(x, bias, y)``: :func:`linear_float`'s GEMV of a few float32 rows in one step.
+
+    For weights of fewer than ``MIN_PARALLEL_BYTES`` (a GEMV then runs alone) in "2bit"
+    rows of whole blocks, kept by a caller that calls it often (a small layer's route,
+    :mod:`.small_linear`): C-contiguous float32 ``x`` of at most ``GEMV_MAX_ROWS`` rows,
+    a float32 ``bias`` (empty: none), ``y`` the result. None for other weights.
+    """
+    segment = _gemv_segment(fmt, n, scales.shape[1])
+    if (not segment or segment % BLOCK_BYTES or n % (4 * segment)
+            or w.nbytes >= MIN_PARALLEL_BYTES):
+        return None
+    call = _alone_float(_gemv_kernel(segment, w.shape[1], scales.shape[1], False))
+    return lambda x, bias, y: call(x, w, scales, segment, bias, y)
 
 
 def warm_native() -> None:

@@ -251,7 +251,6 @@ def quantize_q8k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q, d, bsums
 
 
-@register("linear_q8k", "cpu")
 def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: np.ndarray, fmt: Format,
                n: int, scales: np.ndarray, bias: np.ndarray | None, fused: bool) -> np.ndarray:
     m = q.shape[0]
