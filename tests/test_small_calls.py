@@ -45,40 +45,48 @@ def _taken(monkeypatch) -> list[bool]:
     return seen
 
 
-@given(
-    data=st.data(),
-    n_blocks=st.sampled_from([1, 2, 3, 4]),  # 4: rows of whole AVX-512 blocks
-    nout=st.integers(1, 9),
-    lead=st.sampled_from([(), (1,), (3,), (2, 2)]),
-    group=st.sampled_from([None, 32, 64]),
-    fmt=st.sampled_from(["2bit", "base3", "bitplane"]),
-    activations=st.sampled_from(["float", "int8"]),
-    dtype=st.sampled_from([np.float32, np.float64, np.float16]),
-    with_bias=st.booleans(),
-    with_out=st.booleans(),
-)
-def test_fast_route_gives_the_general_routes_bits(data, n_blocks, nout, lead, group, fmt,
-                                                  activations, dtype, with_bias, with_out):
-    n = 64 * n_blocks
-    seed = data.draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
-    w = tn.quantize(rng.standard_normal((nout, n)), group_size=group, format=fmt)
-    x = rng.standard_normal((*lead, n)).astype(dtype)
-    bias = rng.standard_normal(nout).astype(np.float32) if with_bias else None
+def _fast_gives_the_general_bits(x, w, bias, activations, with_out):
+    """``tn.linear`` answers on the fast route with the general route's bits (and ``out``)."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(mm, "_host_call", lambda *a: None)
         ref = tn.linear(x, w, bias, activations=activations)
-    out = np.full((*lead, nout), np.nan, np.float32) if with_out else None
+    shape = (*x.shape[:-1], w.shape[0])
+    out = np.full(shape, np.nan, np.float32) if with_out else None
     seen: list[bool] = []
     fast = mm._host_call
     with pytest.MonkeyPatch.context() as m:
         m.setattr(mm, "_host_call", lambda *a: seen.append(fast(*a)) or seen[-1])
         y = tn.linear(x, w, bias, activations=activations, out=out)
     assert seen[0] is not None  # the fast route answered
-    assert y.shape == ref.shape == (*lead, nout) and y.dtype == np.float32
+    assert y.shape == ref.shape == shape and y.dtype == np.float32
     np.testing.assert_array_equal(y.view(np.uint32), ref.view(np.uint32))
     if with_out:
         assert y is out
+
+
+@given(
+    data=st.data(),
+    n_blocks=st.sampled_from([1, 2, 3, 4]),  # 4: rows of whole AVX-512 blocks
+    nout=st.integers(1, 9),
+    lead=st.sampled_from([(), (1,), (3,), (2, 2), (17,)]),
+    group=st.sampled_from([None, 32, 64]),
+    fmt=st.sampled_from(["2bit", "base3", "bitplane"]),
+    activations=st.sampled_from(["float", "int8", "q8_k", "q8_k_unfused"]),
+    dtype=st.sampled_from([np.float32, np.float64, np.float16]),
+    with_bias=st.booleans(),
+    with_out=st.booleans(),
+)
+def test_fast_route_gives_the_general_routes_bits(data, n_blocks, nout, lead, group, fmt,
+                                                  activations, dtype, with_bias, with_out):
+    q8k = activations.startswith("q8_k")  # Q8_K blocks: 256 inputs, groups of whole blocks
+    n = 256 * (1 + n_blocks % 2) if q8k else 64 * n_blocks
+    group = 256 if q8k and group else group
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    w = tn.quantize(rng.standard_normal((nout, n)), group_size=group, format=fmt)
+    x = rng.standard_normal((*lead, n)).astype(dtype)
+    bias = rng.standard_normal(nout).astype(np.float32) if with_bias else None
+    _fast_gives_the_general_bits(x, w, bias, activations, with_out)
 
 
 @pytest.mark.parametrize("fmt", ["2bit", "bitplane", "base3"])
@@ -144,6 +152,9 @@ _W = tn.quantize(np.random.default_rng(2).standard_normal((4, 64)))
 _X = np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32)
 _NAN = _X.copy()
 _NAN[1, 5] = np.nan
+_W256 = tn.quantize(np.random.default_rng(4).standard_normal((4, 256)))
+_NAN256 = np.random.default_rng(5).standard_normal((2, 256)).astype(np.float32)
+_NAN256[1, 9] = np.inf
 
 # (x, w, keyword arguments) -> the error the general route raises today
 BAD = [
@@ -159,6 +170,11 @@ BAD = [
     pytest.param(_X, _W, {"bias": np.zeros(4, bool) == 0}, TypeError, id="bool bias"),
     pytest.param(_X, _W, {"activations": "int4"}, ValueError, id="activations"),
     pytest.param(_X, _W, {"activations": "q8_k"}, ShapeMismatchError, id="q8_k blocks"),
+    pytest.param(_NAN256, tn.quantize(np.ones((4, 256)), group_size=128),
+                 {"activations": "q8_k"}, ValueError, id="q8_k groups"),
+    pytest.param(_NAN256, _W256, {"activations": "q8_k"}, ValueError, id="inf, q8_k"),
+    pytest.param(_NAN256, _W256, {"activations": "q8_k_unfused", "check_finite": False},
+                 ValueError, id="inf, q8_k, unchecked"),
     pytest.param(_X, _W, {"device": "gpu"}, ValueError, id="device name"),
     pytest.param(_NAN, _W, {"activations": "int8"}, ValueError, id="NaN, int8"),
     pytest.param(_X, _W, {"out": np.empty((2, 4), np.float64)}, TypeError, id="out dtype"),

@@ -374,8 +374,8 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
     Taken by plain NumPy arguments that pass every check as they are: a C-contiguous
     float ``x`` (native byte order, ``in`` features, at least one row), a 2-D host
     ``TernaryTensor`` whose codes are checked, a float32 ``(out,)`` bias, a float32
-    C-contiguous writeable ``out``, float or int8 activations without ``x_scale``, on
-    the CPU. Each argument is classified once here; anything else (and every bad
+    C-contiguous writeable ``out``, float, int8 or Q8_K activations without ``x_scale``,
+    on the CPU. Each argument is classified once here; anything else (and every bad
     input) takes the general route, which raises the typed errors. Same kernels, same
     arguments, so the same bits.
     """
@@ -397,7 +397,7 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
                                 and out.flags.writeable):
         return None
     rows = x if len(shape) == 2 else x.reshape(-1, n)
-    if small is not None and dt is _FLOAT32:  # a small layer: one compiled step
+    if small is not None and dt is _FLOAT32 and activations in _SMALL_MODES:  # one step
         done = small(rows, bias, None if out is None else out.reshape(rows.shape[0], nout),
                      activations == "int8")
         if done is not None:
@@ -408,6 +408,8 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
                 return out
             return y if len(shape) == 2 else y.reshape((*shape[:-1], nout))
     lead = shape[:-1]
+    if activations in Q8K_MODES:
+        return _host_q8k(x, rows, w, kept, bias, out, activations == "q8_k")
     into = {} if out is None else {"out": out.reshape(rows.shape[0], nout)}
     if activations == "int8":
         y, xs = kernel("linear_int8_fused", "cpu")(rows, data, fmt, n, scales, bias, **into)
@@ -419,6 +421,28 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
                 rows = rows.astype(np.float32)
         y = kernel("linear_float", "cpu")(rows, data, fmt, n, scales, bias, **into)
     return out if into else y if x.ndim == 2 else y.reshape((*lead, nout))
+
+
+def _host_q8k(x: np.ndarray, rows: np.ndarray, w: TernaryTensor, kept: tuple[Any, ...],
+              bias: np.ndarray | None, out: np.ndarray | None, fused: bool) -> np.ndarray | None:
+    """:func:`_host_call` in a Q8_K mode: :func:`_product`'s two kernels, or None.
+
+    None for weights the Q8_K blocks do not fit (the general route refuses them).
+    """
+    data, fmt, scales, nout, n, _ = kept
+    if n % QK_K or (w.group_size is not None and w.group_size % QK_K):
+        return None
+    if rows.dtype != np.float32:
+        with np.errstate(over="ignore"):  # as _float32_rows
+            rows = rows.astype(np.float32)
+    q, d, bsums = kernel("quantize_q8k", "cpu")(rows)
+    if not _all_finite(d.reshape(-1)):  # whatever check_finite says, as the general route
+        _raise_not_finite(x, "x", in_float32=True)
+    y = kernel("linear_q8k", "cpu")(q, d, bsums, data, fmt, n, scales, bias, fused)
+    if out is not None:
+        out.reshape(y.shape)[...] = y
+        return out
+    return y if x.ndim == 2 else y.reshape((*x.shape[:-1], nout))
 
 
 def _host_weights(w: TernaryTensor) -> tuple[Any, ...] | None:
@@ -439,7 +463,8 @@ def _host_weights(w: TernaryTensor) -> tuple[Any, ...] | None:
         kernel("linear_small", "cpu")(data, scales, w.packed._format, w.shape[1])))
 
 
-_HOST_MODES = ("float", "int8")
+_SMALL_MODES = ("float", "int8")  # those of a small layer's one-call route
+_HOST_MODES = (*_SMALL_MODES, *Q8K_MODES)
 _FLOAT32 = np.dtype(np.float32)  # the dtype of float32 arrays NumPy makes (others compare equal)
 
 
