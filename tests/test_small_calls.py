@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import tritnum as tn
 from tritnum import matmul as mm
-from tritnum._kernels.cpu import group_gemv
+from tritnum._kernels.cpu import group_gemv, q8k
 from tritnum.errors import ShapeMismatchError
 
 
@@ -89,31 +89,73 @@ def test_fast_route_gives_the_general_routes_bits(data, n_blocks, nout, lead, gr
     _fast_gives_the_general_bits(x, w, bias, activations, with_out)
 
 
+def _one_call_route(w: tn.TernaryTensor):
+    """The one-call routes ``tn.linear`` keeps with ``w`` (``small_linear.small_rows``)."""
+    tn.linear(np.ones(w.shape[1], np.float32), w)  # the fast route keeps its weights
+    return w._cache["cpu_linear"][-1]
+
+
+def _one_call_gives_the_general_bits(general, w, small, activations, rows, bad_row):
+    """Every call of ``small`` that answers has the general route's bits, into ``out`` too.
+
+    Row 0 of ``x`` holds NaN where ``bad_row``. Returns whether every call answered.
+    """
+    rng = np.random.default_rng(rows)
+    bias = rng.standard_normal(w.shape[0]).astype(np.float32)
+    x = rng.standard_normal((rows, w.shape[1])).astype(np.float32)
+    if bad_row:
+        x[0, 7] = np.nan
+    ref = general(tn.linear, x, w, bias, activations=activations, check_finite=False)
+    answered = True
+    for out in (None, np.full((rows, w.shape[0]), np.nan, np.float32)):
+        done = small(x, bias, out, activations)
+        if done is None:
+            answered = False
+            continue
+        y, bad = done
+        assert bad == bad_row and (out is None or y is out)
+        np.testing.assert_array_equal(y.view(np.uint32), ref.view(np.uint32))
+    return answered
+
+
 @pytest.mark.parametrize("fmt", ["2bit", "bitplane", "base3"])
 @pytest.mark.parametrize("group", [32, 64, 128])
 @pytest.mark.parametrize("activations", ["float", "int8"])
 def test_small_layers_in_groups_answer_in_one_call_with_the_general_routes_bits(
         general, fmt, group, activations):
-    rng = np.random.default_rng(group)
-    w = tn.quantize(rng.standard_normal((40, 256)), group_size=group, format=fmt)
-    bias = rng.standard_normal(40).astype(np.float32)
-    tn.linear(np.ones(256, np.float32), w)  # the fast route keeps its weights
-    small = w._cache["cpu_linear"][-1]  # the one-call route of a small layer
+    w = tn.quantize(np.random.default_rng(group).standard_normal((40, 256)), group_size=group,
+                    format=fmt)
+    small = _one_call_route(w)
     assert small is not None
     int8 = activations == "int8"
-    for rows in (1, 3, 16):
-        x = rng.standard_normal((rows, 256)).astype(np.float32)
-        x[0, 7] = np.nan if int8 else x[0, 7]  # int8: a NaN scale and row, counted
-        ref = general(tn.linear, x, w, bias, activations=activations, check_finite=False)
-        for out in (None, np.full((rows, 40), np.nan, np.float32)):
-            done = small(x, bias, out, int8)
-            if done is None:  # int8 without the GEMV on laid-out rows: the packed routes
-                assert int8 and group_gemv.ROW_TILE is None
-                return
-            y, bad = done
-            assert bad == int8 and (out is None or y is out)
-            np.testing.assert_array_equal(y.view(np.uint32), ref.view(np.uint32))
-    assert small(np.ones((17, 256), np.float32), None, None, int8) is None  # past a GEMV
+    for rows in (1, 3, 16):  # int8: a NaN row gets a NaN scale and outputs, counted
+        answered = _one_call_gives_the_general_bits(general, w, small, activations, rows, int8)
+        # int8 takes the packed routes where the GEMV on laid-out rows does not exist
+        assert answered or (int8 and group_gemv.ROW_TILE is None)
+    assert small(np.ones((17, 256), np.float32), None, None, activations) is None  # past a GEMV
+
+
+@pytest.mark.parametrize("fmt", ["2bit", "bitplane", "base3"])
+@pytest.mark.parametrize(("out", "kw"), [(40, {}), (40, {"axis": -1}), (40, {"group_size": 256}),
+                                         (520, {})])  # 520 x 256: past a small layer's codes
+@pytest.mark.parametrize("activations", ["q8_k", "q8_k_unfused"])
+def test_a_q8k_row_on_small_weights_answers_in_one_call_with_the_general_routes_bits(
+        general, fmt, out, kw, activations):
+    w = tn.quantize(np.random.default_rng(out).standard_normal((out, 512)), format=fmt, **kw)
+    small = _one_call_route(w)
+    if q8k.dot_q8k_vnni is None:  # the VNNI GEMV's CPUs only
+        assert small is None or small(np.ones((1, 512), np.float32), None, None,
+                                      activations) is None
+        return
+    assert _one_call_gives_the_general_bits(general, w, small, activations, 1, False)
+    assert small(np.ones((2, 512), np.float32), None, None, activations) is None  # one row
+    x = np.ones((1, 512), np.float32)
+    x[0, 300] = np.inf
+    out_ = np.full((1, out), 7, np.float32)
+    assert small(x, None, out_, activations)[1] == 1 and (out_ == 7).all()  # nothing written
+    with pytest.raises(ValueError, match=r"x\[0, 300\] = inf is not finite"):
+        tn.linear(x, w, activations=activations, out=out_, check_finite=False)
+    assert (out_ == 7).all()
 
 
 @pytest.mark.parametrize("activations", ["int8", "float"])

@@ -397,19 +397,17 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
                                 and out.flags.writeable):
         return None
     rows = x if len(shape) == 2 else x.reshape(-1, n)
-    if small is not None and dt is _FLOAT32 and activations in _SMALL_MODES:  # one step
+    if activations in Q8K_MODES:
+        return _host_q8k(x, rows, w, kept, bias, out, activations)
+    if small is not None and dt is _FLOAT32:  # a small layer's, or one in groups: one step
         done = small(rows, bias, None if out is None else out.reshape(rows.shape[0], nout),
-                     activations == "int8")
+                     activations)
         if done is not None:
             y, bad = done
             if bad and check_finite:
                 _raise_not_finite(x, "x", in_float32=True)
-            if out is not None:
-                return out
-            return y if len(shape) == 2 else y.reshape((*shape[:-1], nout))
+            return out if out is not None else _shaped(y, shape)
     lead = shape[:-1]
-    if activations in Q8K_MODES:
-        return _host_q8k(x, rows, w, kept, bias, out, activations == "q8_k")
     into = {} if out is None else {"out": out.reshape(rows.shape[0], nout)}
     if activations == "int8":
         y, xs = kernel("linear_int8_fused", "cpu")(rows, data, fmt, n, scales, bias, **into)
@@ -424,25 +422,38 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
 
 
 def _host_q8k(x: np.ndarray, rows: np.ndarray, w: TernaryTensor, kept: tuple[Any, ...],
-              bias: np.ndarray | None, out: np.ndarray | None, fused: bool) -> np.ndarray | None:
-    """:func:`_host_call` in a Q8_K mode: :func:`_product`'s two kernels, or None.
+              bias: np.ndarray | None, out: np.ndarray | None, mode: str) -> np.ndarray | None:
+    """:func:`_host_call` in a Q8_K ``mode``: :func:`_product`'s two kernels, or None.
 
-    None for weights the Q8_K blocks do not fit (the general route refuses them).
+    One row on small weights takes their one-call route. None for weights the Q8_K
+    blocks do not fit (the general route refuses them). ``x`` holding NaN or infinity
+    raises whatever ``check_finite`` says, as the general route does, before any output.
     """
-    data, fmt, scales, nout, n, _ = kept
+    data, fmt, scales, nout, n, small = kept
     if n % QK_K or (w.group_size is not None and w.group_size % QK_K):
         return None
     if rows.dtype != np.float32:
         with np.errstate(over="ignore"):  # as _float32_rows
             rows = rows.astype(np.float32)
-    q, d, bsums = kernel("quantize_q8k", "cpu")(rows)
-    if not _all_finite(d.reshape(-1)):  # whatever check_finite says, as the general route
-        _raise_not_finite(x, "x", in_float32=True)
-    y = kernel("linear_q8k", "cpu")(q, d, bsums, data, fmt, n, scales, bias, fused)
-    if out is not None:
-        out.reshape(y.shape)[...] = y
-        return out
-    return y if x.ndim == 2 else y.reshape((*x.shape[:-1], nout))
+    target = None if out is None else out.reshape(rows.shape[0], nout)
+    done = None if small is None else small(rows, bias, target, mode)
+    if done is None:
+        q, d, bsums = kernel("quantize_q8k", "cpu")(rows)
+        if not _all_finite(d.reshape(-1)):
+            _raise_not_finite(x, "x", in_float32=True)
+        y = kernel("linear_q8k", "cpu")(q, d, bsums, data, fmt, n, scales, bias, mode == "q8_k")
+        if target is not None:
+            target[...] = y
+    else:
+        y, bad = done
+        if bad:
+            _raise_not_finite(x, "x", in_float32=True)
+    return out if out is not None else _shaped(y, x.shape)
+
+
+def _shaped(y: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The ``(m, out)`` result ``y`` of :func:`_host_call` in ``x``'s ``shape`` of rows."""
+    return y if len(shape) == 2 else y.reshape((*shape[:-1], y.shape[-1]))
 
 
 def _host_weights(w: TernaryTensor) -> tuple[Any, ...] | None:
@@ -463,8 +474,7 @@ def _host_weights(w: TernaryTensor) -> tuple[Any, ...] | None:
         kernel("linear_small", "cpu")(data, scales, w.packed._format, w.shape[1])))
 
 
-_SMALL_MODES = ("float", "int8")  # those of a small layer's one-call route
-_HOST_MODES = (*_SMALL_MODES, *Q8K_MODES)
+_HOST_MODES = ("float", "int8", *Q8K_MODES)
 _FLOAT32 = np.dtype(np.float32)  # the dtype of float32 arrays NumPy makes (others compare equal)
 
 

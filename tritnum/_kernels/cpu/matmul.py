@@ -384,7 +384,7 @@ def _alone_float(kernel: Any) -> Any:
 
 def float_rows_alone(w: np.ndarray, fmt: Format, n: int,
                      scales: np.ndarray) -> Callable[..., Any] | None:
-    """``call(x, bias, y)``: :func:`linear_float`'s GEMV of a few float32 rows in one step.
+    """``call(x, bias, y)``: :func:`linear_float`'s GEMV of a few float32 rows in one step (0).
 
     For weights of fewer than ``MIN_PARALLEL_BYTES`` (a GEMV then runs alone) in "2bit"
     rows of whole blocks, kept by a caller that calls it often (a small layer's route,

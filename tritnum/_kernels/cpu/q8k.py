@@ -22,6 +22,9 @@ are converted to "2bit" first.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import numpy as np
 
 from ..._dispatch import register
@@ -37,7 +40,7 @@ from ._llvm.dot_q8k import (
     dot_q8k_vnni,
     dot_q8k_vnni_rows,
 )
-from ._parallel import claim, leave, run
+from ._parallel import MIN_PARALLEL_BYTES, claim, leave, run
 from .gemv_native import run_q8k, warm_q8k
 from .matmul import GEMV_MAX_ROWS
 from .packing import convert
@@ -206,6 +209,48 @@ def _vnni_operands(q, bsums, source, xl, ncsum):
         for c in range(ncsum.shape[1]):
             ncsum[r, c] = -(np.int32(bsums[r, 2 * c]) + np.int32(bsums[r, 2 * c + 1]))
     return 0
+
+
+@_vnni_kernel
+def _vnni_row_alone(x, w, scales, fused, bias, y):
+    """One float32 row through the VNNI GEMV on this thread, in one call; -1 for non-finite x.
+
+    :func:`quantize_q8k`, :func:`laid_out_vnni` and the GEMV of :func:`linear_q8k` in one
+    compiled step: the same kernels (the GEMV called as a call alone calls it), the bias
+    added after: the same bits. A block of ``x`` holding NaN or infinity stops the call
+    before the GEMV (``y`` untouched): the caller raises.
+    """
+    k = x.shape[1]
+    q = np.empty((1, k), np.int8)
+    d = np.empty((1, k // QK_K), np.float32)
+    bsums = np.empty((1, k // BSUM), np.int16)
+    _quantize_rows(x, x.view(np.uint32), q, q.view(np.uint64), d, bsums, np.intp(0), np.intp(1))
+    for b in range(d.shape[1]):
+        if not math.isfinite(d[0, b]):
+            return -1
+    xl = np.empty((1, k), np.int8)
+    ncsum = np.empty((1, k // (2 * BSUM)), np.int32)
+    _vnni_operands(q, bsums, VNNI_SOURCE, xl, ncsum)
+    ctl = np.empty(2, np.int64)
+    ctl[0], ctl[1] = 0, w.shape[0]
+    _q8k_gemv(xl, ncsum, d, w, scales, fused, y, ctl, w.shape[0])
+    if bias.size:
+        for o in range(y.shape[1]):
+            y[0, o] += bias[o]
+    return 0
+
+
+def row_alone(w: np.ndarray, scales: np.ndarray) -> Callable[..., int] | None:
+    """``call(x, fused, bias, y)``: :func:`_vnni_row_alone` on "2bit" rows ``w``, or None.
+
+    For weights of fewer than ``MIN_PARALLEL_BYTES`` (their GEMV runs alone) on a CPU
+    with the VNNI GEMV, kept by a caller that calls it often (a small layer's route,
+    :mod:`.small_linear`): one C-contiguous float32 row ``x`` of whole Q8_K blocks, a
+    float32 ``bias`` (empty: none).
+    """
+    if dot_q8k_vnni is None or not w.shape[0] or w.nbytes >= MIN_PARALLEL_BYTES:
+        return None
+    return lambda x, fused, bias, y: _vnni_row_alone(x, w, scales, fused, bias, y)
 
 
 def laid_out_vnni(q: np.ndarray, bsums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

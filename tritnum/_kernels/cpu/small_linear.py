@@ -362,69 +362,73 @@ def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: Any, fmt: For
 @register("linear_small", "cpu")
 def small_rows(data: Any, scales: np.ndarray, fmt: Format,
                n: int) -> Callable[..., tuple[np.ndarray, int] | None] | None:
-    """The one-call route of :class:`SmallCodes` as one callable; None for other weights.
+    """The one-call routes of weights ``data`` as one callable; None where there are none.
 
     For a caller that keeps it with the weights (``tn.linear``'s host route): nothing
-    about the weights is looked at again on a call. ``call(x, bias, out, int8)`` takes
-    C-contiguous float32 rows ``x``, a float32 ``(out,)`` ``bias`` or None and a float32
-    ``(m, out)`` ``out`` or None, and returns the result and how many rows held NaN or
-    infinity (int8 activations; their outputs are NaN), or None when ``x`` has more
-    rows than the route takes (:func:`_one_call`).
+    about the weights is looked at again on a call. ``call(x, bias, out, mode)`` takes
+    C-contiguous float32 rows ``x``, a float32 ``(out,)`` ``bias`` or None, a float32
+    ``(m, out)`` ``out`` or None and an activation mode, and returns the result and how
+    many rows held NaN or infinity (int8: their outputs are NaN; Q8_K: nothing was
+    written, the caller raises), or None when the route does not take the call. The
+    routes (:func:`_routes`): a :class:`SmallCodes` layer's (a few rows, float and int8),
+    a layer's in scale groups whose GEMV runs alone (up to ``GEMV_MAX_ROWS`` rows, float
+    and int8) and the Q8_K GEMV of one row on such weights, each one compiled call.
     """
-    if type(data) is not SmallCodes:
-        return _grouped_rows(data, scales, fmt, n)
-    codes = data.codes
-    nout = codes.shape[0]
+    routes = _routes(data, scales, fmt, n)
+    if not routes:
+        return None
+    nout = scales.shape[0]
 
     def call(x: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None,
-             int8: bool) -> tuple[np.ndarray, int] | None:
-        m = x.shape[0]
-        if m > SMALL_ROWS and not _one_call(m, codes, int8):  # (a call less for a few rows)
+             mode: str) -> tuple[np.ndarray, int] | None:
+        route = routes.get(mode)
+        if route is None or not route[1](x.shape[0]):
             return None
-        y = np.empty((m, nout), np.float32) if out is None else out
-        if bias is None:
-            bias = _NO_BIAS
-        if int8:
-            return y, _int8_rows(x, codes, scales, bias, y, _NO_SCALES)
-        return y, _float_rows(x, codes, scales, bias, y)
+        y = np.empty((x.shape[0], nout), np.float32) if out is None else out
+        return y, route[0](x, _NO_BIAS if bias is None else bias, y)
 
     return call
 
 
-def _grouped_rows(data: Any, scales: np.ndarray, fmt: Format,
-                  n: int) -> Callable[..., tuple[np.ndarray, int] | None] | None:
-    """:func:`small_rows` for a layer in scale groups whose GEMV runs alone, or None.
+Route = tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], int], Callable[[int], bool]]
 
-    A few rows take the packed routes' GEMV (float: :mod:`.matmul`'s; int8: that of
-    :class:`.group_gemv.GroupPanel`) in one compiled call, where the routes took 11-13
-    µs at 256 x 256 in groups of 32-128, most of it Python between their kernels.
+
+def _gemv_rows(m: int) -> bool:
+    """Whether ``m`` rows take a GEMV (:data:`.matmul.GEMV_MAX_ROWS`)."""
+    return m <= packed.GEMV_MAX_ROWS
+
+
+def _routes(data: Any, scales: np.ndarray, fmt: Format, n: int) -> dict[str, Route]:
+    """:func:`small_rows`' routes by activation mode: ``(run(x, bias, y), takes(rows))``.
+
+    ``run`` returns the rows holding NaN or infinity. Layers in scale groups took 11-13
+    µs a call at 256 x 256 in groups of 32-128 through the packed routes, a Q8_K row 20
+    µs, most of it Python between their kernels.
     """
-    if scales.shape[1] == 1:
-        return None
-    codes, two_bit = _unwrapped(data, fmt)
-    if type(codes) is GroupPanel:
-        codes = codes.packed
-    floats = packed.float_rows_alone(codes, two_bit, n, scales)
-    int8s = group_gemv.quantized_rows_alone(data) if type(data) is GroupPanel else None
-    if floats is None and int8s is None:
-        return None
-    nout = codes.shape[0]
-
-    def call(x: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None,
-             int8: bool) -> tuple[np.ndarray, int] | None:
-        m = x.shape[0]
-        route = int8s if int8 else floats
-        if route is None or m > packed.GEMV_MAX_ROWS:
-            return None
-        y = np.empty((m, nout), np.float32) if out is None else out
-        if bias is None:
-            bias = _NO_BIAS
-        if int8:
-            return y, route(x, bias, y, np.empty(m, np.float32))
-        route(x, bias, y)
-        return y, 0
-
-    return call
+    routes: dict[str, Route] = {}
+    rows, two_bit = _unwrapped(data, fmt)
+    if type(data) is SmallCodes:
+        codes = data.codes
+        routes["int8"] = (lambda x, bias, y: _int8_rows(x, codes, scales, bias, y, _NO_SCALES),
+                          lambda m: m <= SMALL_ROWS or _one_call(m, codes, True))
+        routes["float"] = (lambda x, bias, y: _float_rows(x, codes, scales, bias, y),
+                           lambda m: m <= SMALL_ROWS or _one_call(m, codes, False))
+    if type(rows) in (SmallCodes, GroupPanel):
+        rows = rows.packed
+    if type(data) is not SmallCodes and scales.shape[1] > 1:
+        floats = packed.float_rows_alone(rows, two_bit, n, scales)
+        if floats is not None:
+            routes["float"] = (floats, _gemv_rows)
+        int8s = group_gemv.quantized_rows_alone(data) if type(data) is GroupPanel else None
+        if int8s is not None:
+            routes["int8"] = (lambda x, bias, y: int8s(x, bias, y, np.empty(len(x), np.float32)),
+                              _gemv_rows)
+    row = q8k.row_alone(rows, scales) if two_bit is _2BIT and n % q8k.QK_K == 0 else None
+    if row is not None:
+        for mode, fused in (("q8_k", True), ("q8_k_unfused", False)):
+            routes[mode] = (lambda x, bias, y, fused=fused: -row(x, fused, bias, y),
+                            lambda m: m == 1)
+    return routes
 
 
 _int8_fused = int8_fused("cpu")
