@@ -158,6 +158,41 @@ def test_a_q8k_row_on_small_weights_answers_in_one_call_with_the_general_routes_
     assert (out_ == 7).all()
 
 
+# weights of each route: a small layer's codes, a small layer in groups, past both
+_LAYERS = {"small": (40, {}), "groups": (40, {"group_size": 256}), "large": (600, {})}
+
+
+@pytest.mark.parametrize("layer", list(_LAYERS))
+@pytest.mark.parametrize("activations", ["float", "int8", "q8_k"])
+@pytest.mark.parametrize("route", ["fast", "general"])
+def test_a_bias_inside_out_gives_the_bits_of_its_copy(general, layer, activations, route):
+    nout, kw = _LAYERS[layer]
+    rng = np.random.default_rng(nout)
+    w = tn.quantize(rng.standard_normal((nout, 512)), **kw)
+    x = rng.standard_normal((3, 512)).astype(np.float32)
+    out = rng.standard_normal((3, nout)).astype(np.float32)
+    want = tn.linear(x, w, out[1].copy(), activations=activations)
+    run = tn.linear if route == "fast" else lambda *a, **k: general(tn.linear, *a, **k)
+    assert run(x, w, out[1], activations=activations, out=out) is out  # the bias: a row of out
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("layer", list(_LAYERS))
+@pytest.mark.parametrize("activations", ["int8", "q8_k", "q8_k_unfused"])
+@pytest.mark.parametrize("route", ["fast", "general"])
+def test_a_refused_call_writes_nothing_into_out(general, layer, activations, route):
+    nout, kw = _LAYERS[layer]
+    w = tn.quantize(np.random.default_rng(0).standard_normal((nout, 512)), **kw)
+    run = tn.linear if route == "fast" else lambda *a, **k: general(tn.linear, *a, **k)
+    for rows in (1, 3):
+        x = np.ones((rows, 512), np.float32)
+        x[-1, 5] = np.nan
+        out = np.full((rows, nout), 7, np.float32)
+        with pytest.raises(ValueError, match=rf"x\[{rows - 1}, 5\] = nan is not finite"):
+            run(x, w, activations=activations, out=out)
+        assert (out == 7).all()
+
+
 @pytest.mark.parametrize("activations", ["int8", "float"])
 @pytest.mark.parametrize("d", [64, 256])
 def test_bitlinear_takes_the_fast_route_with_the_same_bits(monkeypatch, general, activations, d):

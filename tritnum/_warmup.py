@@ -147,7 +147,8 @@ def _linear_step(name: str) -> Callable[[str], None]:
                     linear(np.ones((rows, 256), np.float32), w, activations=activations,
                            device=dev)
         if name == "2bit":  # the GEMV's group paths of their own: groups of whole lanes
-            for n, size in ((768, 96), (320, 32)):  # (96 inputs), rows not of whole blocks
+            # (96 inputs), rows not of whole blocks, and each dot of groups inside a block
+            for n, size in ((768, 96), (320, 32), (256, 32), (256, 64), (256, 128), (512, 256)):
                 w = quantize(np.resize(WEIGHTS, (8, n)), format=name, group_size=size,
                              device=dev)
                 for activations in ("float", "int8"):

@@ -268,8 +268,8 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     ``check_finite=False`` (or float activations) does not synchronize.
 
     Small calls. Plain NumPy arguments (a C-contiguous float ``x``, a float32 ``bias``
-    and ``out`` if any, ``"float"`` or ``"int8"`` activations, on the CPU) go straight
-    to the CPU kernels, each argument classified once; what the kernels read of ``w``
+    and ``out`` if any, any activation mode but a given ``x_scale``, on the CPU) go
+    straight to the CPU kernels, each argument classified once; what the kernels read of ``w``
     (packed data and scale rows) is kept with ``w`` after its first call, so repeated
     calls on the same ``w`` (as :class:`BitLinear` makes them) prepare nothing again.
     Other arguments (lists, float64 bias, torch tensors, GPU or Dask arrays) take the
@@ -279,7 +279,12 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     ``w``: at most 128 KiB with the padding of narrow rows), and then a call of a few
     rows (up to 2**22 products with int8 activations, 2**20 with float ones, and always
     up to 4 rows) is one compiled step (quantization, products, rescale and bias); the
-    int8 results are the same bits.
+    int8 results are the same bits. So is a call of up to 16 rows on a layer in scale
+    groups whose packed codes take less than 1 MiB (float activations on rows of whole
+    SIMD blocks; int8 where the CPU has VNNI and GFNI), and one row in ``"q8_k"`` on such
+    weights where it has VNNI: the general route's kernels, so its bits. A call that
+    raises writes nothing into ``out``; a ``bias`` sharing memory with ``out`` is read
+    as it was before the call.
 
     On the float path NaN and infinity in ``x`` propagate as they do in BLAS:
     every output that reads them is NaN or infinite. Values beyond float32's range
@@ -347,6 +352,7 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     dev = resolve_device(device, a, w.packed.data)
     ensure_valid(w.packed, dev)
     target = None if out is None else _out(out, (*lead, nout), dev)
+    b = _unshared(b, target)
     rows = as_rows(a)
     m = rows.shape[0]
     given_scale = None if x_scale is None else _vector(x_scale, "x_scale", lead).reshape(m)
@@ -357,7 +363,9 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
         data, scales = (_resident(w, dev) if mode not in Q8K_MODES or dev != "cuda"
                         else (w.packed.data, _scale_rows(w)))
         weights = (data, w.packed._format, n, scales, b)
-        into = {} if target is None or mode in Q8K_MODES else {"out": target.reshape(m, nout)}
+        # int8 with the check: written into out once the check passed, as Q8_K
+        checked = mode in Q8K_MODES or (mode == "int8" and x_scale is None and check_finite)
+        into = {} if target is None or checked else {"out": target.reshape(m, nout)}
         y = _product(a, rows, given_scale, mode, dev, weights, into, check_finite)
         if into:
             return out
@@ -397,18 +405,19 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
                                 and out.flags.writeable):
         return None
     rows = x if len(shape) == 2 else x.reshape(-1, n)
+    bias = _unshared(bias, out)
     if activations in Q8K_MODES:
         return _host_q8k(x, rows, w, kept, bias, out, activations)
+    target = None if out is None else out.reshape(rows.shape[0], nout)
+    checked = check_finite and activations == "int8"  # written into out once checked
+    into = {} if target is None or checked else {"out": target}
     if small is not None and dt is _FLOAT32:  # a small layer's, or one in groups: one step
-        done = small(rows, bias, None if out is None else out.reshape(rows.shape[0], nout),
-                     activations)
+        done = small(rows, bias, into.get("out"), activations)
         if done is not None:
             y, bad = done
             if bad and check_finite:
                 _raise_not_finite(x, "x", in_float32=True)
-            return out if out is not None else _shaped(y, shape)
-    lead = shape[:-1]
-    into = {} if out is None else {"out": out.reshape(rows.shape[0], nout)}
+            return _finished(y, shape, out, into)
     if activations == "int8":
         y, xs = kernel("linear_int8_fused", "cpu")(rows, data, fmt, n, scales, bias, **into)
         if check_finite and not _all_finite(xs):
@@ -418,7 +427,32 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
             with np.errstate(over="ignore"):  # as _float32_rows
                 rows = rows.astype(np.float32)
         y = kernel("linear_float", "cpu")(rows, data, fmt, n, scales, bias, **into)
-    return out if into else y if x.ndim == 2 else y.reshape((*lead, nout))
+    return _finished(y, shape, out, into)
+
+
+def _unshared(bias: Any, out: Any) -> Any:
+    """``bias``, or a copy of it where it may share memory with ``out``.
+
+    The kernels write each output row in turn and read the bias for every one: a bias
+    that is a row of ``out`` would change under them.
+    """
+    if (bias is not None and type(bias) is np.ndarray and type(out) is np.ndarray
+            and np.may_share_memory(bias, out)):
+        return bias.copy()
+    return bias
+
+
+def _finished(y: np.ndarray, shape: tuple[int, ...], out: np.ndarray | None,
+              into: dict[str, Any]) -> np.ndarray:
+    """:func:`_host_call`'s result: ``y`` in ``x``'s ``shape`` of rows, or ``out``.
+
+    ``out`` holds it already where the kernel wrote into it (``into``); else it is copied.
+    """
+    if out is None:
+        return _shaped(y, shape)
+    if not into:
+        out.reshape(y.shape)[...] = y
+    return out
 
 
 def _host_q8k(x: np.ndarray, rows: np.ndarray, w: TernaryTensor, kept: tuple[Any, ...],
