@@ -405,19 +405,23 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
                                 and out.flags.writeable):
         return None
     rows = x if len(shape) == 2 else x.reshape(-1, n)
-    bias = _unshared(bias, out)
+    target = None  # out as rows, where the kernels write into it
+    if out is not None:
+        bias = _unshared(bias, out)
+        if not (check_finite and activations == "int8"):  # else written once checked
+            target = out.reshape(rows.shape[0], nout)
     if activations in Q8K_MODES:
-        return _host_q8k(x, rows, w, kept, bias, out, activations)
-    target = None if out is None else out.reshape(rows.shape[0], nout)
-    checked = check_finite and activations == "int8"  # written into out once checked
-    into = {} if target is None or checked else {"out": target}
+        return _host_q8k(x, rows, w, kept, bias, out, target, activations)
     if small is not None and dt is _FLOAT32:  # a small layer's, or one in groups: one step
-        done = small(rows, bias, into.get("out"), activations)
+        done = small(rows, bias, target, activations)
         if done is not None:
             y, bad = done
             if bad and check_finite:
                 _raise_not_finite(x, "x", in_float32=True)
-            return _finished(y, shape, out, into)
+            if out is None:  # (no call more on the path of BitLinear's calls)
+                return y if len(shape) == 2 else y.reshape((*shape[:-1], nout))
+            return _finished(y, shape, out, target)
+    into = {} if target is None else {"out": target}
     if activations == "int8":
         y, xs = kernel("linear_int8_fused", "cpu")(rows, data, fmt, n, scales, bias, **into)
         if check_finite and not _all_finite(xs):
@@ -427,7 +431,7 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
             with np.errstate(over="ignore"):  # as _float32_rows
                 rows = rows.astype(np.float32)
         y = kernel("linear_float", "cpu")(rows, data, fmt, n, scales, bias, **into)
-    return _finished(y, shape, out, into)
+    return _finished(y, shape, out, target)
 
 
 def _unshared(bias: Any, out: Any) -> Any:
@@ -443,51 +447,47 @@ def _unshared(bias: Any, out: Any) -> Any:
 
 
 def _finished(y: np.ndarray, shape: tuple[int, ...], out: np.ndarray | None,
-              into: dict[str, Any]) -> np.ndarray:
+              target: np.ndarray | None) -> np.ndarray:
     """:func:`_host_call`'s result: ``y`` in ``x``'s ``shape`` of rows, or ``out``.
 
-    ``out`` holds it already where the kernel wrote into it (``into``); else it is copied.
+    ``out`` holds it already where the kernel wrote into it (``target``, its rows);
+    else it is copied.
     """
     if out is None:
-        return _shaped(y, shape)
-    if not into:
+        return y if len(shape) == 2 else y.reshape((*shape[:-1], y.shape[-1]))
+    if target is None:
         out.reshape(y.shape)[...] = y
     return out
 
 
 def _host_q8k(x: np.ndarray, rows: np.ndarray, w: TernaryTensor, kept: tuple[Any, ...],
-              bias: np.ndarray | None, out: np.ndarray | None, mode: str) -> np.ndarray | None:
+              bias: np.ndarray | None, out: np.ndarray | None, target: np.ndarray | None,
+              mode: str) -> np.ndarray | None:
     """:func:`_host_call` in a Q8_K ``mode``: :func:`_product`'s two kernels, or None.
 
-    One row on small weights takes their one-call route. None for weights the Q8_K
-    blocks do not fit (the general route refuses them). ``x`` holding NaN or infinity
-    raises whatever ``check_finite`` says, as the general route does, before any output.
+    One row on small weights takes their one-call route (into ``target``, given: it
+    writes nothing when it refuses ``x``). None for weights the Q8_K blocks do not
+    fit (the general route refuses them). ``x`` holding NaN or infinity raises whatever
+    ``check_finite`` says, as the general route does, before any output.
     """
-    data, fmt, scales, nout, n, small = kept
+    data, fmt, scales, _, n, small = kept
     if n % QK_K or (w.group_size is not None and w.group_size % QK_K):
         return None
     if rows.dtype != np.float32:
         with np.errstate(over="ignore"):  # as _float32_rows
             rows = rows.astype(np.float32)
-    target = None if out is None else out.reshape(rows.shape[0], nout)
     done = None if small is None else small(rows, bias, target, mode)
     if done is None:
         q, d, bsums = kernel("quantize_q8k", "cpu")(rows)
         if not _all_finite(d.reshape(-1)):
             _raise_not_finite(x, "x", in_float32=True)
         y = kernel("linear_q8k", "cpu")(q, d, bsums, data, fmt, n, scales, bias, mode == "q8_k")
-        if target is not None:
-            target[...] = y
+        target = None  # a new array: copied into out
     else:
         y, bad = done
         if bad:
             _raise_not_finite(x, "x", in_float32=True)
-    return out if out is not None else _shaped(y, x.shape)
-
-
-def _shaped(y: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """The ``(m, out)`` result ``y`` of :func:`_host_call` in ``x``'s ``shape`` of rows."""
-    return y if len(shape) == 2 else y.reshape((*shape[:-1], y.shape[-1]))
+    return _finished(y, x.shape, out, target)
 
 
 def _host_weights(w: TernaryTensor) -> tuple[Any, ...] | None:

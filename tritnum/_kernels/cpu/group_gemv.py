@@ -117,16 +117,16 @@ def _gemv_blocks(a, xsum, codes, laid, xscale, y, ctl, t1):
 
 
 @_kernel
-def _quantized_rows(x, codes, laid, seg, bias, y, xscale):
+def _quantized_rows(codes, laid, seg, x, bias, y):
     """Float32 rows ``x`` quantized and multiplied on this thread, in one call.
 
     :func:`gemv_int8` after ``quantize_activations`` (per row) in one compiled step:
     the same quantizer, layout and kernel (called as a call alone calls it), the bias
-    added after as the packed routes add it: the same bits. The rows' scales go into
-    ``xscale``; returns how many rows held NaN or infinity (a NaN scale, NaN outputs).
+    added after as the packed routes add it: the same bits. Returns how many rows held
+    NaN or infinity (a NaN scale, NaN outputs).
     """
     m, n = x.shape
-    amax = np.empty(m, np.float32)
+    amax, xscale = np.empty(m, np.float32), np.empty(m, np.float32)
     q = np.empty((m, n), np.int8)
     # an intp 0, not a literal: numba compiled the callee again for Literal[int](0)
     _absmax_quantize_rows(x, x.view(np.uint32), amax, amax.view(np.uint32), q, np.intp(0), m)
@@ -148,7 +148,7 @@ def _quantized_rows(x, codes, laid, seg, bias, y, xscale):
 
 
 def quantized_rows_alone(w: GroupPanel) -> Callable[..., int] | None:
-    """``call(x, bias, y, xscale)``: :func:`_quantized_rows` on ``w``, or None.
+    """``call(x, bias, y)``: :func:`_quantized_rows` on ``w``, or None.
 
     For weights of fewer than ``MIN_PARALLEL_BYTES`` (their GEMV runs alone), kept by a
     caller that calls it often (a small layer's route, :mod:`.small_linear`): at most
@@ -158,9 +158,9 @@ def quantized_rows_alone(w: GroupPanel) -> Callable[..., int] | None:
         return None
     seg = w.n // w.scales.shape[1] // 4
 
-    def call(x: np.ndarray, bias: np.ndarray, y: np.ndarray, xscale: np.ndarray) -> int:
+    def call(x: np.ndarray, bias: np.ndarray, y: np.ndarray) -> int:
         codes, laid = w.panel()
-        return _quantized_rows(x, codes, laid, seg, bias, y, xscale)
+        return _quantized_rows(codes, laid, seg, x, bias, y)
     return call
 
 

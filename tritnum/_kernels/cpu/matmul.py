@@ -349,7 +349,7 @@ def _gemv_kernel(segment: int, units: int, groups: int, int8: bool) -> Any:
     return _gemv_int8_groups[size if size <= BLOCK_BYTES else WHOLE]
 
 
-def _float_rows_alone(x, w, scales, segment, bias, y):
+def _float_rows_alone(w, scales, segment, x, bias, y):
     """Float32 rows ``x`` through the GEMV kernel ``KERNEL`` on this thread, in one call.
 
     :func:`linear_float`'s GEMV route for rows of whole blocks in one compiled step:
@@ -396,7 +396,7 @@ def float_rows_alone(w: np.ndarray, fmt: Format, n: int,
             or w.nbytes >= MIN_PARALLEL_BYTES):
         return None
     call = _alone_float(_gemv_kernel(segment, w.shape[1], scales.shape[1], False))
-    return lambda x, bias, y: call(x, w, scales, segment, bias, y)
+    return functools.partial(call, w, scales, segment)
 
 
 def warm_native() -> None:

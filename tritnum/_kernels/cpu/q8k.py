@@ -22,6 +22,7 @@ are converted to "2bit" first.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -212,8 +213,8 @@ def _vnni_operands(q, bsums, source, xl, ncsum):
 
 
 @_vnni_kernel
-def _vnni_row_alone(x, w, scales, fused, bias, y):
-    """One float32 row through the VNNI GEMV on this thread, in one call; -1 for non-finite x.
+def _vnni_row_alone(w, scales, fused, x, bias, y):
+    """One float32 row through the VNNI GEMV on this thread, in one call; 1 for non-finite x.
 
     :func:`quantize_q8k`, :func:`laid_out_vnni` and the GEMV of :func:`linear_q8k` in one
     compiled step: the same kernels (the GEMV called as a call alone calls it), the bias
@@ -227,7 +228,7 @@ def _vnni_row_alone(x, w, scales, fused, bias, y):
     _quantize_rows(x, x.view(np.uint32), q, q.view(np.uint64), d, bsums, np.intp(0), np.intp(1))
     for b in range(d.shape[1]):
         if not math.isfinite(d[0, b]):
-            return -1
+            return 1
     xl = np.empty((1, k), np.int8)
     ncsum = np.empty((1, k // (2 * BSUM)), np.int32)
     _vnni_operands(q, bsums, VNNI_SOURCE, xl, ncsum)
@@ -241,7 +242,7 @@ def _vnni_row_alone(x, w, scales, fused, bias, y):
 
 
 def row_alone(w: np.ndarray, scales: np.ndarray) -> Callable[..., int] | None:
-    """``call(x, fused, bias, y)``: :func:`_vnni_row_alone` on "2bit" rows ``w``, or None.
+    """``call(fused, x, bias, y)``: :func:`_vnni_row_alone` on "2bit" rows ``w``, or None.
 
     For weights of fewer than ``MIN_PARALLEL_BYTES`` (their GEMV runs alone) on a CPU
     with the VNNI GEMV, kept by a caller that calls it often (a small layer's route,
@@ -250,7 +251,7 @@ def row_alone(w: np.ndarray, scales: np.ndarray) -> Callable[..., int] | None:
     """
     if dot_q8k_vnni is None or not w.shape[0] or w.nbytes >= MIN_PARALLEL_BYTES:
         return None
-    return lambda x, fused, bias, y: _vnni_row_alone(x, w, scales, fused, bias, y)
+    return functools.partial(_vnni_row_alone, w, scales)
 
 
 def laid_out_vnni(q: np.ndarray, bsums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

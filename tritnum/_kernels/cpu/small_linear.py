@@ -236,7 +236,7 @@ _int8_dots, _float_dots = _dots_kernel(True), _dots_kernel(False)
 
 
 @jit()
-def _int8_rows(x, codes, scales, bias, y, xscale):
+def _int8_rows(codes, scales, xscale, x, bias, y):
     """Float32 rows quantized (as ``quantize_activations``) and multiplied, into ``y``.
 
     Their scales go into ``xscale``: the caller makes both (numba takes about 0.3 µs
@@ -271,7 +271,7 @@ _NO_SCALES = np.zeros(0, np.float32)
 
 
 @jit()
-def _float_rows(x, codes, scales, bias, y):
+def _float_rows(codes, scales, x, bias, y):
     """Float32 rows times the trits, each output times its row's scale, into ``y``."""
     _float_dots(_zero_padded(x, 4 * codes.shape[1]), _NO_XNEG, _NO_SCALES, codes, scales, bias,
                 y)
@@ -307,7 +307,7 @@ def linear_float(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.ndarray,
     if type(w) is SmallCodes:
         if _one_call(x.shape[0], w.codes, False):
             y = _result(x, w.codes, out)
-            _float_rows(x, w.codes, scales, _bias(bias), y)
+            _float_rows(w.codes, scales, x, _bias(bias), y)
             return y
         w = w.packed  # as any layer's: 256 rows at 64 x 64 took 111 µs padded, 30 so
     elif type(w) is GroupPanel:
@@ -344,7 +344,7 @@ def linear_int8_fused(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.nda
         return packed.linear_int8_fused(x, w, fmt, n, scales, bias, out)
     if x.dtype == np.float32 and _one_call(x.shape[0], w.codes, True):
         y, xscale = _result(x, w.codes, out), np.empty(x.shape[0], np.float32)
-        _int8_rows(x, w.codes, scales, _bias(bias), y, xscale)
+        _int8_rows(w.codes, scales, xscale, x, _bias(bias), y)
         return y, xscale
     return _int8_fused(x, w, fmt, n, scales, bias, out)  # its linear_int8 reorders x
 
@@ -377,57 +377,54 @@ def small_rows(data: Any, scales: np.ndarray, fmt: Format,
     routes = _routes(data, scales, fmt, n)
     if not routes:
         return None
-    nout = scales.shape[0]
+    nout, route = scales.shape[0], routes.get
 
     def call(x: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None,
              mode: str) -> tuple[np.ndarray, int] | None:
-        route = routes.get(mode)
-        if route is None or not route[1](x.shape[0]):
+        run, most = route(mode, _NO_ROUTE)
+        m = x.shape[0]
+        if m > most:
             return None
-        y = np.empty((x.shape[0], nout), np.float32) if out is None else out
-        return y, route[0](x, _NO_BIAS if bias is None else bias, y)
+        y = np.empty((m, nout), np.float32) if out is None else out
+        return y, run(x, _NO_BIAS if bias is None else bias, y)
 
     return call
 
 
-Route = tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], int], Callable[[int], bool]]
-
-
-def _gemv_rows(m: int) -> bool:
-    """Whether ``m`` rows take a GEMV (:data:`.matmul.GEMV_MAX_ROWS`)."""
-    return m <= packed.GEMV_MAX_ROWS
+# a route: run(x, bias, y) -> the rows holding NaN or infinity, and the most rows it takes
+Route = tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], int], int]
+_NO_ROUTE: Route = (lambda x, bias, y: 0, -1)  # a mode without a route: no rows
 
 
 def _routes(data: Any, scales: np.ndarray, fmt: Format, n: int) -> dict[str, Route]:
-    """:func:`small_rows`' routes by activation mode: ``(run(x, bias, y), takes(rows))``.
+    """:func:`small_rows`' routes by activation mode.
 
-    ``run`` returns the rows holding NaN or infinity. Layers in scale groups took 11-13
-    µs a call at 256 x 256 in groups of 32-128 through the packed routes, a Q8_K row 20
-    µs, most of it Python between their kernels.
+    Partials of the kernels over what they keep, so a call adds no Python frame
+    (``BitLinear`` at 64 x 64 took 2.8 µs a call with one, 2.4 without). Layers in scale
+    groups took 11-13 µs a call at 256 x 256 in groups of 32-128 through the packed
+    routes, a Q8_K row 20 µs, most of it Python between their kernels.
     """
     routes: dict[str, Route] = {}
     rows, two_bit = _unwrapped(data, fmt)
     if type(data) is SmallCodes:
         codes = data.codes
-        routes["int8"] = (lambda x, bias, y: _int8_rows(x, codes, scales, bias, y, _NO_SCALES),
-                          lambda m: m <= SMALL_ROWS or _one_call(m, codes, True))
-        routes["float"] = (lambda x, bias, y: _float_rows(x, codes, scales, bias, y),
-                           lambda m: m <= SMALL_ROWS or _one_call(m, codes, False))
+        for int8, run in ((True, functools.partial(_int8_rows, codes, scales, _NO_SCALES)),
+                          (False, functools.partial(_float_rows, codes, scales))):
+            most = max(SMALL_ROWS, ONE_CALL_PRODUCTS[int8] // (4 * codes.size))
+            routes["int8" if int8 else "float"] = (run, most)
     if type(rows) in (SmallCodes, GroupPanel):
         rows = rows.packed
     if type(data) is not SmallCodes and scales.shape[1] > 1:
         floats = packed.float_rows_alone(rows, two_bit, n, scales)
         if floats is not None:
-            routes["float"] = (floats, _gemv_rows)
+            routes["float"] = (floats, packed.GEMV_MAX_ROWS)
         int8s = group_gemv.quantized_rows_alone(data) if type(data) is GroupPanel else None
         if int8s is not None:
-            routes["int8"] = (lambda x, bias, y: int8s(x, bias, y, np.empty(len(x), np.float32)),
-                              _gemv_rows)
+            routes["int8"] = (int8s, packed.GEMV_MAX_ROWS)
     row = q8k.row_alone(rows, scales) if two_bit is _2BIT and n % q8k.QK_K == 0 else None
     if row is not None:
         for mode, fused in (("q8_k", True), ("q8_k_unfused", False)):
-            routes[mode] = (lambda x, bias, y, fused=fused: -row(x, fused, bias, y),
-                            lambda m: m == 1)
+            routes[mode] = (functools.partial(row, fused), 1)
     return routes
 
 
