@@ -326,6 +326,17 @@ def claim(ctl, t1):
     return a, min(a + ctl[STEP], t1)
 
 
+@jit(inline="always")
+def alone(tasks):
+    """The control words of a claimed call run alone: its ``tasks`` as one chunk.
+
+    For a kernel that calls a claimed kernel itself (as :func:`run_claimed` calls it alone).
+    """
+    ctl = np.empty(2, np.int64)
+    ctl[NEXT], ctl[STEP] = 0, tasks
+    return ctl
+
+
 @jit()
 def leave(ctl):
     """A thread's last step in a claimed call, after its last :func:`claim`.

@@ -27,10 +27,11 @@ import numpy as np
 from ..._formats import Format
 from ._jit import jit_where
 from ._llvm.gemm import ROW_TILE, row_tile
-from ._parallel import MIN_PARALLEL_BYTES, claim, leave, run
+from ._parallel import MIN_PARALLEL_BYTES, alone, claim, leave, run
 from .gemv_native import run_blocks, warm_blocks
 from .int8_gemm import _activation_panel, _activation_rows, _weight_panel, column_tiles
 from .quantize import _absmax_quantize_rows
+from .rescale import add_bias
 
 
 class GroupPanel:
@@ -137,13 +138,8 @@ def _quantized_rows(codes, laid, seg, x, bias, y):
     a = np.zeros((m, codes.shape[1], 1, 16), np.int8)  # as _activation_panel's, one row a tile
     xsum = np.zeros((m, laid.shape[1], 1), np.int32)
     _activation_rows(q, seg, a, xsum, np.intp(0), m)  # groups of whole steps: no tails
-    ctl = np.empty(2, np.int64)
-    ctl[0], ctl[1] = 0, codes.shape[0]
-    _gemv_blocks(a, xsum, codes, laid, xscale, y, ctl, codes.shape[0])
-    if bias.size:
-        for r in range(m):
-            for o in range(y.shape[1]):
-                y[r, o] += bias[o]
+    _gemv_blocks(a, xsum, codes, laid, xscale, y, alone(codes.shape[0]), codes.shape[0])
+    add_bias(y, bias)
     return bad
 
 

@@ -51,14 +51,14 @@ from ._llvm.gemv import (
     scaled_dot_2bit_rows,
 )
 from ._llvm.gemv_target import BLOCK_BYTES
-from ._parallel import MIN_PARALLEL_BYTES, claim, leave, run, with_blas_limit
+from ._parallel import MIN_PARALLEL_BYTES, alone, claim, leave, run, with_blas_limit
 from .base3_gemv import gemv_base3
 from .dequantize import decode_2bit_rows, dequantize_2bit_rows
 from .gemv_native import run_gemv, warm_gemv
 from .int8_gemm import INT32_EXACT, TWO_BIT, applies, gemm_int8
 from .packing import convert, unpack
 from .quantize import _absmax_quantize_rows
-from .rescale import slot_total
+from .rescale import add_bias, slot_total
 
 # Internal API (tests/test_architecture_seams.py): small_linear.py finishes the GEMV of
 # group_gemv.py as these routes do.
@@ -364,14 +364,9 @@ def _float_rows_alone(w, scales, segment, x, bias, y):
             for c in range(4):
                 for j in range(BLOCK_BYTES):
                     xl[r, at + BLOCK_BYTES * c + j] = x[r, at + 4 * j + c]
-    ctl = np.empty(2, np.int64)
-    ctl[0], ctl[1] = 0, w.shape[0]
     KERNEL(xl, np.zeros((m, scales.shape[1]), np.int32), np.ones(m, np.float32), w,  # noqa: F821
-           scales, segment, False, y, ctl, w.shape[0])
-    if bias.size:
-        for r in range(m):
-            for o in range(y.shape[1]):
-                y[r, o] += bias[o]
+           scales, segment, False, y, alone(w.shape[0]), w.shape[0])
+    add_bias(y, bias)
     return 0
 
 

@@ -41,12 +41,13 @@ from ._llvm.dot_q8k import (
     dot_q8k_vnni,
     dot_q8k_vnni_rows,
 )
-from ._parallel import MIN_PARALLEL_BYTES, claim, leave, run
+from ._parallel import MIN_PARALLEL_BYTES, alone, claim, leave, run
 from .gemv_native import run_q8k, warm_q8k
 from .matmul import GEMV_MAX_ROWS
 from .packing import convert
 from .q8k_gemm import applies as gemm_applies
 from .q8k_gemm import gemm_q8k
+from .rescale import add_bias
 
 # rows of laid-out x that each weight row meets in turn (32 KiB at K = 4096: they stay in the
 # L1 cache; 16 ran 20-30 % slower); a multiple of Q8K_ROWS
@@ -232,12 +233,8 @@ def _vnni_row_alone(w, scales, fused, x, bias, y):
     xl = np.empty((1, k), np.int8)
     ncsum = np.empty((1, k // (2 * BSUM)), np.int32)
     _vnni_operands(q, bsums, VNNI_SOURCE, xl, ncsum)
-    ctl = np.empty(2, np.int64)
-    ctl[0], ctl[1] = 0, w.shape[0]
-    _q8k_gemv(xl, ncsum, d, w, scales, fused, y, ctl, w.shape[0])
-    if bias.size:
-        for o in range(y.shape[1]):
-            y[0, o] += bias[o]
+    _q8k_gemv(xl, ncsum, d, w, scales, fused, y, alone(w.shape[0]), w.shape[0])
+    add_bias(y, bias)
     return 0
 
 

@@ -132,6 +132,16 @@ def _two_bit_copy(data: Any, fmt: Format, n: int, cache: dict[Any, Any]) -> Any:
     return kept
 
 
+def _packed_rows(w: Any, fmt: Format) -> tuple[Any, Format]:
+    """The packed rows (unpadded, in order) and format a route multiplies as they are.
+
+    :func:`_unwrapped`, and the "2bit" rows a :class:`SmallCodes` or
+    :class:`.group_gemv.GroupPanel` keeps.
+    """
+    w, fmt = _unwrapped(w, fmt)
+    return (w.packed if type(w) in (SmallCodes, GroupPanel) else w), fmt
+
+
 def _unwrapped(w: Any, fmt: Format) -> tuple[Any, Format]:
     """The codes and format a route multiplies: a :class:`TwoBitCopy`'s, else ``w`` as it is.
 
@@ -173,11 +183,16 @@ def _small(out: int, n: int, scales: np.ndarray) -> bool:
 
 
 def _one_call(rows: int, codes: np.ndarray, int8: bool) -> bool:
-    """``rows`` of activations against prepared ``codes`` take the one-call route.
+    """``rows`` of activations against prepared ``codes`` take the one-call route."""
+    return rows <= _most_rows(codes, int8)
 
-    At most :data:`SMALL_ROWS` rows, or :data:`ONE_CALL_PRODUCTS` products.
+
+def _most_rows(codes: np.ndarray, int8: bool) -> int:
+    """The most rows the one-call route takes against prepared ``codes``.
+
+    :data:`SMALL_ROWS`, or as many as :data:`ONE_CALL_PRODUCTS` products allow.
     """
-    return rows <= SMALL_ROWS or rows * 4 * codes.size <= ONE_CALL_PRODUCTS[int8]
+    return max(SMALL_ROWS, ONE_CALL_PRODUCTS[int8] // (4 * codes.size))
 
 
 def _in_order(x: np.ndarray, w: SmallCodes) -> tuple[np.ndarray, np.ndarray, Format, int]:
@@ -353,9 +368,7 @@ def linear_int8_fused(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.nda
 def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: Any, fmt: Format, n: int,
                scales: np.ndarray, bias: np.ndarray | None, fused: bool) -> np.ndarray:
     """The CPU's ``linear_q8k`` (:mod:`.q8k`) on the packed "2bit" rows kept with ``w``."""
-    w, fmt = _unwrapped(w, fmt)
-    if type(w) in (SmallCodes, GroupPanel):
-        w = w.packed
+    w, fmt = _packed_rows(w, fmt)
     return q8k.linear_q8k(q, d, bsums, w, fmt, n, scales, bias, fused)
 
 
@@ -405,15 +418,12 @@ def _routes(data: Any, scales: np.ndarray, fmt: Format, n: int) -> dict[str, Rou
     routes, a Q8_K row 20 µs, most of it Python between their kernels.
     """
     routes: dict[str, Route] = {}
-    rows, two_bit = _unwrapped(data, fmt)
+    rows, two_bit = _packed_rows(data, fmt)
     if type(data) is SmallCodes:
         codes = data.codes
         for int8, run in ((True, functools.partial(_int8_rows, codes, scales, _NO_SCALES)),
                           (False, functools.partial(_float_rows, codes, scales))):
-            most = max(SMALL_ROWS, ONE_CALL_PRODUCTS[int8] // (4 * codes.size))
-            routes["int8" if int8 else "float"] = (run, most)
-    if type(rows) in (SmallCodes, GroupPanel):
-        rows = rows.packed
+            routes["int8" if int8 else "float"] = (run, _most_rows(codes, int8))
     if type(data) is not SmallCodes and scales.shape[1] > 1:
         floats = packed.float_rows_alone(rows, two_bit, n, scales)
         if floats is not None:
