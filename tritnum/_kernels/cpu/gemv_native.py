@@ -9,8 +9,9 @@ and the kernel's address into the pool's description words (the layout below) an
 the call, and every thread, this one too, runs a C function (:func:`_c_function`, a
 ``numba.cfunc``, one a kind of kernel and dtype of the activations, compiled or loaded
 from the disk cache at the first parallel call of its kind) that rebuilds the arrays
-from those words and calls the kernel at that address (its C wrapper, which numba
-compiled with the kernel: the C function does not compile the kernel again).
+from those words (:func:`described_array`) and calls the kernel at that address (its C
+wrapper, which numba compiled with the kernel: the C function does not compile the kernel
+again).
 
 The entry point checks what the C function takes for granted: every array
 C-contiguous, of its dtype and number of dimensions (a check of the compiled types, free
@@ -35,7 +36,7 @@ from numba.extending import intrinsic
 from ..._config import CACHE
 from ..._isa import CACHEABLE
 from ._jit import _Cache, jit, jit_where, specialized
-from ._llvm.calls import address_pointer, call_address, call_compiled, describe
+from ._llvm.calls import call_address, call_compiled, describe, described_array
 from ._llvm.dot_q8k import dot_q8k_vnni
 from ._llvm.gemm import ROW_TILE
 from ._parallel import (
@@ -66,7 +67,7 @@ def _array(dtype: Any, ndim: int, readonly: bool = False) -> types.Array:
 # The types of the kernels' compilation that the C functions call. The weights and their
 # scales are read-only, as a TernaryTensor's are: a process whose calls run alone (which
 # pass them as they are) and on 2 threads compiles each kernel once, not twice. A C
-# function passes them as its (writeable) carrays: numba lays out both kinds alike.
+# function passes them as writeable arrays: numba lays out both kinds alike.
 
 
 def _gemv_types(dtype: Any) -> tuple:
@@ -192,44 +193,30 @@ def _enter_q8k(words, generation, description, ctl, step, t1, target, helpers, l
 
 def _call(d):
     """A GEMV of matmul.py."""
-    xl = numba.carray(address_pointer(d[XL]), (d[XL + 1], d[XL + 2]), DTYPE)  # noqa: F821
-    xneg = numba.carray(address_pointer(d[XNEG]), (d[XNEG + 1], d[XNEG + 2]), np.int32)
-    xscale = numba.carray(address_pointer(d[XSCALE]), (d[XSCALE + 1],), np.float32)
-    w = numba.carray(address_pointer(d[W]), (d[W + 1], d[W + 2]), np.uint8)
-    scales = numba.carray(address_pointer(d[SCALES]), (d[SCALES + 1], d[SCALES + 2]),
-                          np.float32)
-    y = numba.carray(address_pointer(d[Y]), (d[Y + 1], d[Y + 2]), np.float32)
-    ctl = numba.carray(address_pointer(d[CTL]), (d[CTL + 1],), np.int64)
-    return call_compiled(d[KERNEL], (xl, xneg, xscale, w, scales, d[SEGMENT],
-                                     d[PREFETCH] != 0, y, ctl, d[T1]))
+    return call_compiled(d[KERNEL], (
+        described_array(d, XL, DTYPE, 2), described_array(d, XNEG, np.int32, 2),  # noqa: F821
+        described_array(d, XSCALE, np.float32, 1), described_array(d, W, np.uint8, 2),
+        described_array(d, SCALES, np.float32, 2), d[SEGMENT], d[PREFETCH] != 0,
+        described_array(d, Y, np.float32, 2), described_array(d, CTL, np.int64, 1), d[T1]))
 
 
 def _call_blocks(d):
     """The GEMV of laid-out rows (group_gemv.py)."""
-    a = numba.carray(address_pointer(d[A]), (d[A + 1], d[A + 2], d[A + 3], d[A + 4]), DTYPE)  # noqa: F821
-    xsum = numba.carray(address_pointer(d[XSUM]), (d[XSUM + 1], d[XSUM + 2], d[XSUM + 3]),
-                        np.int32)
-    codes = numba.carray(address_pointer(d[CODES]),
-                         (d[CODES + 1], d[CODES + 2], d[CODES + 3], d[CODES + 4]), np.uint8)
-    laid = numba.carray(address_pointer(d[LAID]), (d[LAID + 1], d[LAID + 2], d[LAID + 3]),
-                        np.float32)
-    xscale = numba.carray(address_pointer(d[BSCALE]), (d[BSCALE + 1],), np.float32)
-    y = numba.carray(address_pointer(d[BY]), (d[BY + 1], d[BY + 2]), np.float32)
-    ctl = numba.carray(address_pointer(d[BCTL]), (d[BCTL + 1],), np.int64)
-    return call_compiled(d[KERNEL], (a, xsum, codes, laid, xscale, y, ctl, d[BT1]))
+    return call_compiled(d[KERNEL], (
+        described_array(d, A, DTYPE, 4), described_array(d, XSUM, np.int32, 3),  # noqa: F821
+        described_array(d, CODES, np.uint8, 4), described_array(d, LAID, np.float32, 3),
+        described_array(d, BSCALE, np.float32, 1), described_array(d, BY, np.float32, 2),
+        described_array(d, BCTL, np.int64, 1), d[BT1]))
 
 
 def _call_q8k(d):
     """The VNNI GEMV of Q8_K activations (q8k.py)."""
-    xl = numba.carray(address_pointer(d[QX]), (d[QX + 1], d[QX + 2]), DTYPE)  # noqa: F821
-    csum = numba.carray(address_pointer(d[QCSUM]), (d[QCSUM + 1], d[QCSUM + 2]), np.int32)
-    xd = numba.carray(address_pointer(d[QD]), (d[QD + 1], d[QD + 2]), np.float32)
-    w = numba.carray(address_pointer(d[QW]), (d[QW + 1], d[QW + 2]), np.uint8)
-    scales = numba.carray(address_pointer(d[QSCALES]), (d[QSCALES + 1], d[QSCALES + 2]),
-                          np.float32)
-    y = numba.carray(address_pointer(d[QY]), (d[QY + 1], d[QY + 2]), np.float32)
-    ctl = numba.carray(address_pointer(d[QCTL]), (d[QCTL + 1],), np.int64)
-    return call_compiled(d[KERNEL], (xl, csum, xd, w, scales, d[QFUSED] != 0, y, ctl, d[QT1]))
+    return call_compiled(d[KERNEL], (
+        described_array(d, QX, DTYPE, 2), described_array(d, QCSUM, np.int32, 2),  # noqa: F821
+        described_array(d, QD, np.float32, 2), described_array(d, QW, np.uint8, 2),
+        described_array(d, QSCALES, np.float32, 2), d[QFUSED] != 0,
+        described_array(d, QY, np.float32, 2), described_array(d, QCTL, np.int64, 1),
+        d[QT1]))
 
 
 # each template: its entry point, the types it passes its kernel, the chunks' multiple
