@@ -105,34 +105,28 @@ def _constant(value: bool) -> Any:
     return codegen
 
 
-@intrinsic
-def _described(typingctx, xl, xneg, xscale, w, scales, y):
-    """Whether a GEMV's arrays are what the C functions take (C-contiguous, their dtypes).
+def _described_by(kinds_of: Any, dtypes: tuple) -> Any:
+    """An intrinsic: whether a GEMV's six arrays are what its C functions take.
 
-    A constant of the compiled entry point, from the arrays' numba types (an intrinsic:
-    an ``@overload`` compiled a function of its own, 0.08 s at the first call).
+    C-contiguous, of the dtypes and ranks of the first six arrays of ``kinds_of(dtype)``
+    (the kernel's types for activations of ``dtype``, the first array's, one of
+    ``dtypes``). A constant of the compiled entry point, from the arrays' numba types (an
+    intrinsic: an ``@overload`` compiled a function of its own, 0.08 s at the first call).
     """
-    sig = types.boolean(xl, xneg, xscale, w, scales, y)
-    dtype = getattr(xl, "dtype", None)
-    if dtype not in (types.int8, types.float32):
-        return sig, _constant(False)
-    kinds = _gemv_types(dtype)
-    return sig, _constant(_c_arrays((xl, xneg, xscale, w, scales, y), kinds[:5] + kinds[7:8]))
+    @intrinsic
+    def described(typingctx, a, b, c, d, e, f):
+        arrays = (a, b, c, d, e, f)
+        dtype = getattr(a, "dtype", None)
+        ok = dtype in dtypes and _c_arrays(
+            arrays, [kind for kind in kinds_of(dtype) if isinstance(kind, types.Array)][:6])
+        return types.boolean(*arrays), _constant(ok)
+
+    return described
 
 
-@intrinsic
-def _described_blocks(typingctx, a, xsum, codes, laid, xscale, y):
-    """:func:`_described` for the GEMV of laid-out rows."""
-    described = _c_arrays((a, xsum, codes, laid, xscale, y), _blocks_types()[:6])
-    return types.boolean(a, xsum, codes, laid, xscale, y), _constant(described)
-
-
-@intrinsic
-def _described_q8k(typingctx, xl, csum, xd, w, scales, y):
-    """:func:`_described` for the VNNI GEMV of Q8_K activations."""
-    kinds = _q8k_types()
-    described = _c_arrays((xl, csum, xd, w, scales, y), kinds[:5] + kinds[6:7])
-    return types.boolean(xl, csum, xd, w, scales, y), _constant(described)
+_described = _described_by(_gemv_types, (types.int8, types.float32))
+_described_blocks = _described_by(_blocks_types, (types.int8,))
+_described_q8k = _described_by(_q8k_types, (types.int8,))
 
 
 @jit()
