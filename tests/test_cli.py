@@ -247,3 +247,23 @@ def test_hdc_family_says_when_torchhd_is_missing(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torchhd", None)  # import torchhd raises ImportError
     assert main(["bench", "--family", "hdc", "--quick"]) == 0
     assert "torch-hd not installed" in capsys.readouterr().out
+
+
+def test_firstcall_family_times_fresh_processes_with_an_empty_cache(tmp_path, capsys):
+    """Its children compile: the five calls cost more than numba's trivial function.
+
+    With the disk cache in use (filled by this test process's kernels) they would load
+    in a fraction of it.
+    """
+    from tritnum.__main__ import main
+
+    path = tmp_path / "run.json"
+    assert main(["bench", "--family", "firstcall", "--quick", "--json", str(path)]) == 0
+    (row,) = json.loads(path.read_text())["results"]
+    calls = row["params"]["calls"]
+    assert row["family"] == "firstcall" and row["params"]["n"] == 256
+    assert list(calls) == ["quantize", "int8 GEMV", "float GEMV", "int8 GEMM", "float GEMM"]
+    assert row["seconds"] == pytest.approx(sum(calls.values()))
+    assert row["seconds"] > 2 * row["baseline_seconds"] > 0
+    assert row["speedup"] == pytest.approx(row["baseline_seconds"] / row["seconds"])
+    assert "the trivial function" in capsys.readouterr().out

@@ -148,12 +148,15 @@ def main(argv: list[str] | None = None) -> int:
                             "speedup, bar, what the row measures)")
     bench.add_argument("--family", action="append",
                        choices=["packing", "quantize", "gguf", "matmul", "vsa", "dask",
-                                "compress", "torch", "sweep", "hdc", "gpu"],
+                                "compress", "torch", "sweep", "hdc", "firstcall", "gpu"],
                        help="only this family of rows (repeatable; default: all but sweep, "
                             "every public op over its modes against NumPy, about 10 "
                             "minutes, a minute with --quick, run only when named; "
                             "hdc, HDC classifiers against torch-hd's, accuracy and "
-                            "time, about 5 minutes, 1 with --quick, only when named; and "
+                            "time, about 5 minutes, 1 with --quick, only when named; "
+                            "firstcall, what a fresh process with an empty cache compiles "
+                            "for its first quantize and linear calls, against numba's "
+                            "first trivial function, about 2 minutes, only when named; and "
                             "gpu, with --device cuda, the rows of the GPU's bars: GEMV "
                             "beyond the L2 cache, a steady call's host time, the int8 "
                             "GEMM against cuBLAS int8, a search's result on the host)")

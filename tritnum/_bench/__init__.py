@@ -19,6 +19,7 @@ from .._environment import environment
 from . import header, report
 from .compress import compression_cases
 from .dask import dask_cases
+from .first_call import first_call_results
 from .gguf_files import gguf_file_cases
 from .gpu import on_gpu
 from .gpu_limits import gpu_limit_cases
@@ -79,6 +80,8 @@ def _run(quick: bool, device: str, cols: int, rows: int | None, families: tuple[
         results.append(measure(case, *timing))
     if "hdc" in families:  # minutes of torchhd per row: timed once each, run only when named
         results += hdc_results(quick)
+    if "firstcall" in families:  # fresh processes, an empty cache: run only when named
+        results += first_call_results(quick)
     return results
 
 

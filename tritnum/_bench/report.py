@@ -40,6 +40,8 @@ Schema (``schema_version`` 1); a key marked ``|null`` may hold ``null``::
   ``threads``, ``vs`` ("torchhd", "torch", "numpy").
 - packing, quantize, gguf: ``op`` ("pack", "unpack", "convert", "quantize",
   "encode", "decode", "decode out="), ``format``, ``trits`` or ``values``, ``vs``.
+- firstcall: ``op`` ("first call"), ``n`` (the matrices are n x n), ``calls`` (each
+  first call's CPU seconds, by name), ``children`` (the fresh processes measured).
 
 Adding keys is backwards compatible; renaming or removing one raises ``schema_version``.
 """
