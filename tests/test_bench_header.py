@@ -2,6 +2,8 @@
 tests/test_cli.py)."""
 
 import os
+import subprocess
+import sys
 
 from tritnum._bench import header
 from tritnum._bench.header import Contention, Snapshot
@@ -29,3 +31,11 @@ def test_noisy_runs_are_flagged():
                  Contention(0.0, 0.0, 7.0, 2)):
         assert busy.noisy
         assert "NOISY RUN" in header.contention_line(busy)
+
+
+def test_the_runs_own_children_are_not_contention():
+    """A child process the run waited for (a row's fresh process) counts as the run."""
+    before = header.snapshot()
+    subprocess.run([sys.executable, "-c", "import time\nend = time.process_time() + 0.3\n"
+                    "while time.process_time() < end: pass"], check=True)
+    assert header.snapshot().ours - before.ours >= 0.3
