@@ -18,6 +18,7 @@ import textwrap
 import threading
 import time
 
+import numba
 import numpy as np
 import pytest
 
@@ -25,6 +26,7 @@ import tritnum as tn
 from tritnum import _threads
 from tritnum._formats import FORMATS
 from tritnum._kernels.cpu import _parallel, gemv_native, group_gemv, matmul, q8k
+from tritnum._kernels.cpu._llvm import pool
 from tritnum._kernels.cpu._llvm.gemv_target import BLOCK_BYTES
 from tritnum._kernels.cpu.matmul import _gemv_kernel
 
@@ -221,6 +223,20 @@ def test_a_c_function_is_looked_up_for_calls_on_two_threads_only(two_threads, mo
     np.testing.assert_array_equal(args[-1], want)
 
 
+def test_one_compiled_entry_point_takes_int8_and_float_activations(two_threads):
+    """The entry point gets the activations as bytes: int8 and float32 GEMVs on 2 threads
+    share its one compilation (each dtype compiled its own, 0.25 s, before), and each
+    runs its own dtype's C function on the activations' shape in elements."""
+    compiled = []
+    for int8 in (True, False):
+        kernel, args, want = _problem(4096, int8=int8)
+        gemv_native.run_gemv(kernel, 4096, 1 << 30, *args)
+        np.testing.assert_array_equal(args[-1], want)
+        compiled.append(set(gemv_native._enter_bytes.signatures))
+    assert compiled[0] == compiled[1]
+    assert all(signature[9] == numba.uint8[:, ::1] for signature in compiled[1])
+
+
 def test_one_c_function_a_template_and_dtype_calls_every_kernel():
     """The kernels share their template's C function, which calls each at its own address
     (no kernel compiled into a C function: 0.6-0.7 s each, cold, when they were)."""
@@ -305,6 +321,11 @@ def test_a_helper_stays_out_of_calls_not_for_it(case):
     assert not y.any() and words[P.JOINED] == 0 and words[P.ACTIVE] == 0
 
 
+@numba.njit(nogil=True)  # another thread writes what it waits on
+def _close(words, g, late):
+    return pool.close_native(words, g, late)
+
+
 def test_the_caller_closes_then_waits_for_the_helpers_inside():
     words = np.zeros(P.WORDS, np.int64)
     words[[P.OPEN, P.ACTIVE, P.JOINED]] = 7, 1, 1
@@ -313,12 +334,13 @@ def test_the_caller_closes_then_waits_for_the_helpers_inside():
         time.sleep(0.02)
         words[P.ACTIVE] = 0
 
+    _close(np.zeros(P.WORDS, np.int64), 0, 0)  # compiled (no helper inside)
     for late, joined in [(1 << 62, 1), (0, 0)]:  # a wait past ``late`` reads as no helper
         words[[P.OPEN, P.ACTIVE]] = 7, 1
         t = threading.Thread(target=leave)
         start = time.perf_counter()
         t.start()
-        got = P.close_native(words, 7, late)
+        got = _close(words, 7, late)
         assert time.perf_counter() - start >= 0.015 and words[P.OPEN] == 0
         assert got == (joined if P._rates()[0] > 0 else 1)
         t.join()

@@ -22,6 +22,7 @@ import pytest
 import tritnum as tn
 from tritnum import _threads
 from tritnum._kernels.cpu import _parallel
+from tritnum._kernels.cpu._llvm import pool
 from tritnum._kernels.cpu._llvm.spin import cycles, fetch_add, load_acquire
 
 TIMEOUT = 60  # seconds a test waits for a helper before it fails instead of hanging
@@ -204,7 +205,7 @@ def _claimed_marks(marks, done, ticks, ctl, t1):
     chunk at 0 waits (``ticks`` at most) until another chunk is done, necessarily on
     another thread. Returns tasks marked, plus ``t1 + 1`` from the thread that saw that."""
     total = 0
-    a, b = _parallel.claim(ctl, t1)
+    a, b = pool.claim(ctl, t1)
     while a < t1:
         for i in range(a, b):
             marks[i] += 1
@@ -217,19 +218,19 @@ def _claimed_marks(marks, done, ticks, ctl, t1):
                 total += t1 + 1
         else:
             fetch_add(done, 0, 1)
-        a, b = _parallel.claim(ctl, t1)
-    _parallel.leave(ctl)
+        a, b = pool.claim(ctl, t1)
+    pool.leave(ctl)
     return total
 
 
 @numba.njit(nogil=True)
 def _claimed_error(ctl, t1):
-    a = _parallel.claim(ctl, t1)[0]
+    a = pool.claim(ctl, t1)[0]
     while a < t1:
         if a > 0:
             raise ZeroDivisionError("a claimed chunk failed")
-        a = _parallel.claim(ctl, t1)[0]
-    _parallel.leave(ctl)
+        a = pool.claim(ctl, t1)[0]
+    pool.leave(ctl)
     return 0
 
 
@@ -287,15 +288,25 @@ def test_a_claimed_kernel_error_reaches_the_caller(two_threads):
     assert (marks == 1).all()  # the pool still works
 
 
+@numba.njit(nogil=True)  # another thread writes what it waits on
+def _leave(ctl):
+    pool.leave(ctl)
+
+
 def test_a_helper_leaves_when_the_caller_waits_or_after_its_bound():
     ctl = np.array([0, 8, 0, *_parallel._bound(1e-3)], np.int64)
+    _leave(ctl.copy())  # compiled
     start = time.perf_counter()
-    _parallel.leave(ctl)  # nobody waits: back after its bound
+    _leave(ctl)  # nobody waits: back after its bound
     assert time.perf_counter() - start >= 0.5e-3 or _parallel._rates()[0] == 0
+    ctl[pool.LINGER_TICKS] = 1 << 62  # and after its rounds, wherever no clock runs
+    ctl[pool.LINGER_ROUNDS] = 1000
+    _leave(ctl)
     ctl[_parallel.CALLER_WAITS] = 1
-    ctl[_parallel.LINGER_TICKS] = ctl[_parallel.LINGER_ROUNDS] = 1 << 62
-    _parallel.leave(ctl)  # the caller waits: back at once (a hang here fails by timeout)
-    _parallel.leave(ctl[:_parallel.STEP + 1])  # the caller's own view: never waits
+    ctl[pool.LINGER_ROUNDS] = 1 << 62
+    _leave(ctl)  # the caller waits: back at once (a hang here fails by timeout)
+    ctl[_parallel.CALLER_WAITS] = 0
+    _leave(ctl[:_parallel.STEP + 1])  # the caller's own view: never waits
 
 
 def test_a_helper_settles_until_the_caller_claims_or_for_its_bound():
@@ -339,7 +350,7 @@ def test_every_call_starts_with_no_claim_seen(two_threads):
 def _claimed_slowly(marks, caller_ticks, helper_ticks, ctl, t1):
     """``marks[i] += 1`` for each claimed task, then a spin of ``caller_ticks`` or
     ``helper_ticks`` a chunk (a helper's view of ``ctl`` is the longer)."""
-    a, b = _parallel.claim(ctl, t1)
+    a, b = pool.claim(ctl, t1)
     while a < t1:
         for i in range(a, b):
             marks[i] += 1
@@ -347,8 +358,8 @@ def _claimed_slowly(marks, caller_ticks, helper_ticks, ctl, t1):
         start = cycles()
         while cycles() - start < wait:
             pass
-        a, b = _parallel.claim(ctl, t1)
-    _parallel.leave(ctl)
+        a, b = pool.claim(ctl, t1)
+    pool.leave(ctl)
     return 0
 
 

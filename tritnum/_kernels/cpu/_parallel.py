@@ -35,9 +35,9 @@ A ``concurrent.futures`` pool (a sleeping worker, chunks taken under the GIL) ma
   a helper woken from its sleep comes late anywhere, so its misses do not count).
 
 The GEMVs go further (:func:`run_claimed`): their kernels take chunks themselves,
-from an atomic counter (:func:`claim`), so each thread calls its kernel once and
+from an atomic counter (:func:`._llvm.pool.claim`), so each thread calls its kernel once and
 takes the GIL only to enter and to leave it; a helper leaves only once the caller
-waits for it without the GIL (:func:`leave`). Measured on the int8 GEMV at 4096 x
+waits for it without the GIL (:func:`._llvm.pool.leave`). Measured on the int8 GEMV at 4096 x
 4096 (quiet: ``chrt -f 1``, medians): ``tn.linear`` on 2 threads 61-62 -> 57-60 µs
 (1 thread 85-89 µs: 1.37-1.40x -> 1.45-1.51x), the kernel alone 44 µs against 72.
 A helper that settles until the caller's first claim, not a fixed 4 µs, enters
@@ -88,6 +88,21 @@ from ... import _blas
 from ..._threads import threads
 from ._jit import jit
 from ._llvm.calls import call_address
+from ._llvm.pool import (
+    ACTIVE,
+    CALLER_WAITS,
+    FUNCTION,
+    HELPERS,
+    JOINED,
+    KIND,
+    NATIVE,
+    NEXT,
+    OPEN,
+    OWNER,
+    STEP,
+    TASKS,
+    YIELD_EVERY,
+)
 from ._llvm.spin import (
     compare_exchange,
     cycles,
@@ -108,7 +123,6 @@ CHUNKS_PER_THREAD = 4
 # How long an idle helper spins before it sleeps, and a caller waiting for a helper's chunk.
 SPIN_SECONDS = 200e-6
 WAIT_SECONDS = 50e-6
-YIELD_EVERY = 64  # rounds of pause between two sched_yield (0: never)
 # How long a helper that sees a call waits before it takes the GIL: long enough for the
 # caller to be in its first chunk (see the module docstring).
 SETTLE_SECONDS = 4e-6
@@ -120,19 +134,8 @@ ALONE_CALLS = 16
 # multiple of CLAIM_MULTIPLE tasks (the GEMVs take 4 weight rows a dot).
 CLAIMS_PER_THREAD = 12
 CLAIM_MULTIPLE = 8
-# A claimed call's control words: the next task, the chunk size; for helpers only (the
-# caller's view stops before them): the caller waits for the helpers, and how long a
-# helper waits for that (cycle ticks, spin rounds) before it returns anyway.
-NEXT, STEP, CALLER_WAITS, LINGER_TICKS, LINGER_ROUNDS = range(5)
-LINGER_SECONDS = 50e-6
-# A native call's words (:func:`run_native`): what the call is (NATIVE, or 0 for a Python
-# job), the generation it is open for (0 once closed), the helpers inside it, the helpers
-# that joined it while more than the caller's share was left, the address of its C
-# function, the helpers that may join (slots below it), its tasks; and the token of the call
-# that holds the pool (0: none; the pool's ``owner``, :func:`_own`).
-KIND, OPEN, ACTIVE, JOINED, FUNCTION, HELPERS, TASKS, OWNER = range(8)
-NATIVE = 1
-WORDS = 8
+LINGER_SECONDS = 50e-6  # how long a helper waits for the caller to wait for it (leave)
+WORDS = 8  # a native call's words (their layout: ._llvm.pool)
 CLOSED = -1  # the owner of a closed pool
 DESCRIPTION_WORDS = 32  # a native call's arguments, as its entry point writes them
 
@@ -276,57 +279,6 @@ def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, s
 
 
 @jit(inline="always")
-def open_native(words, generation, function, helpers, tasks):
-    """A native call's first step, in its entry point: ``helpers`` helpers may run ``function``.
-
-    The call's description and control words are written before; its generation is returned.
-    """
-    store_release(words, JOINED, 0)
-    store_release(words, HELPERS, helpers)
-    store_release(words, TASKS, tasks)
-    store_release(words, FUNCTION, function)
-    store_release(words, KIND, NATIVE)
-    g = load_acquire(generation, 0) + 1
-    store_release(words, OPEN, g)
-    store_release(generation, 0, g)
-    return g
-
-
-@jit(inline="always")
-def close_native(words, g, late):
-    """A native call's last step: close it, wait until no helper is inside it, free the pool.
-
-    The helpers that joined it, or 0 when the wait took more than ``late`` ticks (a
-    helper's core was taken from it while it held a chunk, of a few µs otherwise: a sign
-    of a busy machine, counted as a helper that did not come). The caller yields its core
-    every :data:`YIELD_EVERY` rounds while it waits. The pool is given back here, where
-    no signal handler runs: given back in Python, in :func:`run_native`'s ``finally``, an
-    interrupt that came just before it left the pool held (a storm of signals on a busy
-    machine did), and every later call on one thread.
-    """
-    fetch_add(words, OPEN, -g)
-    start = cycles()
-    r = 0
-    while fetch_add(words, ACTIVE, 0) != 0:
-        _rest(r, YIELD_EVERY)
-        r += 1
-    joined = load_acquire(words, JOINED) if cycles() - start <= late else 0
-    store_release(words, OWNER, 0)
-    return joined
-
-
-@jit()
-def claim(ctl, t1):
-    """The next chunk ``[a, b)`` of a claimed call's tasks ``[.., t1)``; none left when ``a >= t1``.
-
-    ``ctl[0]`` is the first task not yet taken, ``ctl[1]`` the chunk size: threads
-    claiming at once each get a chunk of their own (:func:`fetch_add`).
-    """
-    a = fetch_add(ctl, NEXT, ctl[STEP])
-    return a, min(a + ctl[STEP], t1)
-
-
-@jit(inline="always")
 def alone(tasks):
     """The control words of a claimed call run alone: its ``tasks`` as one chunk.
 
@@ -337,29 +289,12 @@ def alone(tasks):
     return ctl
 
 
-@jit()
-def leave(ctl):
-    """A thread's last step in a claimed call, after its last :func:`claim`.
-
-    A helper (its ``ctl`` goes on past the caller's) waits without the GIL until
-    the caller waits for the helpers, or :data:`LINGER_SECONDS`. Returning earlier,
-    it takes the GIL just as the caller's own kernel returns and needs it: the
-    caller then sleeps on the GIL and wakes 15-50 µs later (measured: a 45 µs
-    2-thread GEMV took 55-90 µs).
-    """
-    if ctl.shape[0] > CALLER_WAITS:
-        start = cycles()
-        for _ in range(ctl[LINGER_ROUNDS]):
-            if load_acquire(ctl, CALLER_WAITS) or cycles() - start > ctl[LINGER_TICKS]:
-                return
-            spin_pause()
-
-
 def _wait_for_helpers(ctl: np.ndarray, inside: np.ndarray, generation: int, ticks: int,
                       rounds: int) -> bool:
     """The caller of a claimed call: tell its helpers, then wait while any is ``inside`` it.
 
-    Both without the GIL (:func:`_spin`), so a helper leaving (:func:`leave`) finds it free.
+    Both without the GIL (:func:`_spin`), so a helper leaving (:func:`._llvm.pool.leave`)
+    finds it free.
     """
     return _spin(inside, generation, ticks, rounds, 0, _NOWHERE, 0, ctl, CALLER_WAITS, 1) < 0
 
@@ -670,7 +605,7 @@ def run_claimed(kernel: Callable[..., int], tasks: int, nbytes: int, *args: Any,
                 multiple: int = CLAIM_MULTIPLE) -> int:
     """Call ``kernel(*args, ctl, tasks)`` on the threads of :func:`run` and add up what it returns.
 
-    The kernel takes chunks of tasks ``[0, tasks)`` with :func:`claim` until none
+    The kernel takes chunks of tasks ``[0, tasks)`` with :func:`._llvm.pool.claim` until none
     are left: each thread calls it once, and takes its chunks without the GIL (a
     thread running a :func:`run` kernel takes the GIL between two chunks, and waits
     for it where another thread holds it). Chunks are ``multiple`` tasks or a multiple
@@ -704,9 +639,9 @@ def run_native(entry: Callable[..., int], target: Callable[[], Any],
     calls it with the arguments ``entry`` wrote into the pool's description words (called
     for a call on 2+ threads only: it may compile). ``entry(words, generation,
     description, ctl, step, tasks, target, helpers, late, *args)`` describes the
-    arguments, opens the call to ``helpers`` helpers (:func:`open_native`), runs the C
-    function on this thread and
-    closes the call (:func:`close_native`, ``late`` its bound), all in one compiled call:
+    arguments, opens the call to ``helpers`` helpers (:func:`._llvm.pool.open_native`), runs
+    the C function on this thread and closes the call (:func:`._llvm.pool.close_native`,
+    ``late`` its bound), all in one compiled call:
     the helpers, which spin in compiled code between calls (:func:`_idle`), start on it
     while this thread enters its own share, and never take the GIL (:func:`run_claimed`'s
     helpers take it to enter and to leave the kernel: 4096 x 4096 int8 GEMV kernel,

@@ -14,8 +14,9 @@ wrapper, which numba compiled with the kernel: the C function does not compile t
 again).
 
 The entry point checks what the C function takes for granted: every array
-C-contiguous, of its dtype and number of dimensions (a check of the compiled types, free
-at run time); a call it refuses (-1) runs on :func:`._parallel.run_claimed` instead.
+C-contiguous, of its dtype and number of dimensions (for the GEMV's activations, which
+:func:`_enter` hands on as bytes, in Python; for the rest a check of the compiled types,
+free at run time); a call it refuses (-1) runs on :func:`._parallel.run_claimed` instead.
 The kernel's address is that of its compilation for exactly the types the C function
 passes (:func:`_kernel_address`). The C functions cannot pass on an exception: the GEMV
 kernels raise none.
@@ -39,15 +40,8 @@ from ._jit import _Cache, jit, jit_where, specialized
 from ._llvm.calls import call_address, call_compiled, describe, described_array
 from ._llvm.dot_q8k import dot_q8k_vnni
 from ._llvm.gemm import ROW_TILE
-from ._parallel import (
-    CLAIM_MULTIPLE,
-    DESCRIPTION_WORDS,
-    WORDS,
-    close_native,
-    open_native,
-    run_claimed,
-    run_native,
-)
+from ._llvm.pool import close_native, open_native
+from ._parallel import CLAIM_MULTIPLE, DESCRIPTION_WORDS, WORDS, run_claimed, run_native
 
 # The description words of a GEMV of matmul.py: each array's address then its shape
 # (:func:`describe`), then the scalars.
@@ -124,16 +118,17 @@ def _described_by(kinds_of: Any, dtypes: tuple) -> Any:
     return described
 
 
-_described = _described_by(_gemv_types, (types.int8, types.float32))
+_described = _described_by(_gemv_types, (types.uint8,))  # the activations as bytes (_enter)
 _described_blocks = _described_by(_blocks_types, (types.int8,))
 _described_q8k = _described_by(_q8k_types, (types.int8,))
 
 
-@jit()
+@jit(inline="always")
 def _run(words, generation, description, ctl, step, t1, target, helpers, late):
     """A described call: its control words set, opened, this thread's share, closed.
 
-    ``target`` is the C function's address and the kernel's.
+    ``target`` is the C function's address and the kernel's. Inlined into each entry point
+    (a function of its own took 0.15-0.2 s of the first 2-thread GEMV).
     """
     ctl[0], ctl[1] = 0, step
     description[KERNEL] = target[1]
@@ -142,15 +137,34 @@ def _run(words, generation, description, ctl, step, t1, target, helpers, late):
     return close_native(words, g, late)
 
 
+def _enter(words: np.ndarray, generation: np.ndarray, description: np.ndarray,
+           ctl: np.ndarray, step: int, t1: int, target: tuple[int, int], helpers: int,
+           late: int, xl: np.ndarray, *args: Any) -> int:
+    """:func:`._parallel.run_native`'s entry point for the GEMV; -1 for arguments it refuses.
+
+    The activations go to the compiled entry point (:func:`_enter_bytes`) as their bytes:
+    one compilation serves int8 and float32 ones (a second took 0.25 s of the first
+    2-thread float GEMV). The C function called is the one of ``xl``'s dtype (``target``).
+    """
+    if xl.dtype not in _ACTIVATIONS or xl.ndim != 2 or not xl.flags.c_contiguous:
+        return -1
+    return _enter_bytes(words, generation, description, ctl, step, t1, target, helpers, late,
+                        xl.view(np.uint8), xl.itemsize, *args)
+
+
+_ACTIVATIONS = (np.dtype(np.int8), np.dtype(np.float32))
+
+
 @jit()
-def _enter(words, generation, description, ctl, step, t1, target, helpers, late, xl, xneg,
-           xscale, w, scales, segment, prefetch, y):
-    """:func:`._parallel.run_native`'s entry point for the GEMV; -1 for arguments it refuses."""
+def _enter_bytes(words, generation, description, ctl, step, t1, target, helpers, late, xl,
+                 itemsize, xneg, xscale, w, scales, segment, prefetch, y):
+    """:func:`_enter` compiled: ``xl`` the activations' bytes, ``itemsize`` bytes an element."""
     if not _described(xl, xneg, xscale, w, scales, y):
         return -1
     d = description
     describe(d, ((XL, xl), (XNEG, xneg), (XSCALE, xscale), (W, w), (SCALES, scales), (Y, y),
                  (CTL, ctl)))
+    d[XL + 2] = xl.shape[1] // itemsize  # the activations' shape in elements
     d[SEGMENT], d[PREFETCH], d[T1] = segment, prefetch, t1
     return _run(words, generation, description, ctl, step, t1, target, helpers, late)
 

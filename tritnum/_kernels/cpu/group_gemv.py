@@ -27,7 +27,8 @@ import numpy as np
 from ..._formats import Format
 from ._jit import jit_where
 from ._llvm.gemm import ROW_TILE, row_tile
-from ._parallel import MIN_PARALLEL_BYTES, alone, claim, leave, run
+from ._llvm.pool import claim, leave
+from ._parallel import MIN_PARALLEL_BYTES, alone, run
 from .gemv_native import run_blocks, warm_blocks
 from .int8_gemm import _activation_panel, _activation_rows, _weight_panel, column_tiles
 from .quantize import _absmax_quantize_rows

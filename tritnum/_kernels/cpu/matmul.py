@@ -51,7 +51,8 @@ from ._llvm.gemv import (
     scaled_dot_2bit_rows,
 )
 from ._llvm.gemv_target import BLOCK_BYTES
-from ._parallel import MIN_PARALLEL_BYTES, alone, claim, leave, run, with_blas_limit
+from ._llvm.pool import claim, leave
+from ._parallel import MIN_PARALLEL_BYTES, alone, run, with_blas_limit
 from .base3_gemv import gemv_base3
 from .dequantize import decode_2bit_rows, dequantize_2bit_rows
 from .gemv_native import run_gemv, warm_gemv

@@ -41,7 +41,8 @@ from ._llvm.dot_q8k import (
     dot_q8k_vnni,
     dot_q8k_vnni_rows,
 )
-from ._parallel import MIN_PARALLEL_BYTES, alone, claim, leave, run
+from ._llvm.pool import claim, leave
+from ._parallel import MIN_PARALLEL_BYTES, alone, run
 from .gemv_native import run_q8k, warm_q8k
 from .matmul import GEMV_MAX_ROWS
 from .packing import convert

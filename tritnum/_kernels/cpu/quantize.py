@@ -152,7 +152,10 @@ def _quantize_row(x, amax, q, r):
     iscale = np.float32(127) / amax[r]
     for j in range(x.shape[1]):
         v = np.rint(np.float32(x[r, j]) * iscale)
-        q[r, j] = np.int8(min(max(v, np.float32(-128)), np.float32(127)))
+        # min(max(v, -128), 127) as numba computes them (the same selects; NaN passes),
+        # without compiling its float32 min and max apart (0.07 s of the first GEMV)
+        v = np.float32(-128) if np.float32(-128) > v else v
+        q[r, j] = np.int8(np.float32(127) if np.float32(127) < v else v)
 
 
 @jit()

@@ -16,6 +16,8 @@ One module per job:
 - :mod:`.cache`: cache control, prefetching rows and streaming (non-temporal) stores.
 - :mod:`.spin`: atomic loads and stores, ``pause``, ``sched_yield`` and the cycle counter,
   for the thread pool's spin-waits (``cpu._parallel``).
+- :mod:`.pool`: the pool's steps inside compiled kernels, built from them: a claimed
+  call's chunk claims and its helper's last wait, a native call's opening and closing.
 - :mod:`.calls`: an address as a pointer, and calls at an address of a C function or of a
   compiled numba function (the pool's helpers running the GEMV's C functions, which call
   the GEMV kernels, ``cpu.gemv_native``).

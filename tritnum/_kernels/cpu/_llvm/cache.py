@@ -5,17 +5,35 @@ from __future__ import annotations
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic, register_jitable
+from numba.extending import intrinsic
 
 from . import F32, I8, I32, I64, load, pointer, vector
 
 PREFETCH_BYTES = 8192  # how far ahead of the row it works on a streaming kernel prefetches
 
 
-@register_jitable(inline="always")
-def rows_ahead(a):
-    """Rows of ``a`` in ``PREFETCH_BYTES`` (at least one): the distance for :func:`prefetch_row`."""
-    return max(1, PREFETCH_BYTES // max(1, a.strides[0]))
+@intrinsic
+def rows_ahead(typingctx, a):
+    """Rows of ``a`` in ``PREFETCH_BYTES`` (at least one): the distance for :func:`prefetch_row`.
+
+    ``max(1, PREFETCH_BYTES // max(1, a.strides[0]))``; an intrinsic, which compiles
+    nothing apart (as an inlined function, it and its ``max`` took 0.06 s of the first GEMV).
+    """
+    if not (isinstance(a, types.Array) and a.ndim >= 1):
+        return None
+    sig = types.intp(a)
+
+    def codegen(context, builder, sig, args):
+        strides = context.make_array(sig.args[0])(context, builder, args[0]).strides
+        one = ir.Constant(I64, 1)
+
+        def at_least_one(v):
+            return builder.select(builder.icmp_signed("<", v, one), one, v)
+
+        stride = at_least_one(builder.extract_value(strides, 0))
+        return at_least_one(builder.sdiv(ir.Constant(I64, PREFETCH_BYTES), stride))
+
+    return sig, codegen
 
 
 @intrinsic

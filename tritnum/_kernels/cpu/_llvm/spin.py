@@ -43,7 +43,8 @@ def load_acquire(typingctx, a, i):
     return sig, codegen
 
 
-def _pause(builder) -> None:
+def emit_pause(builder) -> None:
+    """``pause`` at the builder's position on x86 (nothing elsewhere): :func:`spin_pause`'s code."""
     if X86:
         builder.call(cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"), [])
@@ -108,7 +109,7 @@ def spin_pause(typingctx):
     sig = types.void()
 
     def codegen(context, builder, sig, args):
-        _pause(builder)
+        emit_pause(builder)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -120,13 +121,18 @@ def cycles(typingctx):
     sig = types.int64()
 
     def codegen(context, builder, sig, args):
-        if not X86:
-            return ir.Constant(I64, 0)
-        read = cgutils.get_or_insert_function(builder.module, ir.FunctionType(I64, []),
-                                              "llvm.readcyclecounter")
-        return builder.call(read, [])
+        return emit_cycles(builder)
 
     return sig, codegen
+
+
+def emit_cycles(builder) -> ir.Value:
+    """:func:`cycles`' code at the builder's position: the counter's value (0 off x86)."""
+    if not X86:
+        return ir.Constant(I64, 0)
+    read = cgutils.get_or_insert_function(builder.module, ir.FunctionType(I64, []),
+                                          "llvm.readcyclecounter")
+    return builder.call(read, [])
 
 
 @intrinsic
@@ -135,11 +141,16 @@ def yield_cpu(typingctx):
     sig = types.void()
 
     def codegen(context, builder, sig, args):
-        if os.name == "posix":
-            builder.call(cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(I32, []), "sched_yield"), [])
-        else:
-            _pause(builder)
+        emit_yield(builder)
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+def emit_yield(builder) -> None:
+    """:func:`yield_cpu`'s code at the builder's position."""
+    if os.name == "posix":
+        builder.call(cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(I32, []), "sched_yield"), [])
+    else:
+        emit_pause(builder)
