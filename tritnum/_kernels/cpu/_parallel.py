@@ -108,9 +108,9 @@ from ._llvm.spin import (
     cycles,
     fetch_add,
     load_acquire,
+    rest,
     spin_pause,
     store_release,
-    yield_cpu,
 )
 
 # Below this many bytes of input per call, handing work to a thread costs more than it saves.
@@ -148,15 +148,6 @@ def _settle_until(ready, settle):
         spin_pause()
 
 
-@jit(inline="always")
-def _rest(r, yield_every):
-    """Round ``r`` of a spin: ``sched_yield`` each ``yield_every`` rounds (0: never), or pause."""
-    if yield_every and r % yield_every == yield_every - 1:
-        yield_cpu()
-    else:
-        spin_pause()
-
-
 @jit()
 def _spin(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, word):
     """``words[slot] = word``, then spin while some of ``flags`` equals ``value``, for a while.
@@ -185,7 +176,7 @@ def _spin(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, 
             return -1
         if cycles() - start > ticks:
             break
-        _rest(r, yield_every)
+        rest(r, yield_every)
     return cycles() - start
 
 
@@ -273,7 +264,7 @@ def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, s
             continue
         if cycles() - start > ticks:
             break
-        _rest(r, yield_every)
+        rest(r, yield_every)
         r += 1
     return False, seen
 

@@ -17,7 +17,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import I64, pointer
-from .spin import emit_cycles, emit_pause, emit_yield
+from .spin import emit_cycles, emit_pause, emit_rest
 
 # A claimed call's control words: the next task, the chunk size; for helpers only (the
 # caller's view stops before them): the caller waits for the helpers, and how long a
@@ -40,19 +40,6 @@ def _word(context, builder, arrty, arr, k):
 
 def _at(k: int) -> ir.Constant:
     return ir.Constant(I64, k)
-
-
-def _rest(builder, r) -> None:
-    """Round ``r`` of a wait: ``sched_yield`` each :data:`YIELD_EVERY` rounds, else ``pause``."""
-    if YIELD_EVERY <= 0:
-        emit_pause(builder)
-        return
-    turn = builder.icmp_signed("==", builder.srem(r, _at(YIELD_EVERY)), _at(YIELD_EVERY - 1))
-    with builder.if_else(turn) as (then, otherwise):
-        with then:
-            emit_yield(builder)
-        with otherwise:
-            emit_pause(builder)
 
 
 @intrinsic
@@ -118,7 +105,7 @@ def close_native(typingctx, words, g, late):
         builder.cbranch(builder.icmp_signed("!=", inside, _at(0)), wait, done)
         builder.position_at_end(wait)
         r = builder.load(rounds)
-        _rest(builder, r)
+        emit_rest(builder, r, _at(YIELD_EVERY))
         builder.store(builder.add(r, _at(1)), rounds)
         builder.branch(test)
         builder.position_at_end(done)

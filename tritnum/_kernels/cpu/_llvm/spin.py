@@ -10,8 +10,9 @@ given value (a call taking the thread pool); :func:`spin_pause` is ``pause`` on 
 nothing elsewhere;
 :func:`cycles` reads the time-stamp counter on x86 (``rdtsc``: constant rate, cheap,
 readable in user mode), 0 elsewhere (the other targets' cycle counters may trap);
-:func:`yield_cpu` calls ``sched_yield`` on POSIX systems (from the C library the
-process has loaded): the core goes to another runnable thread, if any.
+:func:`rest` is a round of a spin-wait: ``pause``, or each so many rounds ``sched_yield``
+on POSIX systems (from the C library the process has loaded), which gives the core to another
+runnable thread, if any.
 """
 
 from __future__ import annotations
@@ -135,22 +136,37 @@ def emit_cycles(builder) -> ir.Value:
     return builder.call(read, [])
 
 
-@intrinsic
-def yield_cpu(typingctx):
-    """``sched_yield()`` on POSIX systems; a ``pause`` elsewhere."""
-    sig = types.void()
-
-    def codegen(context, builder, sig, args):
-        emit_yield(builder)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
 def emit_yield(builder) -> None:
-    """:func:`yield_cpu`'s code at the builder's position."""
+    """``sched_yield()`` on POSIX systems (a ``pause`` elsewhere) at the builder's position."""
     if os.name == "posix":
         builder.call(cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(I32, []), "sched_yield"), [])
     else:
         emit_pause(builder)
+
+
+def emit_rest(builder, r, every) -> None:
+    """:func:`rest`'s code: round ``r`` of a wait (int64 IR values) yields or pauses."""
+    zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
+    on = builder.icmp_signed("!=", every, zero)
+    turn = builder.and_(on, builder.icmp_signed(
+        "==", builder.srem(r, builder.select(on, every, one)), builder.sub(every, one)))
+    with builder.if_else(turn) as (then, otherwise):
+        with then:
+            emit_yield(builder)
+        with otherwise:
+            emit_pause(builder)
+
+
+@intrinsic
+def rest(typingctx, r, every):
+    """Round ``r`` of a spin-wait: ``sched_yield`` each ``every`` rounds (0: never), else pause."""
+    if not (isinstance(r, types.Integer) and isinstance(every, types.Integer)):
+        return None
+    sig = types.void(types.int64, types.int64)
+
+    def codegen(context, builder, sig, args):
+        emit_rest(builder, args[0], args[1])
+        return context.get_dummy_value()
+
+    return sig, codegen
