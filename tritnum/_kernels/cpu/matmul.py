@@ -50,7 +50,7 @@ from ._llvm.gemv import (
     scaled_dot_2bit,
     scaled_dot_2bit_rows,
 )
-from ._llvm.gemv_target import BLOCK_BYTES
+from ._llvm.gemv_target import BLOCK_BYTES, lay_out_blocks
 from ._llvm.pool import claim, leave
 from ._parallel import MIN_PARALLEL_BYTES, alone, run, with_blas_limit
 from .base3_gemv import gemv_base3
@@ -608,16 +608,14 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
 
 
 @jit()
-def _quantized_laid_out(x, bits, amax, amax_bits, q, words, laid, xneg, xscale):
+def _quantized_laid_out(x, bits, amax, amax_bits, q, laid, xneg, xscale):
     """float32 rows quantized per row (as ``quantize_activations``) into the GEMV layout.
 
-    For whole blocks (``_laid_out``'s transpose): ``laid`` (the uint8 view of the GEMV's
-    activations) gets the quants of each block of ``4 * BLOCK_BYTES`` in the dot's order,
-    ``xneg`` minus each scale group's sum of them and ``xscale`` each row's scale,
-    ``amax / 127``; ``q`` is scratch and ``words`` its uint32 view. Each block's 4-byte
-    words (byte c of word m is input 4m + c) are spread by code c: read byte by byte,
-    the layout stayed scalar (4096 inputs 2.8 µs a call, 0.6 µs so); the views come
-    from the caller (made here, they doubled the kernel's compile time, 0.3 -> 0.6 s).
+    For whole blocks (``_laid_out``'s transpose): ``laid`` (the GEMV's activations) gets
+    the quants of each block of ``4 * BLOCK_BYTES`` in the dot's order
+    (:func:`.lay_out_blocks`), ``xneg`` minus each scale group's sum of them and ``xscale``
+    each row's scale, ``amax / 127``; ``q`` is scratch. The views come from the caller
+    (made here, they doubled the kernel's compile time, 0.3 -> 0.6 s).
     """
     # an intp 0, not a literal: numba compiled the callee again for Literal[int](0)
     _absmax_quantize_rows(x, bits, amax, amax_bits, q, np.intp(0), x.shape[0])
@@ -625,17 +623,9 @@ def _quantized_laid_out(x, bits, amax, amax_bits, q, words, laid, xneg, xscale):
     size = n // xneg.shape[1]
     for r in range(x.shape[0]):
         xscale[r] = amax[r] / np.float32(127)
-        for k in range(n // (4 * BLOCK_BYTES)):
-            for c in range(4):
-                shift = np.uint32(8 * c)
-                for m in range(BLOCK_BYTES):
-                    laid[r, 4 * BLOCK_BYTES * k + BLOCK_BYTES * c + m] = np.uint8(
-                        words[r, BLOCK_BYTES * k + m] >> shift)
         for g in range(xneg.shape[1]):
-            total = np.int32(0)
-            for j in range(size):
-                total += np.int32(q[r, g * size + j])
-            xneg[r, g] = -total
+            at = r * n + g * size
+            xneg[r, g] = -lay_out_blocks(q, at, laid, at, size // (4 * BLOCK_BYTES))
     return 0
 
 
@@ -694,8 +684,8 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
                              ((m, scales.shape[1]), np.int32))
     try:
         (amax, xscale), (xl, q), xneg = scratch
-        _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q,
-                            q.view(np.uint32), xl.view(np.uint8), xneg, xscale)
+        _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, xl, xneg,
+                            xscale)
         y = np.empty((m, w.shape[0]), np.float32)
         # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
         run_gemv(_gemv_kernel(segment, w.shape[1], scales.shape[1], True), w.shape[0],

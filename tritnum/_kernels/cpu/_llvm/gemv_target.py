@@ -6,6 +6,7 @@ says what the intrinsics emit on one level of :mod:`tritnum._isa`;
 :func:`code_vectors` splits a loaded block into its four code vectors and
 :func:`block_loop` walks blocks of one or more weight rows beside the runs of
 ``x`` they meet (the int8 dots of :mod:`.dot_int8` and :mod:`.dot_q8k`).
+:func:`lay_out_blocks` puts int8 activations in that order.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llvmlite import ir
+from numba import types
 from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ...._isa import ISA, TABLE, Level, target_features
-from . import I8, I64, load, splat, vector
+from . import I8, I32, I64, horizontal_sum, load, pointer, splat, store, vector
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,38 @@ def block_loop(builder, count, ws, x, size, body, gfni=False):
             return load(builder, x, builder.add(xk, ir.Constant(k.type, size * n)), ty, 1)
 
         body(codes, run)
+
+
+@intrinsic
+def lay_out_blocks(typingctx, q, qoff, laid, loff, blocks):
+    """Int8 activations in the GEMV's order, into ``laid`` from ``loff``; their int32 sum.
+
+    ``blocks`` blocks of ``4B`` values, from flat element ``qoff`` of ``q``.
+    Position ``4Bk + Bc + m`` gets element ``4Bk + 4m + c``: block k's ``B`` words
+    (``4B`` int8 values) shifted right by ``8c`` and narrowed to bytes, one vector each.
+    Written by hand where numba's four loops left LLVM to vectorize them: the fused
+    quantizer of the int8 GEMV compiled 0.1-0.2 s longer (its first call).
+    """
+    if not all(isinstance(t, types.Array) and t.dtype == types.int8 for t in (q, laid)):
+        return None
+    sig = types.int32(q, types.intp, laid, types.intp, types.intp)
+
+    def codegen(context, builder, sig, args):
+        size = BLOCK_BYTES
+        src = pointer(context, builder, sig.args[0], args[0], args[1], I8)
+        dst = pointer(context, builder, sig.args[2], args[2], args[3], I8)
+        vi = vector(I32, size)
+        total = cgutils.alloca_once_value(builder, ir.Constant(vi, None))
+        with cgutils.for_range(builder, args[4]) as loop:
+            at = builder.mul(loop.index, ir.Constant(loop.index.type, 4 * size))
+            block = load(builder, src, at, vi, 1)
+            acc = builder.load(total)
+            for c in range(4):
+                code = builder.trunc(builder.ashr(block, splat(I32, size, 8 * c)),
+                                     vector(I8, size))
+                store(builder, code, dst, builder.add(at, ir.Constant(at.type, size * c)), 1)
+                acc = builder.add(acc, builder.sext(code, vi))
+            builder.store(acc, total)
+        return horizontal_sum(builder, builder.load(total), builder.add)
+
+    return sig, codegen
