@@ -5,6 +5,10 @@ documented panel layout; the whole GEMM runs at this process's level in place an
 at every other level the CPU has in a subprocess (``TRITNUM_ISA``).
 """
 
+import ctypes
+import mmap
+import sys
+
 import numpy as np
 import pytest
 from conftest import EVERY_LEVEL
@@ -18,6 +22,7 @@ from tritnum import _isa as isa
 from tritnum._kernels.cpu import int8_gemm
 from tritnum._kernels.cpu._llvm import gemm
 from tritnum._kernels.cpu._llvm.gemv import SLOTS
+from tritnum._kernels.cpu._llvm.unaligned import load_u32_head
 
 
 def _runner(kernel):
@@ -138,6 +143,35 @@ def test_weight_panel_matches_its_layout(out, units, groups, seed):
         padded[:out, s, :part.shape[1]] = part
     expected = padded.reshape(blocks, cols, steps, 4).swapaxes(1, 2)[b0:]
     np.testing.assert_array_equal(panel, expected.reshape(-1))
+
+
+@njit
+def load_head(row, offset, count):
+    return load_u32_head(row, offset, count)
+
+
+def guarded_page():
+    """A page of uint8 whose next page is unreadable (a read past its end would crash)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    size = mmap.PAGESIZE
+    pages = mmap.mmap(-1, 2 * size)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(pages))
+    assert libc.mprotect(ctypes.c_void_p(base + size), size, 0) == 0  # PROT_NONE
+    return np.frombuffer(pages, np.uint8, size)  # the mapping lives as long as the array
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through ctypes")
+def test_word_heads_read_no_byte_past_their_count():
+    """The panel's partial words: ``count`` bytes of a word, little-endian, the rest 0,
+    at the last bytes before an unreadable page."""
+    row = guarded_page()
+    row[:] = np.random.default_rng(5).integers(0, 256, row.size, dtype=np.uint8)
+    for offset in range(row.size - 4, row.size + 1):
+        for count in range(-2, row.size - offset + 1):
+            head = row[offset:offset + max(0, min(count, 4))]
+            expected = int.from_bytes(head.tobytes(), "little")
+            assert load_head(row, offset, count) == expected, (offset, count)
+    assert load_head(row, 0, 9) == int.from_bytes(row[:4].tobytes(), "little")
 
 
 def exact_gemm(q, trits):

@@ -46,7 +46,7 @@ from ..._formats import FORMATS, Format
 from ._jit import jit
 from ._llvm.gemm import TILE, gemm_tile, lay_out, transpose_words
 from ._llvm.gemv import SLOTS
-from ._llvm.unaligned import load_u32, store_u32
+from ._llvm.unaligned import load_u32_head, store_u32
 from ._parallel import run
 from .packing import convert, pack, unpack
 
@@ -75,7 +75,10 @@ def _weight_panel(w, seg, words, nseg, cols, b0, b1, panel):
     the last, are 0. Where the segments are whole words and fill the rows, a block's
     panel is its rows' words transposed: ``LANES x LANES`` words at a time
     (:func:`.transpose_words`; 4096 x 4096, one thread: 0.38 ms word by word, 0.92 ms
-    in groups of 32), the steps past them word by word. Inlined into
+    in groups of 32); the steps past them, and all of other blocks, word by word, the
+    bytes past a segment and rows past the last read as 0 (:func:`.load_u32_head`: one
+    loop for every layout, where a byte loop for the ends took 0.1 s more of the
+    first integer GEMM's compile). Inlined into
     :func:`_gemm_blocks`, its only caller: numba compiled it apart too (0.15-0.2 s of
     the first integer GEMM), then again in the caller.
     """
@@ -85,29 +88,21 @@ def _weight_panel(w, seg, words, nseg, cols, b0, b1, panel):
     first = steps - steps % LANES if whole else 0  # steps that the transposes take
     for nb in range(b0, b1):
         at = (nb - b0) * steps * cols * 4  # the block's panel
-        if whole and (nb + 1) * cols <= out:
+        full = whole and (nb + 1) * cols <= out
+        if full:
             for h in range(0, cols, LANES):
                 for t in range(0, first, LANES):
                     transpose_words(w, (nb * cols + h) * units + 4 * t, units, panel,
                                     at + (t * cols + h) * 4, cols * 4)
-            for j in range(cols):
-                row = (nb * cols + j) * units
-                for t in range(first, steps):
-                    store_u32(panel, at + (t * cols + j) * 4, load_u32(w, row + 4 * t))
-            continue
+        done = first if full else 0  # steps written
         for j in range(cols):
             o = nb * cols + j
-            for s in range(nseg):
+            for s in range(done // words, nseg):
                 lo = s * seg
-                hi = min(lo + seg, units)
-                for t in range(words):
-                    p = at + ((s * words + t) * cols + j) * 4
-                    byte = lo + 4 * t
-                    if o < out and byte + 4 <= hi:
-                        store_u32(panel, p, load_u32(w, o * units + byte))
-                    else:
-                        for i in range(4):
-                            panel[p + i] = w[o, byte + i] if o < out and byte + i < hi else 0
+                size = min(seg, units - lo) if o < out else 0  # the segment's bytes
+                for t in range(max(0, done - s * words), words):
+                    store_u32(panel, at + ((s * words + t) * cols + j) * 4,
+                              load_u32_head(w, o * units + lo + 4 * t, size - 4 * t))
 
 
 @jit()

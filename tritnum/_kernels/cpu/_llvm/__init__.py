@@ -12,7 +12,7 @@ One module per job:
 - :mod:`.packing`: int8 trits to "2bit" and "base3" bytes and back, bit-plane words back to
   trits, and the checked copy of int8 trits (dense ``permute``), a vector at a time.
 - :mod:`.gguf`: the TQ2_0/TQ1_0 block encoders (float32 values to code bytes).
-- :mod:`.unaligned`: word loads and stores at any byte offset.
+- :mod:`.unaligned`: word loads and stores at any byte offset, and loads of a word's first bytes.
 - :mod:`.cache`: cache control, prefetching rows and streaming (non-temporal) stores.
 - :mod:`.spin`: atomic loads and stores, ``pause``, ``sched_yield`` and the cycle counter,
   for the thread pool's spin-waits (``cpu._parallel``).

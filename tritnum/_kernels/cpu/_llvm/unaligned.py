@@ -4,6 +4,7 @@ They let the word-parallel (SWAR) kernels work on rows that start at any
 byte, e.g. row ``r`` of a C-contiguous ``(rows, n)`` int8 array with ``n`` not
 a multiple of 8. The row must have a unit stride; offsets are in bytes and the
 caller keeps them in bounds (numba's bounds checking does not see them).
+:func:`load_u32_head` loads the first bytes of a word only, the others 0.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from . import I8, pointer
+from . import I8, I32, broadcast, masked_load, pointer, vector
 
 
 def _word_pointer(context, builder, array_type, array, offset, bits):
@@ -49,3 +50,21 @@ load_u32 = _loader(32, types.uint32)
 load_u64 = _loader(64, types.uint64)
 store_u32 = _storer(32, types.uint32)
 store_u64 = _storer(64, types.uint64)
+
+
+@intrinsic
+def load_u32_head(typingctx, row, offset, count):
+    """The uint32 at byte ``offset`` of its first ``count`` bytes only, the others 0.
+
+    ``count`` of 4 or more is :func:`load_u32`; of 0 or less, 0 without a read. The
+    bytes past ``count`` are not read (a masked load), so a word ending past the row
+    is read safely.
+    """
+    def codegen(context, builder, sig, args):
+        ptr = builder.bitcast(pointer(context, builder, sig.args[0], args[0], args[1], I8),
+                              vector(I8, 4).as_pointer())
+        lanes = ir.Constant(vector(args[2].type, 4), list(range(4)))
+        mask = builder.icmp_signed("<", lanes, broadcast(builder, args[2], 4))
+        return builder.bitcast(masked_load(builder, ptr, mask), I32)
+
+    return types.uint32(row, types.intp, types.intp), codegen
