@@ -100,7 +100,7 @@ def _weight_panel(w, seg, words, nseg, cols, b0, b1, panel):
             for s in range(done // words, nseg):
                 lo = s * seg
                 size = min(seg, units - lo) if o < out else 0  # the segment's bytes
-                for t in range(max(0, done - s * words), words):
+                for t in range(done - s * words if done > s * words else 0, words):
                     store_u32(panel, at + ((s * words + t) * cols + j) * 4,
                               load_u32_head(w, o * units + lo + 4 * t, size - 4 * t))
 
