@@ -19,7 +19,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import F32, I8, I16, I32, broadcast, horizontal_sum, load, vector
-from .gemv_target import TARGET, code_vectors
+from .gemv_target import GFNI, TARGET, code_vectors
 
 # Q8_K (llama.cpp): within each 32-byte block, position 16a + 2i + j takes byte 16a + i + 8j,
 # so that the two bytes each maddubs pair adds, and the two 16-byte halves added after it,
@@ -100,7 +100,7 @@ def _dot_q8k(builder, w, xs, csums, xds, scales, groups, per_scale, avx2, fused)
                                        ir.Constant(b.type, 32 * h))
                     block = load(builder, w, woff, v32i8, 1)
                     block = builder.shuffle_vector(block, block, order)
-                    codes = [code_vectors(builder, block, n) for n in range(4)]
+                    codes = [code_vectors(builder, block, n, GFNI) for n in range(4)]
                     xoff = builder.add(builder.mul(b, ir.Constant(b.type, 256)),
                                        ir.Constant(b.type, 128 * h))
                     for i, x in enumerate(xs):
@@ -147,6 +147,8 @@ def _dot_q8k_vnni(builder, ws, x, csum, xd, scales, groups, per_scale, size, fus
     after the sums are :func:`_dot_q8k`'s, ``xd[b] * scale`` as a vector (the same
     product in every lane); on 512-bit vectors two rows share them, one row's eight
     lanes in each half (the lanes are independent: the same additions in the same order).
+    Codes 1-3 by one ``vgf2p8affineqb`` each where the CPU has GFNI, as the int8 dots
+    (4096 x 4096 in TQ2_0 blocks, one row, 1 thread, Zen 4: 214-220 -> 206-214 µs).
     """
     vi, vb = vector(I32, size // 4), vector(I8, size)
     dpbusd = cgutils.get_or_insert_function(
@@ -186,7 +188,7 @@ def _dot_q8k_vnni(builder, ws, x, csum, xd, scales, groups, per_scale, size, fus
                                      vector(I8, 64), 1)
                         part = builder.shuffle_vector(block, block, orders[h])
                         for n in range(4):
-                            codes = builder.bitcast(code_vectors(builder, part, n), vi)
+                            codes = builder.bitcast(code_vectors(builder, part, n, GFNI), vi)
                             chains[i] = builder.call(dpbusd, [chains[i], codes, xv[n]])
                 xd_b = broadcast(builder, builder.load(builder.gep(xd, [b])), width)
                 for k, (acc, weight_scale) in enumerate(zip(accs, weight_scales, strict=True)):
