@@ -109,7 +109,7 @@ from ._llvm.spin import (
     fetch_add,
     load_acquire,
     rest,
-    spin_pause,
+    settle_until,
     store_release,
 )
 
@@ -140,14 +140,6 @@ CLOSED = -1  # the owner of a closed pool
 DESCRIPTION_WORDS = 32  # a native call's arguments, as its entry point writes them
 
 
-@jit(inline="always")
-def _settle_until(ready, settle):
-    """Spin until ``ready[0]`` is not 0, at most ``settle`` ticks of :func:`cycles`."""
-    start = cycles()
-    while cycles() - start < settle and load_acquire(ready, 0) == 0:
-        spin_pause()
-
-
 @jit()
 def _spin(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, word):
     """``words[slot] = word``, then spin while some of ``flags`` equals ``value``, for a while.
@@ -172,7 +164,7 @@ def _spin(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, 
         while i < flags.shape[0] and load_acquire(flags, i) != value:
             i += 1
         if i == flags.shape[0]:
-            _settle_until(ready, settle)
+            settle_until(ready, settle)
             return -1
         if cycles() - start > ticks:
             break
@@ -251,7 +243,7 @@ def _idle(generation, seen, ticks, rounds, settle, ready, yield_every, inside, s
         g = load_acquire(generation, 0)
         if g != seen:
             if load_acquire(words, KIND) != NATIVE:
-                _settle_until(ready, settle)
+                settle_until(ready, settle)
                 return True, g
             fetch_add(words, ACTIVE, 1)
             helpers = load_acquire(words, HELPERS)
