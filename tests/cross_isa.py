@@ -201,6 +201,28 @@ def _compile_only(kernel, *args, **kwargs):
     return _zeros(kernel.overloads[sig].signature.return_type)
 
 
+def _spin_not_run(flags, value, ticks, rounds, settle, ready, yield_every, words, slot, word):
+    """``_parallel._spin`` not run: its first store (the pool's Python code counts on it),
+    then as if its time ran out."""
+    words[slot] = word
+    return 0
+
+
+def _idle_not_run(generation, seen, ticks, rounds, settle, ready, yield_every, inside, slot,
+                  *rest):
+    """``_parallel._idle`` not run: its first store, then as if no call came since ``seen``.
+
+    (Zeros would return a generation 0 that it never sees again: its helper would spin in
+    Python, holding the GIL, for the rest of the run.)
+    """
+    inside[slot] = 0
+    return False, seen
+
+
+# the thread pool's waits: their helpers sleep until a call comes, as they do when run
+POOL_WAITS = {"_spin": _spin_not_run, "_idle": _idle_not_run}
+
+
 def _keep_ir_before_codegen() -> None:
     """Keep each compiled library's optimized IR as ``ir_before_codegen``.
 
@@ -247,9 +269,13 @@ def _compile(outdir: str, machine: str | None = None) -> None:
     call = CPUDispatcher.__call__
 
     def intercept(kernel, *args, **kwargs):
-        if kernel.py_func.__module__.startswith("tritnum."):
-            return _compile_only(kernel, *args, **kwargs)
-        return call(kernel, *args, **kwargs)
+        if not kernel.py_func.__module__.startswith("tritnum."):
+            return call(kernel, *args, **kwargs)
+        result = _compile_only(kernel, *args, **kwargs)
+        wait = POOL_WAITS.get(kernel.py_func.__qualname__)
+        if wait is not None and kernel.py_func.__module__.endswith("._parallel"):
+            return wait(*args)
+        return result
 
     CPUDispatcher.__call__ = intercept
     # the outputs that kernels would have filled read as zeros (not as what np.empty left

@@ -20,6 +20,9 @@ WEIGHTS = np.ones((2, 256), np.float32)
 # rows of 256 inputs past the CPU's small layers (``_kernels/cpu/small_linear.py``, 2**17
 # weights), which take a route of their own
 LARGE_LAYER_ROWS = 520
+# rows of 1024 inputs past the weights of other formats the CPU keeps a "2bit" copy of
+# (``small_linear.KEEP_2BIT_TRITS``, 2**22)
+LARGE_WEIGHTS_ROWS = 4097
 
 
 def warmup(device: Device = "auto") -> float:
@@ -112,12 +115,12 @@ def _warm_packing(dev: str) -> None:
 
 
 def _warm_quantize(dev: str) -> None:
-    """Quantize in every format; float32 and float64 absmax, per row and per tensor."""
+    """Quantize float32 and float64 weights in every format; absmax per row and per tensor."""
     from .quantize import quantize, quantize_activations
 
-    for name in FORMATS:
-        quantize(WEIGHTS, format=name, device=dev).dequantize(device=dev)
-    for x in (WEIGHTS, WEIGHTS.astype(np.float64)):
+    for x in (WEIGHTS, WEIGHTS.astype(np.float64)):  # float64: NumPy's random numbers
+        for name in FORMATS:
+            quantize(x, format=name, device=dev).dequantize(device=dev)
         for axis in (-1, None):  # per row (one fused pass) and per tensor
             quantize_activations(x, axis=axis, device=dev)
 
@@ -160,6 +163,12 @@ def _linear_step(name: str) -> Callable[[str], None]:
             w = quantize(np.resize(WEIGHTS, (1025, 4096)), format=name, device=dev)
             for activations in ("float", "int8"):
                 linear(np.ones((1, 4096), np.float32), w, activations=activations, device=dev)
+        if name != "2bit":  # weights past 4M trits, transcoded for each call: the int8 GEMV's
+            # dots of each group size (on 2bit codes kept, VNNI CPUs with GFNI take another)
+            for size in (32, 64, 128, 256, 512):
+                w = quantize(np.resize(WEIGHTS, (LARGE_WEIGHTS_ROWS, 1024)), format=name,
+                             group_size=size, device=dev)
+                linear(np.ones((1, 1024), np.float32), w, activations="int8", device=dev)
     return step
 
 
