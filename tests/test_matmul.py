@@ -432,8 +432,8 @@ class TestBitLinear:
             tn.BitLinear(np.ones((2, 4)), group_size=3)
 
 
-@pytest.mark.parametrize("group_size", [None, 256, 512])
-@pytest.mark.parametrize("n", [512, 1024, 1000])
+@pytest.mark.parametrize("group_size", [None, 32, 64, 96, 256, 512])
+@pytest.mark.parametrize("n", [512, 1024, 1000, 768])
 @pytest.mark.parametrize("m", [1, 3])
 def test_cpu_fused_int8_gemv_is_the_composed_path(m, n, group_size):
     """The CPU quantizer writing the GEMV's layout itself gives what quantizing and then
