@@ -65,11 +65,12 @@ def test_the_gemv_takes_a_row_or_two_of_long_groups(n, out, group_size, activati
     if activations == "int8":
         assert np.array_equal(y, reference)
     else:  # float32 sums of n products: rounding grows as sqrt(n) eps times the sum of
-        # their magnitudes (Higham's statistical bound, 4x over; n eps, the worst case,
-        # would pass a flipped trit); an absolute 1e-5 failed outputs near 0
+        # their magnitudes (Higham's statistical bound; measured errors are under 1e-3 of
+        # it; n eps, the worst case, would pass a flipped trit); an absolute 1e-5 failed
+        # outputs near 0
         dense = w.dequantize(device="numpy").astype(np.float64)
         x64 = x.astype(np.float64)
-        bound = 4 * np.sqrt(n) * np.finfo(np.float32).eps * (np.abs(x64) @ np.abs(dense).T)
+        bound = np.sqrt(n) * np.finfo(np.float32).eps * (np.abs(x64) @ np.abs(dense).T)
         assert (np.abs(y - x64 @ dense.T) <= bound).all()
         assert (np.abs(reference - x64 @ dense.T) <= bound).all()
 

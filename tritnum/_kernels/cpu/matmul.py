@@ -608,29 +608,23 @@ def linear_int8(q, xscale, w, fmt, n, scales, bias, out=None):
 
 
 @jit()
-def _quantized_laid_out(x, bits, amax, amax_bits, q, laid, chunks, xneg, xscale):
+def _quantized_laid_out(x, bits, amax, amax_bits, q, laid, xneg, xscale):
     """float32 rows quantized per row (as ``quantize_activations``) into the GEMV layout.
 
     For whole blocks (``_laid_out``'s transpose): ``laid`` (the GEMV's activations) gets
-    the quants of each block of ``4 * BLOCK_BYTES`` in the dot's order
-    (:func:`.lay_out_blocks`, which writes the sums of 32 quants at a time into the
-    scratch ``chunks``), ``xneg`` minus each scale group's sum of them (groups of any
-    multiple of 32) and ``xscale`` each row's scale, ``amax / 127``; ``q`` is scratch.
-    The views come from the caller (made here, they doubled the kernel's compile time,
-    0.3 -> 0.6 s).
+    the quants of each block of ``4 * BLOCK_BYTES`` in the dot's order and ``xneg``
+    minus each scale group's sum of them (:func:`.lay_out_blocks`; groups of any multiple
+    of 32), ``xscale`` each row's scale, ``amax / 127``; ``q`` is scratch. The views come
+    from the caller (made here, they doubled the kernel's compile time, 0.3 -> 0.6 s).
     """
     # an intp 0, not a literal: numba compiled the callee again for Literal[int](0)
     _absmax_quantize_rows(x, bits, amax, amax_bits, q, np.intp(0), x.shape[0])
-    n = x.shape[1]
-    per = chunks.shape[0] // xneg.shape[1]  # sums of 32 a group
-    for r in range(x.shape[0]):
+    m, n = x.shape
+    groups = xneg.shape[1]
+    for r in range(m):
         xscale[r] = amax[r] / np.float32(127)
-        lay_out_blocks(q, r * n, laid, r * n, n // (4 * BLOCK_BYTES), chunks)
-        for g in range(xneg.shape[1]):
-            total = np.int32(0)
-            for i in range(g * per, g * per + per):
-                total += chunks[i]
-            xneg[r, g] = -total
+        lay_out_blocks(q, r * n, laid, r * n, n // (4 * BLOCK_BYTES), xneg, r * groups,
+                       n // groups // 32)
     return 0
 
 
@@ -686,11 +680,11 @@ def linear_int8_fused(x, w, fmt, n, scales, bias, out=None):
             or segment % BLOCK_BYTES or n % (4 * segment)):
         return _int8_fused(x, w, fmt, n, scales, bias, out)
     scratch, kept = _scratch(((2, m), np.float32), ((2, m, n), np.int8),
-                             ((m, scales.shape[1]), np.int32), ((n // 32,), np.int32))
+                             ((m, scales.shape[1]), np.int32))
     try:
-        (amax, xscale), (xl, q), xneg, chunks = scratch
-        _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, xl, chunks,
-                            xneg, xscale)
+        (amax, xscale), (xl, q), xneg = scratch
+        _quantized_laid_out(x, x.view(np.uint32), amax, amax.view(np.uint32), q, xl, xneg,
+                            xscale)
         y = np.empty((m, w.shape[0]), np.float32)
         # a row with NaN or infinity: NaN scale, NaN outputs (quietly: numba sets no NumPy flags)
         run_gemv(_gemv_kernel(segment, w.shape[1], scales.shape[1], True), w.shape[0],

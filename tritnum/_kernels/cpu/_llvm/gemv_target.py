@@ -96,28 +96,33 @@ def block_loop(builder, count, ws, x, size, body, gfni=False):
 
 
 @intrinsic
-def lay_out_blocks(typingctx, q, qoff, laid, loff, blocks, sums):
-    """Int8 activations in the GEMV's order, into ``laid`` from ``loff``; sums of 32 at a time.
+def lay_out_blocks(typingctx, q, qoff, laid, loff, blocks, xneg, xoff, per):
+    """Int8 activations in the GEMV's order, into ``laid`` from ``loff``; minus group sums.
 
     ``blocks`` blocks of ``4B`` values from flat element ``qoff`` of ``q``: position
     ``4Bk + Bc + m`` gets element ``4Bk + 4m + c``, block k's ``B`` words (``4B`` int8
-    values) shifted right by ``8c`` and narrowed to bytes, one vector each. ``sums[i]``
-    (int32, ``blocks * 4B / 32`` of them) gets the sum of elements ``32i .. 32i + 31``:
-    scale groups are multiples of 32 inputs. Written by hand where numba's four loops
-    left LLVM to vectorize them: the fused quantizer of the int8 GEMV compiled 0.1-0.2 s
-    longer (its first call).
+    values) shifted right by ``8c`` and narrowed to bytes, one vector each. ``xneg[xoff +
+    g]`` (int32) gets minus the sum of elements ``32 per g .. 32 per (g + 1) - 1``: scale
+    groups are multiples of 32 inputs, whole blocks or inside them. Written by hand where
+    numba's loops left LLVM to vectorize them: the fused quantizer of the int8 GEMV
+    compiled 0.1-0.2 s longer (its first call).
     """
-    arrays = ((q, types.int8), (laid, types.int8), (sums, types.int32))
+    arrays = ((q, types.int8), (laid, types.int8), (xneg, types.int32))
     if not all(isinstance(a, types.Array) and a.dtype == dt for a, dt in arrays):
         return None
-    sig = types.void(q, types.intp, laid, types.intp, types.intp, sums)
+    sig = types.void(q, types.intp, laid, types.intp, types.intp, xneg, types.intp,
+                     types.intp)
 
     def codegen(context, builder, sig, args):
         size = BLOCK_BYTES
         src = pointer(context, builder, sig.args[0], args[0], args[1], I8)
         dst = pointer(context, builder, sig.args[2], args[2], args[3], I8)
-        out = pointer(context, builder, sig.args[5], args[5], ir.Constant(I64, 0), I32)
+        out = pointer(context, builder, sig.args[5], args[5], args[6], I32)
         vi = vector(I32, size)
+        zero, one = ir.Constant(I32, 0), ir.Constant(I64, 1)
+        total = cgutils.alloca_once_value(builder, zero)  # of the group so far
+        left = cgutils.alloca_once_value(builder, args[7])  # its sums of 32 still to come
+        group = cgutils.alloca_once_value(builder, ir.Constant(I64, 0))
         with cgutils.for_range(builder, args[4]) as loop:
             at = builder.mul(loop.index, ir.Constant(loop.index.type, 4 * size))
             block = load(builder, src, at, vi, 1)
@@ -133,8 +138,18 @@ def lay_out_blocks(typingctx, q, qoff, laid, loff, blocks, sums):
                         for j in (0, 1)]
                 words = builder.add(builder.shuffle_vector(words, words, pick[0]),
                                     builder.shuffle_vector(words, words, pick[1]))
-            store(builder, words, out,
-                  builder.mul(loop.index, ir.Constant(loop.index.type, size // 8)), 4)
+            for i in range(size // 8):
+                builder.store(builder.add(builder.load(total),
+                                          builder.extract_element(words, ir.Constant(I32, i))),
+                              total)
+                builder.store(builder.sub(builder.load(left), one), left)
+                with builder.if_then(builder.icmp_signed("==", builder.load(left),
+                                                         ir.Constant(I64, 0))):
+                    g = builder.load(group)
+                    builder.store(builder.neg(builder.load(total)), builder.gep(out, [g]))
+                    builder.store(builder.add(g, one), group)
+                    builder.store(zero, total)
+                    builder.store(args[7], left)
         return context.get_dummy_value()
 
     return sig, codegen
