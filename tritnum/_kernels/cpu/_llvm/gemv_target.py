@@ -48,7 +48,8 @@ BLOCK_BYTES = TARGET.block
 # int8 GEMV, 1 thread, kernel alone, min of 5 medians, 2 runs each, load ~1: groups of
 # 32/64/128/256 120-121/99-102/97-108/97-101 -> 112-113/97/89-91/92 us, one scale 71-72
 # -> 68-69 us
-GFNI = "gfni" in target_features()
+# (GFNI with AVX2: an Atom without AVX has GFNI on 16-byte vectors only, and these are wider)
+GFNI = {"gfni", "avx2"} <= target_features()
 
 
 def _affine(builder, block, n):
