@@ -26,6 +26,8 @@ def general(monkeypatch):
     def run(fn, *args, **kwargs):
         with monkeypatch.context() as m:
             m.setattr(mm, "_host_call", lambda *a: None)
+            if isinstance(fn, tn.BitLinear):
+                m.setattr(fn, "_step", ())  # nor the layer's kept one-call route
             return fn(*args, **kwargs)
 
     return run
@@ -90,9 +92,22 @@ def test_fast_route_gives_the_general_routes_bits(data, n_blocks, nout, lead, gr
 
 
 def _one_call_route(w: tn.TernaryTensor):
-    """The one-call routes ``tn.linear`` keeps with ``w`` (``small_linear.small_rows``)."""
+    """The one-call routes ``tn.linear`` keeps with ``w`` (``small_linear.small_rows``) as one
+    callable; None where there are none."""
     tn.linear(np.ones(w.shape[1], np.float32), w)  # the fast route keeps its weights
-    return w._cache["cpu_linear"][-1]
+    routes = w._cache["cpu_linear"][-1]
+    if not routes:
+        return None
+
+    def call(x, bias, out, mode):
+        """The result and its bad rows as the route of ``mode`` gives them; None: no route."""
+        run, most = routes.get(mode, (None, -1))
+        if x.shape[0] > most:
+            return None
+        y = np.empty((x.shape[0], w.shape[0]), np.float32) if out is None else out
+        return y, run(x, np.zeros(0, np.float32) if bias is None else bias, y)
+
+    return call
 
 
 def _one_call_gives_the_general_bits(general, w, small, activations, rows, bad_row):
@@ -210,6 +225,47 @@ def test_bitlinear_takes_the_fast_route_with_the_same_bits(monkeypatch, general,
     out = np.empty(d, np.float32)
     assert layer(x, out=out) is out
     np.testing.assert_array_equal(out.view(np.uint32), ref.view(np.uint32))
+
+
+@pytest.mark.parametrize(("activations", "d"), [("int8", 64), ("int8", 256), ("float", 64),
+                                                  ("float", 256), ("q8_k", 256)])
+def test_bitlinear_keeps_its_one_call_route_for_its_weights_bias_and_mode(
+        monkeypatch, general, activations, d):
+    rng = np.random.default_rng(d)
+    layer = tn.BitLinear(rng.standard_normal((d, d)), bias=rng.standard_normal(d),
+                         activations=activations)
+    x = rng.standard_normal((1, d)).astype(np.float32)
+    seen = _taken(monkeypatch)
+    ys = [layer(x) for _ in range(3)]
+    kept = activations != "q8_k" or q8k.dot_q8k_vnni is not None  # a route of one call
+    assert seen == ([True] if kept else [True] * 3)  # then the layer's route answers
+    assert len({id(y) for y in ys}) == 3  # fresh arrays each call
+    for y in ys:
+        np.testing.assert_array_equal(y.view(np.uint32), general(layer, x).view(np.uint32))
+    bad = np.repeat(x, 2, axis=0)
+    bad[1, 5] = np.nan
+    if activations == "float":  # NaN goes through, as in NumPy
+        np.testing.assert_array_equal(layer(bad).view(np.uint32),
+                                      general(layer, bad).view(np.uint32))
+    for rows in (bad, bad[1:]) if activations != "float" else ():
+        with pytest.raises(ValueError, match=r"x\[\d, 5\] = nan is not finite"):
+            layer(rows)
+        if activations == "q8_k":  # as the general route: Q8_K blocks of NaN are refused
+            with pytest.raises(ValueError, match=r"x\[\d, 5\] = nan is not finite"):
+                layer(rows, check_finite=False)
+    if activations == "int8":  # NaN outputs for that row, the others as they are
+        y = layer(bad, check_finite=False)
+        assert np.isnan(y[1]).all()
+        np.testing.assert_array_equal(y[0], ys[0][0])
+    # the route follows each of the layer's attributes
+    changes = {"bias": rng.standard_normal(d).astype(np.float32),
+               "weight": tn.quantize(rng.standard_normal((d, d))),
+               "activations": "float" if activations == "int8" else "int8"}
+    for name, value in changes.items():
+        setattr(layer, name, value)
+        for _ in range(2):
+            np.testing.assert_array_equal(layer(x).view(np.uint32),
+                                          general(layer, x).view(np.uint32))
 
 
 def test_other_arguments_take_the_general_route(monkeypatch):

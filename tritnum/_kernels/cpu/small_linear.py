@@ -372,50 +372,27 @@ def linear_q8k(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, w: Any, fmt: For
     return q8k.linear_q8k(q, d, bsums, w, fmt, n, scales, bias, fused)
 
 
-@register("linear_small", "cpu")
-def small_rows(data: Any, scales: np.ndarray, fmt: Format,
-               n: int) -> Callable[..., tuple[np.ndarray, int] | None] | None:
-    """The one-call routes of weights ``data`` as one callable; None where there are none.
-
-    For a caller that keeps it with the weights (``tn.linear``'s host route): nothing
-    about the weights is looked at again on a call. ``call(x, bias, out, mode)`` takes
-    C-contiguous float32 rows ``x``, a float32 ``(out,)`` ``bias`` or None, a float32
-    ``(m, out)`` ``out`` or None and an activation mode, and returns the result and how
-    many rows held NaN or infinity (int8: their outputs are NaN; Q8_K: nothing was
-    written, the caller raises), or None when the route does not take the call. The
-    routes (:func:`_routes`): a :class:`SmallCodes` layer's (a few rows, float and int8),
-    a layer's in scale groups whose GEMV runs alone (up to ``GEMV_MAX_ROWS`` rows, float
-    and int8) and the Q8_K GEMV of one row on such weights, each one compiled call.
-    """
-    routes = _routes(data, scales, fmt, n)
-    if not routes:
-        return None
-    nout, route = scales.shape[0], routes.get
-
-    def call(x: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None,
-             mode: str) -> tuple[np.ndarray, int] | None:
-        run, most = route(mode, _NO_ROUTE)
-        m = x.shape[0]
-        if m > most:
-            return None
-        y = np.empty((m, nout), np.float32) if out is None else out
-        return y, run(x, _NO_BIAS if bias is None else bias, y)
-
-    return call
-
-
 # a route: run(x, bias, y) -> the rows holding NaN or infinity, and the most rows it takes
 Route = tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], int], int]
-_NO_ROUTE: Route = (lambda x, bias, y: 0, -1)  # a mode without a route: no rows
 
 
-def _routes(data: Any, scales: np.ndarray, fmt: Format, n: int) -> dict[str, Route]:
-    """:func:`small_rows`' routes by activation mode.
+@register("linear_small", "cpu")
+def small_rows(data: Any, scales: np.ndarray, fmt: Format, n: int) -> dict[str, Route]:
+    """The one-call routes of weights ``data`` by activation mode (none: an empty dict).
 
+    For a caller that keeps them with the weights (``tn.linear``'s host route,
+    ``BitLinear``): nothing about the weights is looked at again on a call. A route
+    ``(run, most)`` takes up to ``most`` C-contiguous float32 rows ``x``:
+    ``run(x, bias, y)`` writes their ``(m, out)`` float32 result into ``y`` (a bias of
+    float32 ``(out,)``, or an empty one for none) and returns how many rows held NaN or
+    infinity (int8: their outputs are NaN; Q8_K: nothing was written, the caller
+    raises). The routes: a :class:`SmallCodes` layer's (a few rows, float and int8), a
+    layer's in scale groups whose GEMV runs alone (up to ``GEMV_MAX_ROWS`` rows, float
+    and int8) and the Q8_K GEMV of one row on such weights, each one compiled call.
     Partials of the kernels over what they keep, so a call adds no Python frame
-    (``BitLinear`` at 64 x 64 took 2.8 µs a call with one, 2.4 without). Layers in scale
-    groups took 11-13 µs a call at 256 x 256 in groups of 32-128 through the packed
-    routes, a Q8_K row 20 µs, most of it Python between their kernels.
+    (``BitLinear`` at 64 x 64 took 2.8 µs a call with one, 2.4 without). Layers in
+    scale groups took 11-13 µs a call at 256 x 256 in groups of 32-128 through the
+    packed routes, a Q8_K row 20 µs, most of it Python between their kernels.
     """
     routes: dict[str, Route] = {}
     rows, two_bit = _packed_rows(data, fmt)

@@ -18,7 +18,8 @@ and the row scales (NaN for a row holding NaN or infinity, whose outputs are NaN
 weights and arrays as the backend's kernels take them, kept in ``cache`` (a dict
 the caller owns, e.g. a TernaryTensor's) where that saves work (GPU copies);
 ``linear_small(data, scales, fmt, n)``: for weights as ``linear_weights`` gives them,
-a callable running a few rows in one step (the CPU's small layers), or None.
+routes running a few rows in one step by activation mode (the CPU's small layers;
+other backends: none, an empty dict).
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ def weights(data: Any, scales: Any, fmt: Any, n: int, cache: dict[Any, Any]) -> 
     return data, scales
 
 
-def no_small_rows(data: Any, scales: Any, fmt: Any, n: int) -> None:
+def no_small_rows(data: Any, scales: Any, fmt: Any, n: int) -> dict[str, Any]:
     """``linear_small`` of a backend without a one-call route for small layers: none."""
-    return None
+    return {}
 
 
 def int8_fused(device: str) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
