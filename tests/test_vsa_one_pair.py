@@ -93,6 +93,24 @@ def test_one_pair_runs_the_kernels_without_row_indexes(monkeypatch, shape, packe
     np.testing.assert_array_equal(got, a * b, strict=True)
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "bitplane"])
+@pytest.mark.parametrize(("lead_a", "lead_b"), [((5,), (5,)), ((2, 3), (2, 3)), ((5,), (1,)),
+                                                ((1,), (5,)), ((5,), ()), ((2, 3), (3,))])
+@pytest.mark.parametrize("rule", ["mul", "mod3"])
+def test_rows_in_order_take_one_loop_and_broadcast_rows_their_indexes(
+        monkeypatch, packed, lead_a, lead_b, rule):
+    name = "_op_planes_all" if packed else "_op_dense_all"
+    kernel, calls = getattr(cpu_vsa, name), []
+    monkeypatch.setattr(cpu_vsa, name, lambda *args: calls.append(1) or kernel(*args))
+    rng = np.random.default_rng(len(lead_a) + 3 * len(lead_b))
+    a = rng.integers(-1, 2, (*lead_a, 130), dtype=np.int8)
+    b = rng.integers(-1, 2, (*lead_b, 130), dtype=np.int8)
+    x, y = (tn.pack(v, "bitplane") for v in (a, b)) if packed else (a, b)
+    got = _trits(tn.vsa.bind(x, y, rule=rule))
+    assert calls == [1]
+    np.testing.assert_array_equal(got, a * b if rule == "mul" else _mod3(a - b), strict=True)
+
+
 def _corrupt_plane() -> tn.PackedTrits:
     data = tn.pack(np.zeros(70, np.int8), "bitplane").data.copy()
     data[:, 1] = 1  # trit 64 has both its plus and its minus bit set
@@ -105,6 +123,9 @@ _BAD = {
     "dense value 2": lambda: tn.vsa.bind(_V, np.array([1, 2, 0, 1, 0], np.int8)),
     "one row value -3": lambda: tn.vsa.bind(np.array([[1, 0, -3, 1, 0]], np.int8), _V[None]),
     "negate value 7": lambda: tn.vsa.negate(np.array([1, 7, 0], np.int8)),
+    "rows value 3": lambda: tn.vsa.bind(np.tile(_V, (4, 1)),
+                                        np.where(np.arange(20).reshape(4, 5) == 11, 3,
+                                                 1).astype(np.int8)),
     "unbind mod3 value 4": lambda: tn.vsa.unbind(_V, np.array([0, 0, 0, 0, 4], np.int8),
                                                  rule="mod3"),
     "permute value 5": lambda: tn.vsa.permute(np.array([[1, 5, 0]], np.int8)),
