@@ -75,10 +75,12 @@ def _host_pair(a: Any, b: Any, device: str) -> tuple[Any, Any, np.ndarray, bool]
         packed = True
     else:
         return None
-    return ra, rb, _row_index(len(ra)), packed
+    n = len(ra)
+    return ra, rb, _row_index(n) if n <= _KEPT_INDEX else np.arange(n, dtype=np.int64), packed
 
 
 _INT8 = np.dtype(np.int8)
+_KEPT_INDEX = 1 << 12  # rows of the largest index kept (32 KiB; more rows are more work)
 
 
 @functools.lru_cache(maxsize=64)
