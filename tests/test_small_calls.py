@@ -257,6 +257,17 @@ def test_bitlinear_keeps_its_one_call_route_for_its_weights_bias_and_mode(
         y = layer(bad, check_finite=False)
         assert np.isnan(y[1]).all()
         np.testing.assert_array_equal(y[0], ys[0][0])
+    # into out: the same bits; nothing written when a row is refused
+    for rows in (x,) if activations == "q8_k" else (x, np.repeat(x, 3, axis=0)):  # Q8_K: 1 row
+        out = np.full((len(rows), d), 7, np.float32)
+        assert layer(rows, out=out) is out
+        np.testing.assert_array_equal(out.view(np.uint32), general(layer, rows).view(np.uint32))
+    if activations != "float":
+        out = np.full((1, d), 7, np.float32)
+        with pytest.raises(ValueError, match="is not finite"):
+            layer(bad[1:], out=out, check_finite=activations != "q8_k")
+        assert (out == 7).all()
+    assert seen == ([True] if kept else seen)  # every call above on the kept route
     # the route follows each of the layer's attributes
     changes = {"bias": rng.standard_normal(d).astype(np.float32),
                "weight": tn.quantize(rng.standard_normal((d, d))),
@@ -266,6 +277,19 @@ def test_bitlinear_keeps_its_one_call_route_for_its_weights_bias_and_mode(
         for _ in range(2):
             np.testing.assert_array_equal(layer(x).view(np.uint32),
                                           general(layer, x).view(np.uint32))
+
+
+@pytest.mark.parametrize("activations", ["float", "int8"])
+def test_bitlinear_into_out_reads_a_bias_inside_out_as_it_was(general, activations):
+    rng = np.random.default_rng(5)
+    out = rng.standard_normal((4, 64)).astype(np.float32)
+    layer = tn.BitLinear(rng.standard_normal((64, 64)), bias=out[1], activations=activations)
+    layer.bias = out[1]  # the layer's bias, a row of out (the layer itself keeps a copy)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    want = general(layer, x)
+    layer(x)  # the route kept
+    assert layer(x, out=out) is out
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
 
 
 def test_other_arguments_take_the_general_route(monkeypatch):

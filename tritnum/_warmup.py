@@ -165,9 +165,9 @@ def _linear_step(name: str) -> Callable[[str], None]:
                 linear(np.ones((1, 4096), np.float32), w, activations=activations, device=dev)
         if name != "2bit":  # weights past 4M trits, transcoded for each call: the int8 GEMV's
             # dots of each group size (on 2bit codes kept, VNNI CPUs with GFNI take another)
+            large = np.resize(WEIGHTS, (LARGE_WEIGHTS_ROWS, 1024))
             for size in (32, 64, 128, 256, 512):
-                w = quantize(np.resize(WEIGHTS, (LARGE_WEIGHTS_ROWS, 1024)), format=name,
-                             group_size=size, device=dev)
+                w = quantize(large, format=name, group_size=size, device=dev)
                 linear(np.ones((1, 1024), np.float32), w, activations="int8", device=dev)
     return step
 

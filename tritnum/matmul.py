@@ -648,15 +648,25 @@ class BitLinear:
         the GPU once, with the weights (see :func:`linear`).
         """
         step = self._step
-        if step and out is None and type(x) is np.ndarray and x.dtype is _FLOAT32:
-            run, most, n, nout, bias, strict = step
+        if step and type(x) is np.ndarray and x.dtype is _FLOAT32:
+            run, most, n, nout, bias, strict, int8 = step
             m = len(x)
             if (x.ndim == 2 and 0 < m <= most and x.shape[1] == n and x.flags.c_contiguous
                     and host_cpu(self.device)):
-                y = np.empty((m, nout), np.float32)
-                if run(x, bias, y) and (check_finite or strict):
-                    _raise_not_finite(x, "x", in_float32=True)
-                return y
+                if out is None:
+                    y = np.empty((m, nout), np.float32)
+                elif _host_vector(out, (m, nout)) and out.flags.writeable:
+                    # int8 rows holding NaN get NaN outputs: checked, then written into out
+                    y = np.empty((m, nout), np.float32) if int8 and check_finite else out
+                else:
+                    y = None  # the general route checks it
+                if y is not None:
+                    if run(x, bias, y) and (check_finite or strict):
+                        _raise_not_finite(x, "x", in_float32=True)
+                    if y is out or out is None:
+                        return y
+                    out[...] = y
+                    return out
         fast = _host_call(x, self.weight, self.bias, self.activations, None, self.device, out,
                           check_finite)
         if fast is not None:  # plain NumPy in, on the CPU: the layer's weights and bias as kept
@@ -674,16 +684,18 @@ class BitLinear:
         """The layer's one-call route as :func:`_host_call` takes it, or ``()``.
 
         ``(run, most rows, in, out, bias, whether rows holding NaN or infinity raise
-        whatever check_finite says)``, made once a call has checked the weights: a call
-        of 64 x 64 in one row took 2.4 µs through :func:`_host_call`, 1.8 so.
+        whatever check_finite says, whether they get NaN outputs)``, made once a call has
+        checked the weights: a call of 64 x 64 in one row took 2.4 µs through
+        :func:`_host_call`, 2.0 so (3.5 and 2.3 into ``out``). The bias is the step's own
+        copy: no ``out`` shares its memory.
         """
         kept = self.weight._cache.get("cpu_linear")
         route = None if kept is None else kept[-1].get(self.activations)
         bias = self.bias
         if route is None or not (bias is None or _host_vector(bias, (kept[3],))):
             return ()
-        return (*route, kept[4], kept[3], _NO_BIAS if bias is None else bias,
-                self.activations in Q8K_MODES)
+        return (*route, kept[4], kept[3], _NO_BIAS if bias is None else bias.copy(),
+                self.activations in Q8K_MODES, self.activations == "int8")
 
     def __repr__(self) -> str:
         return (f"BitLinear(in_features={self.in_features}, out_features={self.out_features}, "
