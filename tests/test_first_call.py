@@ -98,7 +98,7 @@ report = []
 # float GEMMs (more rows than the GEMV takes) of layers past the small layers' route:
 # whole SIMD blocks (one scale a row), then groups of 100 inputs (25 bytes) and a tail
 for n, size in ((256, None), (300, 100)):
-    w = tn.quantize(rng.standard_normal((520, n)).astype(np.float32), group_size=size)
+    w = tn.quantize(rng.standard_normal((4100, n)).astype(np.float32), group_size=size)
     x = rng.standard_normal((20, n)).astype(np.float32)
     before = len(dequantize.decode_2bit_rows.signatures)
     got = tn.linear(x, w, device="cpu")

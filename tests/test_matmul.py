@@ -512,8 +512,9 @@ def test_float_gemv_rows_equal_one_row_calls(monkeypatch, group):
     ``FLOAT_GEMV_ROWS`` rows of x: each output row has the bits of its one-row call."""
     monkeypatch.setattr(cpu_matmul, "FLOAT_GEMV_BYTES", 0)  # small weights take it too
     rng = np.random.default_rng(5)
-    out = 2 * cpu_matmul.FLOAT_ROWS + 5  # whole blocks and a short one
+    out = 16 * cpu_matmul.FLOAT_ROWS + 5  # whole blocks and a short one
     # 4096 inputs: more weights than a small layer's (its one-row calls take another dot)
+    assert out * 4096 > small_linear.SMALL_WEIGHTS
     w = tn.quantize(rng.standard_normal((out, 4096)), group_size=group)
     x = rng.standard_normal((cpu_matmul.FLOAT_GEMV_ROWS, 4096)).astype(np.float32)
     together = tn.linear(x, w, device="cpu")

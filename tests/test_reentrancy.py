@@ -16,7 +16,7 @@ def test_int8_linear_from_a_signal_handler_inside_int8_linear():
     # a long outer call; a short nested one of the same rows and inputs (the same scratch)
     w = tn.quantize(rng.standard_normal((16384, 2048)).astype(np.float32), axis=-1)
     # past the small layers' one-call route (SMALL_WEIGHTS), which keeps no scratch
-    small = tn.quantize(rng.standard_normal((128, 2048)).astype(np.float32), axis=-1)
+    small = tn.quantize(rng.standard_normal((520, 2048)).astype(np.float32), axis=-1)
     x = rng.standard_normal((16, 2048)).astype(np.float32)  # the GEMV's most rows
     other = rng.standard_normal((16, 2048)).astype(np.float32) * 3
     want = tn.linear(x, w, activations="int8", device="numpy")

@@ -152,7 +152,7 @@ def test_small_layers_in_groups_answer_in_one_call_with_the_general_routes_bits(
 
 @pytest.mark.parametrize("fmt", ["2bit", "bitplane", "base3"])
 @pytest.mark.parametrize(("out", "kw"), [(40, {}), (40, {"axis": -1}), (40, {"group_size": 256}),
-                                         (520, {})])  # 520 x 256: past a small layer's codes
+                                         (2052, {})])  # 2052 x 512: past a small layer's codes
 @pytest.mark.parametrize("activations", ["q8_k", "q8_k_unfused"])
 def test_a_q8k_row_on_small_weights_answers_in_one_call_with_the_general_routes_bits(
         general, fmt, out, kw, activations):
@@ -174,7 +174,7 @@ def test_a_q8k_row_on_small_weights_answers_in_one_call_with_the_general_routes_
 
 
 # weights of each route: a small layer's codes, a small layer in groups, past both
-_LAYERS = {"small": (40, {}), "groups": (40, {"group_size": 256}), "large": (600, {})}
+_LAYERS = {"small": (40, {}), "groups": (40, {"group_size": 256}), "large": (2052, {})}
 
 
 @pytest.mark.parametrize("layer", list(_LAYERS))

@@ -17,9 +17,9 @@ from ._formats import FORMATS
 from .typing import Device
 
 WEIGHTS = np.ones((2, 256), np.float32)
-# rows of 256 inputs past the CPU's small layers (``_kernels/cpu/small_linear.py``, 2**17
+# rows of 256 inputs past the CPU's small layers (``_kernels/cpu/small_linear.py``, 2**20
 # weights), which take a route of their own
-LARGE_LAYER_ROWS = 520
+LARGE_LAYER_ROWS = 4100
 # rows of 1024 inputs past the weights of other formats the CPU keeps a "2bit" copy of
 # (``small_linear.KEEP_2BIT_TRITS``, 2**22)
 LARGE_WEIGHTS_ROWS = 4097

@@ -274,9 +274,9 @@ def linear(x: Any, w: TernaryTensor, bias: Any = None, *, activations: Activatio
     calls on the same ``w`` (as :class:`BitLinear` makes them) prepare nothing again.
     Other arguments (lists, float64 bias, torch tensors, GPU or Dask arrays) take the
     general route to the same kernels: the same bits, a few microseconds more per call.
-    On the CPU a layer of at most 2**17 weights with one scale per tensor or row is
+    On the CPU a layer of at most 2**20 weights with one scale per tensor or row is
     prepared on its first call (its codes in rows of whole SIMD blocks, kept with
-    ``w``: at most 128 KiB with the padding of narrow rows), and then a call of a few
+    ``w``: at most 1 MiB with the padding of narrow rows), and then a call of a few
     rows (up to 2**22 products with int8 activations, 2**20 with float ones, and always
     up to 4 rows) is one compiled step (quantization, products, rescale and bias); the
     int8 results are the same bits. So is a call of up to 16 rows on a layer in scale

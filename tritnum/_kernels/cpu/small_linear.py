@@ -3,7 +3,9 @@
 A call of a small layer is mostly fixed cost: at 64 x 64, one row of int8
 activations took 11 µs through the packed GEMV (its activation layout, the pool's
 hand-off, the quantizer and the rescale as separate steps) for 4,096 products,
-where NumPy's ``x @ W.T`` on the dense float matrix takes 1 µs. So a layer of at
+where NumPy's ``x @ W.T`` on the dense float matrix takes 1 µs, and the fixed cost
+stays about 8 µs up to 1024 x 1024 (one int8 row: 512 x 512 13.4 µs, 1024 x 1024 20.9;
+5.2 and 12.1 in one step). So a layer of at
 most :data:`SMALL_WEIGHTS` weights with one scale a row (or a tensor) is prepared
 once (``linear_weights``, kept with the tensor: :class:`SmallCodes`): its trits
 as "2bit" codes, each row padded to whole SIMD blocks and ordered as the GEMV's dot
@@ -11,9 +13,10 @@ reads its activations, whatever its packed format. A call of a few rows
 (:func:`_one_call`) is then one kernel call on the calling thread: the activations
 quantized (as ``quantize_activations``) or taken as float32, padded with zeros (no
 layout: at 256 x 256 the GEMV's activation layout took 0.19 of 1.2 µs), the GEMV's
-own scaled dot per weight row, the bias. More rows take the packed routes' kernels
-on the same codes (:mod:`.matmul`), the activations reordered to meet them; padding
-is zero codes against zero activations.
+own scaled dot per weight row, the bias; padding is zero codes against zero
+activations. More rows take the packed routes (:mod:`.matmul`) on the packed rows, as
+any layer's (on the codes above, the activations reordered to meet them, 8 rows of
+1024 x 1024 took 113 µs against 94).
 
 The bits are the packed GEMV's: the same dot and rescale (``xscale * (scale * sum)``
 for int8 activations, exact integer sums), the bias added in float32 after.
@@ -41,7 +44,7 @@ from .group_gemv import GroupPanel
 from .packing import convert
 from .quantize import _absmax_quantize_rows
 
-SMALL_WEIGHTS = 1 << 17  # at most this many weights a layer (256 x 512: 32 KiB of codes)
+SMALL_WEIGHTS = 1 << 20  # at most this many weights a layer (1024 x 1024: 256 KiB of codes)
 # Layers of other formats than "2bit" up to this many weights keep a "2bit" copy (1 MiB);
 # larger ones are transcoded for each call of a few rows (matmul._two_bit: 0.5-0.8 ms a
 # call at 4096 x 4096, where a copy would cost 4 MiB a layer)
@@ -75,8 +78,8 @@ class SmallCodes(NamedTuple):
     blocks (``width`` inputs) and its trits in the order in which the GEMV's dot reads
     them (:func:`_positions`): the dot then meets the activations as they are, padded
     with zeros, where packed rows need them laid out first. ``packed``: the packed data
-    they were made from as "2bit" rows (no padding), which the float GEMM and the
-    Q8_K GEMV multiply (transcoded for each call, a 256 x 256 "bitplane" layer's Q8_K
+    they were made from as "2bit" rows (no padding), which the packed routes of more
+    rows and the Q8_K GEMV multiply (transcoded for each call, a 256 x 256 "bitplane" layer's Q8_K
     call took 36 µs, 18 µs in "2bit").
     """
 
@@ -174,9 +177,9 @@ def _width(n: int) -> int:
 def _small(out: int, n: int, scales: np.ndarray) -> bool:
     """A layer of ``out`` rows of ``n`` inputs the one-call route takes: small, a scale a row.
 
-    Its padded rows hold at most ``4 * SMALL_WEIGHTS`` codes (128 KiB): narrow layers pad
+    Its padded rows hold at most ``4 * SMALL_WEIGHTS`` codes (1 MiB): narrow layers pad
     each row to a whole block (64 inputs to 256 on AVX-512), and a very narrow one
-    (2**17 rows of one input) would otherwise keep 256 times its weights.
+    (2**20 rows of one input) would otherwise keep 256 times its weights.
     """
     return (0 < out * n <= SMALL_WEIGHTS and out * _width(n) <= 4 * SMALL_WEIGHTS
             and scales.shape[1] == 1)
@@ -193,16 +196,6 @@ def _most_rows(codes: np.ndarray, int8: bool) -> int:
     :data:`SMALL_ROWS`, or as many as :data:`ONE_CALL_PRODUCTS` products allow.
     """
     return max(SMALL_ROWS, ONE_CALL_PRODUCTS[int8] // (4 * codes.size))
-
-
-def _in_order(x: np.ndarray, w: SmallCodes) -> tuple[np.ndarray, np.ndarray, Format, int]:
-    """The packed routes' arguments for rows ``x`` against prepared ``w``.
-
-    Its codes as packed "2bit" rows of ``width`` trits, and ``x`` padded and reordered to
-    meet them (trit ``i`` of a prepared row is input ``_positions(width)[i]``).
-    """
-    width = 4 * w.codes.shape[1]
-    return np.take(_padded(x, width), _positions(width), axis=1), w.codes, _2BIT, width
 
 
 @jit(inline="always")  # as the dots: numba compiled each apart, then again in its caller
@@ -337,7 +330,7 @@ def linear_int8(q: np.ndarray, xscale: np.ndarray, w: Any, fmt: Format, n: int,
     """The CPU's ``linear_int8`` (int8 ``q``, row scales ``xscale``): the packed routes."""
     w, fmt = _unwrapped(w, fmt)
     if type(w) is SmallCodes:
-        q, w, fmt, n = _in_order(q, w)
+        w = w.packed  # as any layer's (the codes in the dot's order took a reordered q)
     elif type(w) is GroupPanel:
         if q.shape[0] <= packed.GEMV_MAX_ROWS:
             return into(packed._finish(group_gemv.gemv_int8(q, xscale, w), bias), out)
@@ -355,13 +348,13 @@ def linear_int8_fused(x: np.ndarray, w: Any, fmt: Format, n: int, scales: np.nda
         if x.shape[0] <= packed.GEMV_MAX_ROWS:
             return _int8_fused(x, w, fmt, n, scales, bias, out)
         w = w.packed
-    if type(w) is not SmallCodes:
-        return packed.linear_int8_fused(x, w, fmt, n, scales, bias, out)
-    if x.dtype == np.float32 and _one_call(x.shape[0], w.codes, True):
-        y, xscale = _result(x, w.codes, out), np.empty(x.shape[0], np.float32)
-        _int8_rows(w.codes, scales, xscale, x, _bias(bias), y)
-        return y, xscale
-    return _int8_fused(x, w, fmt, n, scales, bias, out)  # its linear_int8 reorders x
+    if type(w) is SmallCodes:
+        if x.dtype == np.float32 and _one_call(x.shape[0], w.codes, True):
+            y, xscale = _result(x, w.codes, out), np.empty(x.shape[0], np.float32)
+            _int8_rows(w.codes, scales, xscale, x, _bias(bias), y)
+            return y, xscale
+        w = w.packed  # more rows: the packed routes, as any layer's
+    return packed.linear_int8_fused(x, w, fmt, n, scales, bias, out)
 
 
 @register("linear_q8k", "cpu")
