@@ -47,6 +47,7 @@ def gemv_only(no_other_route, monkeypatch):
     """Every call takes the GEMV, small weights (kept as they are) and short groups too."""
     monkeypatch.setattr(cpu_matmul, "_base3_gemv_pays", lambda *args: True)
     monkeypatch.setattr(small_linear, "KEEP_2BIT_TRITS", 0)
+    monkeypatch.setattr(small_linear, "SMALL_WEIGHTS", 0)  # no one-call route of small layers
 
 
 # calls the GEMV takes (a row or two, long groups, weights past BASE3_GEMV_TRITS)
