@@ -8,6 +8,8 @@ fast one off) and asks for the same bits, or the same typed error and message.
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -27,7 +29,7 @@ def general(monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(mm, "_host_call", lambda *a: None)
             if isinstance(fn, tn.BitLinear):
-                m.setattr(fn, "_step", ())  # nor the layer's kept one-call route
+                m.setattr(fn, "_step", None)  # nor the layer's kept one-call route
             return fn(*args, **kwargs)
 
     return run
@@ -267,7 +269,8 @@ def test_bitlinear_keeps_its_one_call_route_for_its_weights_bias_and_mode(
         with pytest.raises(ValueError, match="is not finite"):
             layer(bad[1:], out=out, check_finite=activations != "q8_k")
         assert (out == 7).all()
-    assert seen == ([True] if kept else seen)  # every call above on the kept route
+    if kept:
+        assert seen == [True]  # every call above on the kept route
     # the route follows each of the layer's attributes
     changes = {"bias": rng.standard_normal(d).astype(np.float32),
                "weight": tn.quantize(rng.standard_normal((d, d))),
@@ -277,6 +280,25 @@ def test_bitlinear_keeps_its_one_call_route_for_its_weights_bias_and_mode(
         for _ in range(2):
             np.testing.assert_array_equal(layer(x).view(np.uint32),
                                           general(layer, x).view(np.uint32))
+    layer.bias += 1  # in place: read on each call, as tn.linear reads it
+    np.testing.assert_array_equal(layer(x).view(np.uint32), general(layer, x).view(np.uint32))
+    with pytest.raises(ShapeMismatchError):  # as the general route (a 0-d x)
+        layer(np.array(1.0, np.float32))
+    layer.bias = np.zeros(d - 1, np.float32)  # checked again: never read past its end
+    with pytest.raises(ShapeMismatchError, match="bias"):
+        layer(x)
+
+
+@pytest.mark.parametrize("kw", [{}, {"group_size": 64}])
+def test_a_called_bitlinear_pickles_and_runs_again(kw):
+    rng = np.random.default_rng(9)
+    layer = tn.BitLinear(rng.standard_normal((128, 256)), bias=rng.standard_normal(128), **kw)
+    x = rng.standard_normal((1, 256)).astype(np.float32)
+    want = layer(x)
+    layer(x)  # its route kept (a closure of the GEMV in groups: not picklable)
+    again = pickle.loads(pickle.dumps(layer))
+    for _ in range(2):
+        np.testing.assert_array_equal(again(x).view(np.uint32), want.view(np.uint32))
 
 
 @pytest.mark.parametrize("activations", ["float", "int8"])

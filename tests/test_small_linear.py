@@ -135,11 +135,11 @@ def test_the_general_route_gives_the_same_bits():
         np.testing.assert_array_equal(fast.view(np.uint32), general.view(np.uint32))
 
 
-@pytest.mark.parametrize("out, kept", [(4 * small_linear.SMALL_WEIGHTS // small_linear.BLOCK, True),
-                                       (4 * small_linear.SMALL_WEIGHTS // small_linear.BLOCK + 1,
+@pytest.mark.parametrize("out, kept", [(small_linear.SMALL_PADDED // small_linear.BLOCK, True),
+                                       (small_linear.SMALL_PADDED // small_linear.BLOCK + 1,
                                         False)])
 def test_narrow_layers_are_prepared_only_while_their_padded_codes_stay_small(out, kept):
-    """One input a row pads to a whole block: prepared up to 4 * SMALL_WEIGHTS padded codes."""
+    """One input a row pads to a whole block: prepared up to SMALL_PADDED padded codes."""
     tw = layer(out, 1, "2bit", per_row=True)
     x = activations(2, 1)
     want = tn.linear(x, tw, activations="int8", device="numpy")

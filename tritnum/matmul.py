@@ -431,6 +431,22 @@ def _host_call(x: Any, w: Any, bias: Any, activations: str, x_scale: Any, device
     return _finished(y, shape, out, target)
 
 
+def _one_step(w: TernaryTensor, bias: Any, mode: str) -> tuple[Any, ...]:
+    """The one-call route :func:`_host_call` takes for ``w``, ``bias`` and ``mode``, or ``()``.
+
+    ``(run, most rows, in, out, whether rows holding NaN or infinity raise whatever
+    check_finite says, whether they get NaN outputs)``, which :class:`BitLinear` keeps
+    with the objects it was made for once a call has checked them: a call of one row at
+    64 x 64 took 2.4 µs through :func:`_host_call`, 2.0 so (3.5 and 2.3-2.7 into ``out``).
+    The route reads the bias on each call, as :func:`_host_call` does.
+    """
+    kept = w._cache.get("cpu_linear")
+    route = None if kept is None else kept[-1].get(mode)
+    if route is None or not (bias is None or _host_vector(bias, (kept[3],))):
+        return ()
+    return (*route, kept[4], kept[3], mode in Q8K_MODES, mode == "int8")
+
+
 def _unshared(bias: Any, out: Any) -> Any:
     """``bias``, or a copy of it where it may share memory with ``out``.
 
@@ -608,11 +624,11 @@ class BitLinear:
         self._kept: dict[Any, Any] = {}  # the bias where the kernels read it (see ``keep``)
         self._step: tuple[Any, ...] | None = None  # the one-call route (see ``_one_step``)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        # the one-call route (``_step``) holds the weights, bias and mode it was made for
-        object.__setattr__(self, name, value)
-        if name in ("weight", "bias", "activations"):
-            object.__setattr__(self, "_step", None)
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_step": None}  # kernels and closures: made again
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({"_step": None, **state})
 
     @property
     def in_features(self) -> int:
@@ -647,55 +663,38 @@ class BitLinear:
         ``out`` and ``check_finite`` as in :func:`linear`. On CUDA the bias goes to
         the GPU once, with the weights (see :func:`linear`).
         """
-        step = self._step
-        if step and type(x) is np.ndarray and x.dtype is _FLOAT32:
-            run, most, n, nout, bias, strict, int8 = step
-            m = len(x)
-            if (x.ndim == 2 and 0 < m <= most and x.shape[1] == n and x.flags.c_contiguous
-                    and host_cpu(self.device)):
+        weight, bias, mode, step = self.weight, self.bias, self.activations, self._step
+        kept = step is not None and step[0] is weight and step[1] is bias and step[2] is mode
+        if (kept and step[3] and type(x) is np.ndarray and x.dtype is _FLOAT32 and x.ndim == 2
+                and host_cpu(self.device)):
+            run, most, n, nout, strict, int8 = step[3]
+            m = x.shape[0]
+            if 0 < m <= most and x.shape[1] == n and x.flags.c_contiguous:
                 if out is None:
                     y = np.empty((m, nout), np.float32)
                 elif _host_vector(out, (m, nout)) and out.flags.writeable:
                     # int8 rows holding NaN get NaN outputs: checked, then written into out
                     y = np.empty((m, nout), np.float32) if int8 and check_finite else out
+                    bias = _unshared(bias, out)
                 else:
                     y = None  # the general route checks it
                 if y is not None:
-                    if run(x, bias, y) and (check_finite or strict):
+                    if run(x, _NO_BIAS if bias is None else bias, y) and (check_finite or strict):
                         _raise_not_finite(x, "x", in_float32=True)
                     if y is out or out is None:
                         return y
                     out[...] = y
                     return out
-        fast = _host_call(x, self.weight, self.bias, self.activations, None, self.device, out,
-                          check_finite)
+        fast = _host_call(x, weight, bias, mode, None, self.device, out, check_finite)
         if fast is not None:  # plain NumPy in, on the CPU: the layer's weights and bias as kept
-            if step is None:
-                self._step = self._one_step()  # () where there is none
+            if not kept:  # made from what this call read (another thread may change them)
+                self._step = (weight, bias, mode, _one_step(weight, bias, mode))
             return fast
-        bias = self.bias
         if bias is not None:  # on CUDA: copied to the GPU once
             dev = resolve_device(self.device, native(x), self.weight.packed.data)
             bias = kernel("keep", dev)(bias, self._kept, "bias")
         return linear(x, self.weight, bias, activations=self.activations,
                       device=self.device, out=out, check_finite=check_finite)
-
-    def _one_step(self) -> tuple[Any, ...]:
-        """The layer's one-call route as :func:`_host_call` takes it, or ``()``.
-
-        ``(run, most rows, in, out, bias, whether rows holding NaN or infinity raise
-        whatever check_finite says, whether they get NaN outputs)``, made once a call has
-        checked the weights: a call of 64 x 64 in one row took 2.4 µs through
-        :func:`_host_call`, 2.0 so (3.5 and 2.3 into ``out``). The bias is the step's own
-        copy: no ``out`` shares its memory.
-        """
-        kept = self.weight._cache.get("cpu_linear")
-        route = None if kept is None else kept[-1].get(self.activations)
-        bias = self.bias
-        if route is None or not (bias is None or _host_vector(bias, (kept[3],))):
-            return ()
-        return (*route, kept[4], kept[3], _NO_BIAS if bias is None else bias.copy(),
-                self.activations in Q8K_MODES, self.activations == "int8")
 
     def __repr__(self) -> str:
         return (f"BitLinear(in_features={self.in_features}, out_features={self.out_features}, "

@@ -45,6 +45,7 @@ from .packing import convert
 from .quantize import _absmax_quantize_rows
 
 SMALL_WEIGHTS = 1 << 20  # at most this many weights a layer (1024 x 1024: 256 KiB of codes)
+SMALL_PADDED = 1 << 19  # padded codes of a layer padded to more than twice (128 KiB)
 # Layers of other formats than "2bit" up to this many weights keep a "2bit" copy (1 MiB);
 # larger ones are transcoded for each call of a few rows (matmul._two_bit: 0.5-0.8 ms a
 # call at 4096 x 4096, where a copy would cost 4 MiB a layer)
@@ -78,9 +79,9 @@ class SmallCodes(NamedTuple):
     blocks (``width`` inputs) and its trits in the order in which the GEMV's dot reads
     them (:func:`_positions`): the dot then meets the activations as they are, padded
     with zeros, where packed rows need them laid out first. ``packed``: the packed data
-    they were made from as "2bit" rows (no padding), which the packed routes of more
-    rows and the Q8_K GEMV multiply (transcoded for each call, a 256 x 256 "bitplane" layer's Q8_K
-    call took 36 µs, 18 µs in "2bit").
+    they were made from as "2bit" rows (no padding; a copy made once for other formats:
+    transcoded for each call, a 256 x 256 "bitplane" layer's Q8_K call took 36 µs, 18 µs
+    in "2bit"), which the packed routes of more rows and the Q8_K GEMV multiply.
     """
 
     codes: np.ndarray
@@ -91,7 +92,9 @@ def prepared(data: Any, scales: np.ndarray, fmt: Format, n: int,
              cache: dict[Any, Any]) -> tuple[Any, np.ndarray]:
     """``linear_weights`` on the CPU: a small layer's :class:`SmallCodes`, others as they are.
 
-    Made once and kept in the tensor's ``cache``, at most ``SMALL_WEIGHTS`` bytes.
+    Made once and kept in the tensor's ``cache``: a quarter byte a padded weight (at most
+    ``SMALL_WEIGHTS`` of them, ``SMALL_PADDED`` in narrow layers), and a "2bit" copy of
+    the rows of other formats.
     Larger layers keep their data; those of another format up to
     :data:`KEEP_2BIT_TRITS` weights keep a :class:`TwoBitCopy`; "2bit" codes (either)
     in scale groups that the int8 GEMV of :mod:`.group_gemv` takes are kept in a
@@ -156,7 +159,6 @@ def _unwrapped(w: Any, fmt: Format) -> tuple[Any, Format]:
     return w, _2BIT if type(w) in (SmallCodes, GroupPanel) else fmt
 
 
-@functools.lru_cache(maxsize=16)
 def _positions(width: int) -> np.ndarray:
     """Where the dot reads the input of each code of rows of ``width`` inputs in whole blocks.
 
@@ -165,7 +167,6 @@ def _positions(width: int) -> np.ndarray:
     """
     order = np.empty(width, np.intp)
     order[packed.layout(width, width // 4)] = np.arange(width)
-    order.flags.writeable = False
     return order
 
 
@@ -177,11 +178,13 @@ def _width(n: int) -> int:
 def _small(out: int, n: int, scales: np.ndarray) -> bool:
     """A layer of ``out`` rows of ``n`` inputs the one-call route takes: small, a scale a row.
 
-    Its padded rows hold at most ``4 * SMALL_WEIGHTS`` codes (1 MiB): narrow layers pad
-    each row to a whole block (64 inputs to 256 on AVX-512), and a very narrow one
-    (2**20 rows of one input) would otherwise keep 256 times its weights.
+    Narrow layers pad each row to a whole block (64 inputs to 256 on AVX-512): one padded
+    to more than twice its weights holds at most :data:`SMALL_PADDED` codes (a very
+    narrow one, 16,384 rows of one input, would keep 1 MiB for 16 KiB of weights and
+    multiply 256 times its products on one thread).
     """
-    return (0 < out * n <= SMALL_WEIGHTS and out * _width(n) <= 4 * SMALL_WEIGHTS
+    padded = out * _width(n)
+    return (0 < out * n <= SMALL_WEIGHTS and (padded <= 2 * out * n or padded <= SMALL_PADDED)
             and scales.shape[1] == 1)
 
 
