@@ -240,7 +240,7 @@ def _op_dense_one(a, b, op, out):
     return not _op_dense_row(a[0], b[0], out[0], op)
 
 
-_FIRST = np.zeros(1, np.intp)  # row 0 of each (a constant to numba)
+_FIRST = np.zeros(1, np.intp)  # the row indexes, never read (rows in order)
 
 
 @jit()
